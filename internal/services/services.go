@@ -1,0 +1,227 @@
+// Package services starts and stops the local servers the project runs
+// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3) and
+// dynalite (a DynamoDB that ignores ALL_OLD). The binaries are installed by
+// scripts/install-tools.sh into the git-ignored .tools folder.
+//
+// Every server binds to 127.0.0.1 and runs in its own process group, so Stop
+// ends it and anything it spawned.
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Process is a running server.
+type Process struct {
+	Name     string
+	Endpoint string // http://127.0.0.1:PORT
+	cmd      *exec.Cmd
+	done     chan struct{}
+	logFile  *os.File
+}
+
+// Stop ends the server (SIGTERM, then SIGKILL after 3 s) and waits for it.
+func (p *Process) Stop() error {
+	if p == nil || p.cmd.Process == nil {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	if p.logFile != nil {
+		p.logFile.Close()
+	}
+	return nil
+}
+
+// Exited is closed when the server process ends.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// ToolsDir is where the pinned binaries live: $TOOLS_DIR, else .tools at the
+// module root found by walking up from the working directory.
+func ToolsDir() (string, error) {
+	if d := os.Getenv("TOOLS_DIR"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".tools"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary returns the path of an installed tool, or an error that says how to
+// install it.
+func Binary(name string) (string, error) {
+	dir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s is not installed at %s: run `make tools` (scripts/install-tools.sh)", name, p)
+	}
+	return p, nil
+}
+
+// FreePort asks the kernel for a free port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Options for starting a server.
+type Options struct {
+	// Port to bind on 127.0.0.1. Defaults to a free port.
+	Port int
+	// LogPath receives the server's output. Defaults to discarding it.
+	LogPath string
+}
+
+func (o *Options) port() (int, error) {
+	if o.Port != 0 {
+		return o.Port, nil
+	}
+	return FreePort()
+}
+
+func start(ctx context.Context, name string, port int, logPath string, bin string, args ...string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Process{Name: name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		cmd.Stdout, cmd.Stderr, p.logFile = f, f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	if err := waitHTTP(ctx, p); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("start %s on port %d: %w", name, port, err)
+	}
+	return p, nil
+}
+
+// waitHTTP polls until the server answers any HTTP request.
+func waitHTTP(ctx context.Context, p *Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Endpoint+"/", nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return errors.New("exited during start-up")
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// StartDynoxide starts an in-memory dynoxide.
+func StartDynoxide(ctx context.Context, o Options) (*Process, error) {
+	bin, err := Binary("dynoxide")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, "dynoxide", port, o.LogPath, bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+}
+
+// StartDynalite starts an in-memory dynalite, which (unlike DynamoDB) returns
+// no item on a failed condition even when ALL_OLD is asked for.
+func StartDynalite(ctx context.Context, o Options) (*Process, error) {
+	bin, err := Binary("dynalite")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, "dynalite", port, o.LogPath, bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+}
+
+// S3Options configure Versity Gateway.
+type S3Options struct {
+	Options
+	// DataDir holds the buckets (a posix backend). Required.
+	DataDir   string
+	AccessKey string // Defaults to "local".
+	SecretKey string // Defaults to "localsecret".
+	// WebhookURL receives s3:ObjectCreated:* notifications. It must already
+	// be listening: the gateway exits at start-up otherwise.
+	WebhookURL string
+}
+
+// StartVersity starts Versity Gateway on a posix data directory.
+func StartVersity(ctx context.Context, o S3Options) (*Process, error) {
+	bin, err := Binary("versitygw")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	if o.AccessKey == "" {
+		o.AccessKey = "local"
+	}
+	if o.SecretKey == "" {
+		o.SecretKey = "localsecret"
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("start versitygw: %w", err)
+	}
+	args := []string{"--port", "127.0.0.1:" + strconv.Itoa(port), "--access", o.AccessKey, "--secret", o.SecretKey}
+	if o.WebhookURL != "" {
+		filter := filepath.Join(filepath.Dir(o.DataDir), "versitygw-event-filter.json")
+		if err := os.WriteFile(filter, []byte(`{"s3:ObjectCreated:*": true}`), 0o644); err != nil {
+			return nil, fmt.Errorf("start versitygw: %w", err)
+		}
+		args = append(args, "--event-webhook-url", o.WebhookURL, "--event-filter", filter)
+	}
+	args = append(args, "posix", o.DataDir)
+	return start(ctx, "versitygw", port, o.LogPath, bin, args...)
+}

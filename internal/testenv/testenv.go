@@ -1,0 +1,248 @@
+// Package testenv gives tests real local DynamoDB and S3 servers, each
+// started for the test that asks and stopped when it ends.
+//
+// When a server's binary is missing the test is skipped, unless
+// REQUIRE_INTEGRATION=1 (set by `make test` and CI), where it fails: a
+// skipped integration test must never pass for a green run.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"maps"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceupload/onceupload/internal/services"
+)
+
+// Region, AccessKey and SecretKey are the local servers' static settings.
+const (
+	Region    = "us-east-1"
+	AccessKey = "local"
+	SecretKey = "localsecret"
+)
+
+func need(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+		t.Fatalf("integration server unavailable: %v", err)
+	}
+	t.Skipf("integration server unavailable (set REQUIRE_INTEGRATION=1 to fail instead): %v", err)
+}
+
+func stopAtEnd(t testing.TB, p *services.Process) {
+	t.Cleanup(func() { _ = p.Stop() })
+}
+
+// AWSConfig is an SDK config for local servers: static credentials, fixed
+// region, no shared config files read.
+func AWSConfig() aws.Config {
+	return aws.Config{
+		Region:      Region,
+		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+	}
+}
+
+// Dynoxide starts a dynoxide server and returns its endpoint.
+func Dynoxide(t testing.TB) string {
+	t.Helper()
+	p, err := services.StartDynoxide(context.Background(), services.Options{})
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
+// Dynalite starts a dynalite server and returns its endpoint.
+func Dynalite(t testing.TB) string {
+	t.Helper()
+	p, err := services.StartDynalite(context.Background(), services.Options{})
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
+// Versity starts an S3 server on a temporary directory and returns its
+// endpoint.
+func Versity(t testing.TB) string {
+	t.Helper()
+	p, err := services.StartVersity(context.Background(), services.S3Options{
+		DataDir: t.TempDir() + "/data", AccessKey: AccessKey, SecretKey: SecretKey,
+	})
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
+// Counter counts the HTTP attempts SDK clients send, by operation name.
+type Counter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+// Total returns the number of attempts sent so far.
+func (c *Counter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.ops {
+		n += v
+	}
+	return n
+}
+
+// Ops returns a copy of the counts by operation (e.g. "PutItem").
+func (c *Counter) Ops() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.ops)
+}
+
+// Reset sets every count back to zero.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.ops)
+}
+
+// middleware counts each attempt (after the SDK's retry step), so retries
+// count as the round trips they are.
+func (c *Counter) middleware(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("testenv.count",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			if c.ops == nil {
+				c.ops = map[string]int{}
+			}
+			c.ops[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+}
+
+// DynamoClient returns a client for endpoint that counts its calls in c (if
+// not nil).
+func DynamoClient(endpoint string, c *Counter) *dynamodb.Client {
+	return dynamodb.NewFromConfig(AWSConfig(), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		if c != nil {
+			o.APIOptions = append(o.APIOptions, c.middleware)
+		}
+	})
+}
+
+// S3Client returns a path-style client for endpoint that counts its calls in
+// c (if not nil).
+func S3Client(endpoint string, c *Counter) *s3.Client {
+	return s3.NewFromConfig(AWSConfig(), func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+		if c != nil {
+			o.APIOptions = append(o.APIOptions, c.middleware)
+		}
+	})
+}
+
+// NewTable creates a table shaped as template.yaml declares it (string
+// partition key "pk", on-demand) with a unique name, and returns the name.
+func NewTable(t testing.TB, client *dynamodb.Client) string {
+	t.Helper()
+	name := "test-" + randomHex(6)
+	_, err := client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName:            &name,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
+	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &name}, 10*time.Second); err != nil {
+		t.Fatalf("table %s not active: %v", name, err)
+	}
+	return name
+}
+
+// NewBucket creates a bucket with a unique name and returns the name.
+func NewBucket(t testing.TB, client *s3.Client) string {
+	t.Helper()
+	name := "test-" + randomHex(6)
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	return name
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Shared is a server started on first use and shared by the tests of one
+// package; TestMain calls Stop after m.Run so the package stops what it
+// started.
+type Shared struct {
+	start func(context.Context) (*services.Process, error)
+	once  sync.Once
+	proc  *services.Process
+	err   error
+}
+
+// SharedDynoxide, SharedDynalite and SharedVersity describe lazily started
+// servers.
+func SharedDynoxide() *Shared {
+	return &Shared{start: func(ctx context.Context) (*services.Process, error) {
+		return services.StartDynoxide(ctx, services.Options{})
+	}}
+}
+
+// SharedDynalite starts dynalite on first use.
+func SharedDynalite() *Shared {
+	return &Shared{start: func(ctx context.Context) (*services.Process, error) {
+		return services.StartDynalite(ctx, services.Options{})
+	}}
+}
+
+// SharedVersity starts Versity Gateway on a fresh temporary directory on
+// first use.
+func SharedVersity() *Shared {
+	return &Shared{start: func(ctx context.Context) (*services.Process, error) {
+		dir, err := os.MkdirTemp("", "onceupload-s3-")
+		if err != nil {
+			return nil, err
+		}
+		return services.StartVersity(ctx, services.S3Options{DataDir: dir + "/data", AccessKey: AccessKey, SecretKey: SecretKey})
+	}}
+}
+
+// Endpoint starts the server if needed and returns its endpoint, skipping or
+// failing t when it cannot start.
+func (s *Shared) Endpoint(t testing.TB) string {
+	t.Helper()
+	s.once.Do(func() { s.proc, s.err = s.start(context.Background()) })
+	need(t, s.err)
+	return s.proc.Endpoint
+}
+
+// Stop stops the server if it was started.
+func (s *Shared) Stop() {
+	if s.proc != nil {
+		_ = s.proc.Stop()
+	}
+}

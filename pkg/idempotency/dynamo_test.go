@@ -1,0 +1,195 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// TestRoundTrips counts the HTTP calls each operation sends to a real local
+// DynamoDB: the design's budget is exactly one each.
+func TestRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	var counter testenv.Counter
+	client := testenv.DynamoClient(sharedDynoxide(t), &counter)
+	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	id := idempotency.NewID("t", "round-trips")
+
+	steps := []struct {
+		name string
+		run  func() error
+		want map[string]int
+	}{
+		{"claim", func() error { _, err := store.Claim(ctx, pending(id, "c1", "fp", `{}`)); return err }, map[string]int{"PutItem": 1}},
+		{"replay", func() error {
+			res, err := store.Claim(ctx, pending(id, "c2", "fp", `{}`))
+			if err == nil && !res.Replayed {
+				err = errors.New("not a replay")
+			}
+			return err
+		}, map[string]int{"PutItem": 1}},
+		{"reuse", func() error {
+			if _, err := store.Claim(ctx, pending(id, "c2", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
+				return fmt.Errorf("want ErrKeyReused, got %v", err)
+			}
+			return nil
+		}, map[string]int{"PutItem": 1}},
+		{"get", func() error { _, err := store.Get(ctx, id); return err }, map[string]int{"GetItem": 1}},
+		{"complete", func() error {
+			_, err := store.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted})
+			return err
+		}, map[string]int{"UpdateItem": 1}},
+		{"duplicate completion", func() error {
+			_, err := store.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted})
+			if !errors.Is(err, idempotency.ErrAlreadyCompleted) {
+				return fmt.Errorf("want ErrAlreadyCompleted, got %v", err)
+			}
+			return nil
+		}, map[string]int{"UpdateItem": 1}},
+	}
+	for _, step := range steps {
+		counter.Reset()
+		if err := step.run(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := counter.Ops(); !maps.Equal(got, step.want) {
+			t.Errorf("%s sent %v, want %v", step.name, got, step.want)
+		}
+	}
+}
+
+// TestFallbackWithoutAllOld runs against dynalite, which drops the item that
+// ReturnValuesOnConditionCheckFailure=ALL_OLD asks for: the store must still
+// judge the holder correctly, with one consistent GetItem more.
+func TestFallbackWithoutAllOld(t *testing.T) {
+	ctx := context.Background()
+	var counter testenv.Counter
+	client := testenv.DynamoClient(sharedDynalite(t), &counter)
+	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	id := idempotency.NewID("t", "fallback")
+
+	// Prove the server really ignores ALL_OLD, or this test proves nothing.
+	if _, err := store.Claim(ctx, pending(id, "c1", "fp", `{"first":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: ptr(store.TableName()), Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: string(id)}},
+		ConditionExpression:                 ptr("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || len(ccf.Item) != 0 {
+		t.Fatalf("dynalite returned %v with item %v; the fallback is not exercised", err, ccf)
+	}
+
+	counter.Reset()
+	res, err := store.Claim(ctx, pending(id, "c2", "fp", `{}`))
+	if err != nil || !res.Replayed || string(res.Record.Response.Body) != `{"first":true}` {
+		t.Fatalf("replay = %+v, %v", res, err)
+	}
+	if got, want := counter.Ops(), map[string]int{"PutItem": 1, "GetItem": 1}; !maps.Equal(got, want) {
+		t.Errorf("replay sent %v, want %v", got, want)
+	}
+	if _, err := store.Claim(ctx, pending(id, "c3", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("reuse through the fallback: %v, want ErrKeyReused", err)
+	}
+}
+
+// TestClaimRace: 200 goroutines claim one key at once on a real server.
+// Exactly one wins; every other sees a replay of the winner's claim.
+func TestClaimRace(t *testing.T) {
+	ctx := context.Background()
+	client := testenv.DynamoClient(sharedDynoxide(t), nil)
+	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	id := idempotency.NewID("t", "race")
+
+	const n = 200
+	var wg sync.WaitGroup
+	results := make([]idempotency.ClaimResult, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = store.Claim(ctx, pending(id, fmt.Sprintf("claim-%d", i), "fp", fmt.Sprintf(`{"i":%d}`, i)))
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winners, claimIDs := 0, map[string]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("goroutine %d: %v", i, errs[i])
+		}
+		if !results[i].Replayed {
+			winners++
+		}
+		claimIDs[results[i].Record.ClaimID]++
+	}
+	if winners != 1 || len(claimIDs) != 1 {
+		t.Fatalf("winners = %d, distinct claim ids = %v; want 1 winner seen by all", winners, claimIDs)
+	}
+}
+
+// fakeDynamo answers every call with err.
+type fakeDynamo struct{ err error }
+
+func (f fakeDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, f.err
+}
+func (f fakeDynamo) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, f.err
+}
+func (f fakeDynamo) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return nil, f.err
+}
+func (f fakeDynamo) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return nil, f.err
+}
+
+func TestErrorsAreClassified(t *testing.T) {
+	cases := []struct {
+		err         error
+		unavailable bool
+	}{
+		{&types.ProvisionedThroughputExceededException{}, true},
+		{&types.ThrottlingException{}, true},
+		{&types.RequestLimitExceeded{}, true},
+		{&types.InternalServerError{}, true},
+		{&smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}, true},
+		{context.DeadlineExceeded, true},
+		{&types.ResourceNotFoundException{}, false},
+		{&smithy.GenericAPIError{Code: "ValidationException", Fault: smithy.FaultClient}, false},
+		{errors.New("boom"), false},
+	}
+	ctx := context.Background()
+	id := idempotency.NewID("t", "k")
+	for _, tc := range cases {
+		store := idempotency.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
+		_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
+		_, getErr := store.Get(ctx, id)
+		_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
+		relErr := store.Release(ctx, id, "c")
+		for op, err := range map[string]error{"claim": claimErr, "get": getErr, "update": updErr, "release": relErr} {
+			if err == nil || !errors.Is(err, tc.err) {
+				t.Errorf("%s with %T: %v does not wrap the cause", op, tc.err, err)
+			}
+			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
+				t.Errorf("%s with %T: unavailable = %v, want %v", op, tc.err, got, tc.unavailable)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,23 @@
+package idempotency_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+)
+
+var (
+	dynoxide = testenv.SharedDynoxide()
+	dynalite = testenv.SharedDynalite()
+)
+
+func sharedDynoxide(t testing.TB) string { return dynoxide.Endpoint(t) }
+func sharedDynalite(t testing.TB) string { return dynalite.Endpoint(t) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	dynoxide.Stop()
+	dynalite.Stop()
+	os.Exit(code)
+}

@@ -1,0 +1,126 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+)
+
+// MemoryStore is an in-memory Store with the same semantics as DynamoStore,
+// for fast unit tests of code built on this package. The conformance tests
+// run both against the same cases, so the two cannot drift apart.
+type MemoryStore struct {
+	opts    Options
+	mu      sync.Mutex
+	records map[ID]Record
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store with the same Options as
+// NewDynamoStore.
+func NewMemoryStore(optFns ...func(*Options)) *MemoryStore {
+	o := Options{TTL: 24 * time.Hour, Lease: 30 * time.Second, Now: time.Now}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	return &MemoryStore{opts: o, records: map[ID]Record{}}
+}
+
+// Len returns how many records are stored, live or expired.
+func (m *MemoryStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
+
+// Claim behaves as DynamoStore.Claim.
+func (m *MemoryStore) Claim(_ context.Context, rec Record) (ClaimResult, error) {
+	if rec.State != StatePending && rec.State != StateInProgress {
+		return ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed", rec.ID, rec.State)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.Now()
+	if holder, ok := m.records[rec.ID]; ok && !holder.Expired(now) &&
+		(holder.State != StateInProgress || !holder.LeaseExpiresAt.Before(truncMillis(now))) {
+		return judgeHolder(rec, clone(holder), now)
+	}
+	rec.CreatedAt, rec.UpdatedAt = truncMillis(now), truncMillis(now)
+	rec.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
+	rec.LeaseExpiresAt = time.Time{}
+	if rec.State == StateInProgress {
+		rec.LeaseExpiresAt = truncMillis(now.Add(m.opts.Lease))
+	}
+	if rec.Data == nil {
+		rec.Data = map[string]string{}
+	}
+	rec = clone(rec)
+	m.records[rec.ID] = rec
+	return ClaimResult{Record: clone(rec)}, nil
+}
+
+// Get behaves as DynamoStore.Get.
+func (m *MemoryStore) Get(_ context.Context, id ID) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[id]
+	if !ok || r.Expired(m.opts.Now()) {
+		return Record{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	return clone(r), nil
+}
+
+// Update behaves as DynamoStore.Update.
+func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update) (Record, error) {
+	if u.State != StatePending && u.State != StateCompleted {
+		return Record{}, fmt.Errorf("update %s: state %q is not a target", id, u.State)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.Now()
+	r, ok := m.records[id]
+	switch {
+	case !ok || r.Expired(now) || r.ClaimID != claimID:
+		return Record{}, fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
+	case r.State == StateCompleted:
+		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: clone(r)})
+	}
+	for k, v := range u.Require {
+		if got, ok := r.Data[k]; !ok || got != v {
+			return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrMismatch, Existing: clone(r)})
+		}
+	}
+	r = clone(r)
+	r.State, r.UpdatedAt, r.LeaseExpiresAt = u.State, truncMillis(now), time.Time{}
+	if u.Response != nil {
+		r.Response = Response{Status: u.Response.Status, Body: append([]byte(nil), u.Response.Body...)}
+	}
+	if u.RestartExpiry {
+		r.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
+	}
+	maps.Copy(r.Data, u.Data)
+	m.records[id] = r
+	return clone(r), nil
+}
+
+// Release behaves as DynamoStore.Release.
+func (m *MemoryStore) Release(_ context.Context, id ID, claimID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.records[id]; ok && r.ClaimID == claimID && r.State == StateInProgress {
+		delete(m.records, id)
+	}
+	return nil
+}
+
+func clone(r Record) Record {
+	r.Data = maps.Clone(r.Data)
+	r.Response.Body = append([]byte(nil), r.Response.Body...)
+	return r
+}
+
+// truncMillis matches the millisecond precision DynamoStore stores.
+func truncMillis(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }

@@ -1,0 +1,271 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now().Truncate(time.Second)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const (
+	testTTL   = time.Hour
+	testLease = 10 * time.Second
+)
+
+type storeFactory func(t *testing.T, c *clock) idempotency.Store
+
+// factories are the stores every conformance case runs against: the real
+// one on a real local DynamoDB, and the in-memory one that must match it.
+func factories() map[string]storeFactory {
+	opts := func(c *clock) func(*idempotency.Options) {
+		return func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, c.Now }
+	}
+	return map[string]storeFactory{
+		"memory": func(t *testing.T, c *clock) idempotency.Store {
+			return idempotency.NewMemoryStore(opts(c))
+		},
+		"dynoxide": func(t *testing.T, c *clock) idempotency.Store {
+			client := testenv.DynamoClient(sharedDynoxide(t), nil)
+			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+		},
+		"dynalite": func(t *testing.T, c *clock) idempotency.Store {
+			client := testenv.DynamoClient(sharedDynalite(t), nil)
+			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+		},
+	}
+}
+
+func pending(id idempotency.ID, claim, fp, body string) idempotency.Record {
+	return idempotency.Record{
+		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StatePending,
+		Response: idempotency.Response{Status: 201, Body: []byte(body)},
+		Data:     map[string]string{"size": "42", "object": "uploads/x"},
+	}
+}
+
+func inProgress(id idempotency.ID, claim, fp string) idempotency.Record {
+	return idempotency.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StateInProgress}
+}
+
+func mustClaim(t *testing.T, s idempotency.Store, rec idempotency.Record) idempotency.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(context.Background(), rec)
+	if err != nil {
+		t.Fatalf("Claim(%s): %v", rec.ClaimID, err)
+	}
+	return res
+}
+
+func TestStoreConformance(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]func(t *testing.T, s idempotency.Store, c *clock){
+		"claim then replay": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-claim-replay")
+			first := mustClaim(t, s, pending(id, "c1", "fp", `{"n":1}`))
+			if first.Replayed {
+				t.Fatal("first claim replayed")
+			}
+			if want := c.Now().Add(testTTL); !first.Record.ExpiresAt.Equal(want) {
+				t.Errorf("ExpiresAt = %v, want %v", first.Record.ExpiresAt, want)
+			}
+			c.Advance(time.Minute)
+			again := mustClaim(t, s, pending(id, "c2", "fp", `{"n":2}`))
+			if !again.Replayed || again.Record.ClaimID != "c1" || string(again.Record.Response.Body) != `{"n":1}` {
+				t.Fatalf("replay = %+v, want claim c1 with the first body", again)
+			}
+			if !again.Record.ExpiresAt.Equal(first.Record.ExpiresAt) {
+				t.Errorf("a replay moved the expiry: %v -> %v", first.Record.ExpiresAt, again.Record.ExpiresAt)
+			}
+			got, err := s.Get(ctx, id)
+			if err != nil || got.ClaimID != "c1" || got.Data["size"] != "42" || got.Tenant != "tenant-a" {
+				t.Fatalf("Get = %+v, %v", got, err)
+			}
+		},
+		"another fingerprint is a reuse": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-reuse")
+			mustClaim(t, s, pending(id, "c1", "fp-1", `{}`))
+			_, err := s.Claim(ctx, pending(id, "c2", "fp-2", `{}`))
+			var conflict *idempotency.ConflictError
+			if !errors.Is(err, idempotency.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
+				t.Fatalf("err = %v, want ErrKeyReused naming c1", err)
+			}
+		},
+		"expired record is absent and claimable": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-expiry")
+			mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			c.Advance(testTTL)
+			if _, err := s.Get(ctx, id); err != nil {
+				t.Fatalf("Get at exactly the expiry second: %v, want the record", err)
+			}
+			c.Advance(time.Second)
+			if _, err := s.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("Get after expiry: %v, want ErrNotFound", err)
+			}
+			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("Update after expiry: %v, want ErrNotFound", err)
+			}
+			// Another fingerprint may claim it: the old claim no longer exists.
+			res := mustClaim(t, s, pending(id, "c2", "fp-other", `{}`))
+			if res.Replayed || res.Record.ClaimID != "c2" {
+				t.Fatalf("claim after expiry = %+v, want a fresh claim c2", res)
+			}
+		},
+		"in progress blocks, then the lease can be taken over": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-lease")
+			mustClaim(t, s, inProgress(id, "c1", "fp"))
+			c.Advance(3 * time.Second)
+			_, err := s.Claim(ctx, inProgress(id, "c2", "fp"))
+			var ip *idempotency.InProgressError
+			if !errors.As(err, &ip) || !errors.Is(err, idempotency.ErrInProgress) || ip.RetryAfter != 7*time.Second {
+				t.Fatalf("err = %v, want InProgressError retry after 7s", err)
+			}
+			if _, err := s.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, idempotency.ErrKeyReused) {
+				t.Fatalf("other fingerprint during lease: %v, want ErrKeyReused", err)
+			}
+			c.Advance(testLease)
+			res := mustClaim(t, s, inProgress(id, "c3", "fp"))
+			if res.Replayed || res.Record.ClaimID != "c3" {
+				t.Fatalf("takeover = %+v, want fresh claim c3", res)
+			}
+			// The first claimant's late work finds its claim gone.
+			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("late update of a taken-over claim: %v, want ErrNotFound", err)
+			}
+		},
+		"record a response after in-progress work": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-record")
+			mustClaim(t, s, inProgress(id, "c1", "fp"))
+			got, err := s.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, Response: &idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`)},
+				Data: map[string]string{"upload": "u-1"},
+			})
+			if err != nil || got.State != idempotency.StatePending || !got.LeaseExpiresAt.IsZero() || got.Data["upload"] != "u-1" {
+				t.Fatalf("Update = %+v, %v", got, err)
+			}
+			res := mustClaim(t, s, inProgress(id, "c2", "fp"))
+			if !res.Replayed || string(res.Record.Response.Body) != `{"ok":true}` || res.Record.Response.Status != 201 {
+				t.Fatalf("replay after record = %+v", res)
+			}
+		},
+		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-complete")
+			claimed := mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			c.Advance(time.Minute)
+			u := idempotency.Update{
+				State: idempotency.StateCompleted, Data: map[string]string{"etag": "abc"},
+				Require: map[string]string{"size": "42"}, RestartExpiry: true,
+			}
+			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]string{"size": "41"}}); !errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("size mismatch: %v, want ErrMismatch", err)
+			}
+			if _, err := s.Update(ctx, id, "someone-else", u); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("other claim id: %v, want ErrNotFound", err)
+			}
+			got, err := s.Update(ctx, id, "c1", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != idempotency.StateCompleted || got.Data["etag"] != "abc" || got.Data["size"] != "42" {
+				t.Fatalf("completed record = %+v", got)
+			}
+			if want := c.Now().Add(testTTL); !got.ExpiresAt.Equal(want) || !got.ExpiresAt.After(claimed.Record.ExpiresAt) {
+				t.Errorf("ExpiresAt = %v, want restarted to %v", got.ExpiresAt, want)
+			}
+			var conflict *idempotency.ConflictError
+			_, err = s.Update(ctx, id, "c1", u)
+			if !errors.Is(err, idempotency.ErrAlreadyCompleted) || !errors.As(err, &conflict) || conflict.Existing.Data["etag"] != "abc" {
+				t.Fatalf("duplicate: %v, want ErrAlreadyCompleted with the record", err)
+			}
+		},
+		"release frees only an in-progress claim of the same id": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-release")
+			mustClaim(t, s, inProgress(id, "c1", "fp"))
+			if err := s.Release(ctx, id, "not-me"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, id); err != nil {
+				t.Fatalf("released by a stranger: %v", err)
+			}
+			if err := s.Release(ctx, id, "c1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("after release: %v, want ErrNotFound", err)
+			}
+			mustClaim(t, s, pending(id, "c2", "fp", `{}`))
+			if err := s.Release(ctx, id, "c2"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, id); err != nil {
+				t.Fatalf("release deleted a pending record: %v", err)
+			}
+		},
+		"tenants never share a key": func(t *testing.T, s idempotency.Store, c *clock) {
+			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")
+			if a == b {
+				t.Fatal("two tenants got the same id")
+			}
+			mustClaim(t, s, pending(a, "c1", "fp", `{}`))
+			if res := mustClaim(t, s, pending(b, "c2", "fp", `{}`)); res.Replayed {
+				t.Fatal("tenant b replayed tenant a's record")
+			}
+		},
+	}
+	for storeName, factory := range factories() {
+		t.Run(storeName, func(t *testing.T) {
+			for name, tc := range cases {
+				t.Run(name, func(t *testing.T) {
+					c := newClock()
+					tc(t, factory(t, c), c)
+				})
+			}
+		})
+	}
+}
+
+func TestNewIDIsFixedAndUnambiguous(t *testing.T) {
+	long := make([]byte, 5000)
+	for i := range long {
+		long[i] = 'k'
+	}
+	ids := map[idempotency.ID]string{}
+	for _, pair := range [][2]string{{"ab", "c"}, {"a", "bc"}, {"", "abc"}, {"t", string(long)}} {
+		id := idempotency.NewID(pair[0], pair[1])
+		if _, err := idempotency.ParseID(string(id)); err != nil {
+			t.Errorf("NewID%q = %q: %v", pair, id, err)
+		}
+		if prev, dup := ids[id]; dup {
+			t.Errorf("NewID%q collides with %s", pair, prev)
+		}
+		ids[id] = pair[0] + "|" + pair[1]
+	}
+	for _, bad := range []string{"", "ABCDEF0123456789abcdef0123456789", "0123", "g123456789abcdef0123456789abcdef"} {
+		if _, err := idempotency.ParseID(bad); err == nil {
+			t.Errorf("ParseID(%q) accepted", bad)
+		}
+	}
+}

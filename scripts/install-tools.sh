@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the pinned local servers into .tools/bin (git-ignored). Safe to run
+# again: each tool is reinstalled only when its pinned version changes.
+#   dynoxide   DynamoDB-compatible server (npm, static binary)
+#   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm)
+#   versitygw  S3-compatible gateway (Go module, ~2 min cold build)
+#   aws-lambda-rie  Lambda Runtime Interface Emulator (Go module)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TOOLS=${TOOLS_DIR:-$ROOT/.tools}
+VERSITYGW_VERSION=v1.8.0
+RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+mkdir -p "$TOOLS/bin" "$TOOLS/npm"
+
+# stamp NAME VERSION: true when NAME is already installed at VERSION.
+stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")" = "$2" ]; }
+
+npm_pin=$(cat tools/package.json tools/package-lock.json | sha256sum | cut -c1-16)
+if ! stamp npm "$npm_pin" || [ ! -x "$TOOLS/bin/dynoxide" ]; then
+  echo "install-tools: npm servers (dynoxide, dynalite) from tools/package-lock.json"
+  cp tools/package.json tools/package-lock.json "$TOOLS/npm/"
+  (cd "$TOOLS/npm" && npm ci --no-audit --no-fund --loglevel=error)
+  ln -sf "$TOOLS/npm/node_modules/@dynoxide/linux-x64/dynoxide" "$TOOLS/bin/dynoxide"
+  ln -sf "$TOOLS/npm/node_modules/.bin/dynalite" "$TOOLS/bin/dynalite"
+  echo "$npm_pin" > "$TOOLS/bin/.npm.version"
+fi
+
+go_tool() { # go_tool NAME MODULE VERSION
+  if ! stamp "$1" "$3" || [ ! -x "$TOOLS/bin/$1" ]; then
+    echo "install-tools: $1 $3 (go install; the first build takes a few minutes)"
+    GOBIN="$TOOLS/bin" GOFLAGS=-mod=mod go install "$2@$3"
+    echo "$3" > "$TOOLS/bin/.$1.version"
+  fi
+}
+go_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
+if [ "${INSTALL_RIE:-1}" = 1 ]; then
+  go_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_VERSION"
+fi
