@@ -1,0 +1,26 @@
+// Command finalize is the Lambda function that S3 invokes for every object
+// created under the upload prefix.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/onceupload/onceupload/internal/wiring"
+)
+
+func main() {
+	logger := lambdacontext.NewLogger()
+	slog.SetDefault(logger)
+	svc, _, err := wiring.Service(context.Background(), os.LookupEnv, logger)
+	if err != nil {
+		logger.Error("finalize: cannot start", "error", err)
+		os.Exit(1)
+	}
+	h := &Handler{Service: svc, Logger: logger}
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// fakePresigner signs nothing but is deterministic: the handler's output
+// can be compared with golden files. Real presigning is tested against a
+// real S3 server in pkg/upload.
+type fakePresigner struct{ now *time.Time }
+
+func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
+	var o s3.PresignOptions
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	return &v4.PresignedHTTPRequest{
+		URL: fmt.Sprintf("https://%s.s3.amazonaws.com/%s?X-Amz-Date=%s&X-Amz-Expires=%d&X-Amz-Signature=fake",
+			*in.Bucket, *in.Key, f.now.UTC().Format("20060102T150405Z"), int(o.Expires.Seconds())),
+		Method: http.MethodPut,
+		SignedHeader: http.Header{
+			"Host": {*in.Bucket + ".s3.amazonaws.com"}, "Content-Length": {fmt.Sprint(*in.ContentLength)},
+			"Content-Type": {*in.ContentType}, "X-Amz-Checksum-Sha256": {*in.ChecksumSHA256},
+		},
+	}, nil
+}
+
+// noObjects: no object exists in S3.
+type noObjects struct{}
+
+func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
+}
+func (noObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
+}
+
+// counterReader gives distinct, repeatable upload ids.
+type counterReader struct{ n byte }
+
+func (c *counterReader) Read(p []byte) (int, error) {
+	c.n++
+	for i := range p {
+		p[i] = c.n
+	}
+	return len(p), nil
+}
+
+// failingStore answers every call with err.
+type failingStore struct{ err error }
+
+func (f failingStore) Claim(context.Context, idempotency.Record) (idempotency.ClaimResult, error) {
+	return idempotency.ClaimResult{}, f.err
+}
+func (f failingStore) Get(context.Context, idempotency.ID) (idempotency.Record, error) {
+	return idempotency.Record{}, f.err
+}
+func (f failingStore) Update(context.Context, idempotency.ID, string, idempotency.Update) (idempotency.Record, error) {
+	return idempotency.Record{}, f.err
+}
+func (f failingStore) Release(context.Context, idempotency.ID, string) error { return f.err }
+
+type fixture struct {
+	handler *Handler
+	store   *idempotency.MemoryStore
+	svc     *upload.Service
+	now     *time.Time
+}
+
+func newFixture(t *testing.T, store idempotency.Store) *fixture {
+	t.Helper()
+	now := t0
+	clock := func() time.Time { return now }
+	mem := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
+	if store == nil {
+		store = mem
+	}
+	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
+		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := upload.New(store, fakePresigner{now: &now}, noObjects{}, cfg, func(o *upload.Options) {
+		o.Now, o.Random, o.Logger = clock, &counterReader{}, logger
+	})
+	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, now: &now}
+}
+
+const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+var photo = `{"filename":"photo & co.jpg","contentType":"image/jpeg","size":48213,"sha256":"` + digest + `"}`
+
+func post(key, body string) events.APIGatewayV2HTTPRequest {
+	req := events.APIGatewayV2HTTPRequest{
+		RouteKey: "POST /uploads", RawPath: "/uploads", Body: body,
+		Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/uploads"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "user-1"}},
+			},
+		},
+	}
+	if key != "" {
+		req.Headers["idempotency-key"] = key
+	}
+	return req
+}
+
+func get(uploadID, sub string) events.APIGatewayV2HTTPRequest {
+	req := post("", "")
+	req.RouteKey, req.RawPath, req.Body = "GET /uploads/{uploadId}", "/uploads/"+uploadID, ""
+	req.RequestContext.HTTP.Method = "GET"
+	req.PathParameters = map[string]string{"uploadId": uploadID}
+	req.RequestContext.Authorizer.JWT.Claims["sub"] = sub
+	return req
+}
+
+const key = "3f0c9d1e-6b0a-4c43-9a55-1b9f1f1e2a77"
+
+func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	resp, err := f.handler.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Handle returned an error: %v", err)
+	}
+	if ct := resp.Headers["Content-Type"]; ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	if !json.Valid([]byte(resp.Body)) {
+		t.Errorf("body is not JSON: %s", resp.Body)
+	}
+	return resp
+}
+
+// golden compares body with testdata/name.json semantically (as JSON values).
+func golden(t *testing.T, name, body string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".json")
+	if *update {
+		var pretty strings.Builder
+		var v any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(&pretty)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v)
+		if err := os.WriteFile(path, []byte(pretty.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file: %v (run go test -update)", err)
+	}
+	var got, exp any
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	if err := json.Unmarshal(want, &exp); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !reflect.DeepEqual(got, exp) {
+		t.Errorf("body differs from %s:\n got %s\nwant %s", path, body, want)
+	}
+}
+
+func wantStatus(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int, code string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, resp.Body)
+	}
+	if code == "" {
+		return
+	}
+	var e struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(resp.Body), &e); err != nil || e.Error != code || e.Message == "" {
+		t.Fatalf("body = %s, want error %q with a message", resp.Body, code)
+	}
+}
+
+func TestCreateFirstReplayAndFinalized(t *testing.T) {
+	f := newFixture(t, nil)
+	first := f.do(t, post(key, photo))
+	wantStatus(t, first, 201, "")
+	golden(t, "create-201", first.Body)
+	var created upload.Upload
+	_ = json.Unmarshal([]byte(first.Body), &created)
+	if loc := first.Headers["Location"]; loc != "/uploads/"+created.UploadID {
+		t.Errorf("Location = %q, want /uploads/%s", loc, created.UploadID)
+	}
+	if _, ok := first.Headers["Idempotent-Replay"]; ok {
+		t.Error("first answer says Idempotent-Replay")
+	}
+
+	// Same request, other whitespace and key order: a byte-identical replay.
+	*f.now = f.now.Add(time.Minute)
+	same := `{ "sha256": "` + strings.ToUpper(digest) + `", "size": 48213, "contentType": "image/jpeg", "filename": "photo & co.jpg" }`
+	replay := f.do(t, post(key, same))
+	wantStatus(t, replay, 201, "")
+	if replay.Body != first.Body || replay.Headers["Idempotent-Replay"] != "true" || replay.Headers["Location"] != first.Headers["Location"] {
+		t.Fatalf("replay = %+v\nwant the first body with Idempotent-Replay: true", replay)
+	}
+
+	// Once the URL expired, a replay gets the same upload with a fresh URL.
+	*f.now = f.now.Add(15 * time.Minute)
+	resigned := f.do(t, post(key, photo))
+	wantStatus(t, resigned, 201, "")
+	golden(t, "create-201-resigned", resigned.Body)
+	if resigned.Headers["Idempotent-Replay"] != "true" {
+		t.Error("re-signed replay lacks Idempotent-Replay")
+	}
+
+	// After finalize, the replay is the completed response.
+	if _, err := f.svc.Finalize(context.Background(), upload.ObjectCreated{
+		Bucket: "uploads-test", Key: created.StorageKey, Size: 48213, ETag: "d41d8cd98f00b204e9800998ecf8427e", Time: f.now.Add(-time.Second),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := f.do(t, post(key, photo))
+	wantStatus(t, done, 201, "")
+	golden(t, "create-201-completed", done.Body)
+	if done.Headers["Idempotent-Replay"] != "true" {
+		t.Error("completed replay lacks Idempotent-Replay")
+	}
+	if again := f.do(t, post(key, photo)); again.Body != done.Body {
+		t.Errorf("completed replays differ:\n%s\n%s", done.Body, again.Body)
+	}
+	status := f.do(t, get(created.UploadID, "user-1"))
+	wantStatus(t, status, 200, "")
+	if status.Body != done.Body {
+		t.Errorf("status body %s differs from the completed replay %s", status.Body, done.Body)
+	}
+
+	// Another body with the same key is refused, never answered with the first.
+	other := f.do(t, post(key, strings.Replace(photo, "48213", "48214", 1)))
+	wantStatus(t, other, 422, "idempotency_key_reuse")
+	golden(t, "error-422", other.Body)
+	if f.store.Len() != 1 {
+		t.Errorf("store holds %d records, want 1", f.store.Len())
+	}
+}
+
+func TestErrorRows(t *testing.T) {
+	big := `{"filename":"` + strings.Repeat("a", upload.MaxBodyBytes) + `"}`
+	noPrincipal := post(key, photo)
+	noPrincipal.RequestContext.Authorizer = nil
+	b64 := post(key, base64.StdEncoding.EncodeToString([]byte("{not json")))
+	b64.IsBase64Encoded = true
+	cases := []struct {
+		name   string
+		req    events.APIGatewayV2HTTPRequest
+		status int
+		code   string
+	}{
+		{"key missing", post("", photo), 400, "idempotency_key_required"},
+		{"key empty", post("   ", photo), 400, "idempotency_key_required"},
+		{"key short", post("too-short", photo), 400, "idempotency_key_invalid"},
+		{"key with space", post("has a space in it!", photo), 400, "idempotency_key_invalid"},
+		{"key non-ascii", post("clé-idempotente-0001", photo), 400, "idempotency_key_invalid"},
+		{"body not json", post(key, "{"), 400, "invalid_request"},
+		{"base64 body not json", b64, 400, "invalid_request"},
+		{"sha256 short", post(key, strings.Replace(photo, digest, "abc", 1)), 400, "invalid_request"},
+		{"size zero", post(key, strings.Replace(photo, "48213", "0", 1)), 400, "invalid_request"},
+		{"filename traversal", post(key, strings.Replace(photo, "photo & co.jpg", "../x.jpg", 1)), 400, "invalid_request"},
+		{"body too large", post(key, big), 413, "request_too_large"},
+		{"file too large", post(key, strings.Replace(photo, "48213", "1048577", 1)), 413, "file_too_large"},
+		{"media type", post(key, strings.Replace(photo, "image/jpeg", "text/html", 1)), 415, "unsupported_media_type"},
+		{"no principal", noPrincipal, 401, "unauthenticated"},
+		{"unknown route", func() events.APIGatewayV2HTTPRequest {
+			r := post(key, photo)
+			r.RouteKey, r.RawPath = "DELETE /uploads", "/elsewhere"
+			r.RequestContext.HTTP.Method = "DELETE"
+			return r
+		}(), 404, "not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			resp := f.do(t, tc.req)
+			wantStatus(t, resp, tc.status, tc.code)
+			golden(t, "error-"+strings.ReplaceAll(tc.name, " ", "-"), resp.Body)
+			if f.store.Len() != 0 {
+				t.Errorf("a refused request stored %d records", f.store.Len())
+			}
+		})
+	}
+}
+
+func TestInvalidRequestNamesTheField(t *testing.T) {
+	f := newFixture(t, nil)
+	resp := f.do(t, post(key, strings.Replace(photo, digest, "xyz", 1)))
+	wantStatus(t, resp, 400, "invalid_request")
+	if !strings.Contains(resp.Body, "sha256") {
+		t.Errorf("message does not name the field: %s", resp.Body)
+	}
+}
+
+func TestAnonymous(t *testing.T) {
+	f := newFixture(t, nil)
+	f.handler.AllowAnonymous = true
+	req := post(key, photo)
+	req.RequestContext.Authorizer = nil
+	wantStatus(t, f.do(t, req), 201, "")
+	// The anonymous tenant's key is not user-1's key.
+	wantStatus(t, f.do(t, post(key, strings.Replace(photo, "48213", "7", 1))), 201, "")
+}
+
+func TestOtherPrincipalKinds(t *testing.T) {
+	f := newFixture(t, nil)
+	iam := post(key, photo)
+	iam.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:user/alice"},
+	}
+	lambdaAuth := post(key, photo)
+	lambdaAuth.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		Lambda: map[string]any{"principalId": "tenant-42"},
+	}
+	a, b := f.do(t, iam), f.do(t, lambdaAuth)
+	wantStatus(t, a, 201, "")
+	wantStatus(t, b, 201, "")
+	if a.Headers["Location"] == b.Headers["Location"] || b.Headers["Idempotent-Replay"] != "" {
+		t.Error("two principals shared one key")
+	}
+}
+
+// A claim whose side-effecting work is under way (as the multipart path
+// will hold one) answers 409 with the lease's remaining time.
+func TestInProgress(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	wantStatus(t, f.do(t, post(key, photo)), 201, "")
+	id := idempotency.NewID("user-1", key)
+	rec, err := f.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once that record expires, an in-progress claim with the same
+	// fingerprint takes the key.
+	*f.now = f.now.Add(25 * time.Hour)
+	if _, err := f.store.Claim(ctx, idempotency.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}); err != nil {
+		t.Fatal(err)
+	}
+	*f.now = f.now.Add(4 * time.Second)
+	busy := f.do(t, post(key, photo))
+	wantStatus(t, busy, 409, "idempotency_in_progress")
+	golden(t, "error-409", busy.Body)
+	if busy.Headers["Retry-After"] != "26" {
+		t.Errorf("Retry-After = %q, want 26 (the lease's remaining seconds)", busy.Headers["Retry-After"])
+	}
+}
+
+func TestStoreFailures(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("claim x: %w: %w", idempotency.ErrUnavailable, errors.New("ProvisionedThroughputExceededException: secret table arn:aws:dynamodb:...")), 503, "service_unavailable"},
+		{errors.New("operation error DynamoDB: PutItem, ValidationException: secret internals"), 500, "internal_error"},
+	}
+	for _, tc := range cases {
+		f := newFixture(t, failingStore{err: tc.err})
+		for _, req := range []events.APIGatewayV2HTTPRequest{post(key, photo), get(strings.Repeat("a", 64), "user-1")} {
+			resp := f.do(t, req)
+			wantStatus(t, resp, tc.status, tc.code)
+			if tc.status == 503 && resp.Headers["Retry-After"] == "" {
+				t.Error("503 without Retry-After")
+			}
+			if strings.Contains(resp.Body, "secret") || strings.Contains(resp.Body, "DynamoDB") {
+				t.Errorf("internal text leaked: %s", resp.Body)
+			}
+			golden(t, fmt.Sprintf("error-%d", tc.status), resp.Body)
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	created := f.do(t, post(key, photo))
+	var u upload.Upload
+	_ = json.Unmarshal([]byte(created.Body), &u)
+
+	own := f.do(t, get(u.UploadID, "user-1"))
+	wantStatus(t, own, 200, "")
+	if own.Body != created.Body {
+		t.Errorf("pending status %s differs from the create body %s", own.Body, created.Body)
+	}
+	for name, req := range map[string]events.APIGatewayV2HTTPRequest{
+		"other tenant": get(u.UploadID, "user-2"),
+		"unknown":      get(strings.Repeat("0", 64), "user-1"),
+		"malformed":    get("../../etc/passwd", "user-1"),
+	} {
+		resp := f.do(t, req)
+		wantStatus(t, resp, 404, "not_found")
+		if name == "unknown" {
+			golden(t, "error-404", resp.Body)
+		}
+	}
+	*f.now = f.now.Add(24*time.Hour + time.Second)
+	wantStatus(t, f.do(t, get(u.UploadID, "user-1")), 404, "not_found")
+}

@@ -1,0 +1,26 @@
+// Command presign is the Lambda function behind POST /uploads and
+// GET /uploads/{uploadId}.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/onceupload/onceupload/internal/wiring"
+)
+
+func main() {
+	logger := lambdacontext.NewLogger()
+	slog.SetDefault(logger)
+	svc, cfg, err := wiring.Service(context.Background(), os.LookupEnv, logger)
+	if err != nil {
+		logger.Error("presign: cannot start", "error", err)
+		os.Exit(1)
+	}
+	h := &Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger}
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,46 @@
+// Package wiring builds the upload service from the environment: the one
+// place that reads configuration and creates AWS clients, shared by the
+// Lambda functions and the local stack's in-process mode.
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	appconfig "github.com/onceupload/onceupload/pkg/config"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+// Service builds the upload service. Endpoints come from the SDK's standard
+// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3), and
+// S3_FORCE_PATH_STYLE=true selects path-style S3 addressing for local
+// servers. No network call is made here, so cold starts stay short.
+func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger) (*upload.Service, appconfig.Config, error) {
+	cfg, err := appconfig.Load(lookup)
+	if err != nil {
+		return nil, cfg, err
+	}
+	pathStyle := false
+	if v, ok := lookup("S3_FORCE_PATH_STYLE"); ok && v != "" {
+		if pathStyle, err = strconv.ParseBool(v); err != nil {
+			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
+		}
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, cfg, fmt.Errorf("load AWS config: %w", err)
+	}
+	s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
+	store := idempotency.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), cfg.Table,
+		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
+	svc := upload.New(store, s3.NewPresignClient(s3Client), s3Client, cfg.Upload,
+		func(o *upload.Options) { o.Logger = logger })
+	return svc, cfg, nil
+}

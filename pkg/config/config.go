@@ -1,0 +1,105 @@
+// Package config reads the functions' settings from environment variables,
+// with defaults, and reports every invalid value at start-up.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+// Config is everything a function needs besides AWS clients.
+type Config struct {
+	// Table is the idempotency table (TABLE_NAME, required).
+	Table string
+	// IdempotencyTTL is how long a key is kept (IDEMPOTENCY_TTL, default 24h).
+	IdempotencyTTL time.Duration
+	// AllowAnonymous lets requests without a principal act as the tenant
+	// "anonymous" (ALLOW_ANONYMOUS, default false).
+	AllowAnonymous bool
+	// Upload holds BUCKET_NAME (required), UPLOAD_PREFIX (default
+	// "uploads/"), PRESIGN_TTL (default 15m), MAX_UPLOAD_BYTES (default
+	// 5368709120, a single PUT's limit) and ALLOWED_CONTENT_TYPES (comma
+	// list, "image/*" wildcards; empty allows any valid type).
+	Upload upload.Config
+}
+
+// MaxSinglePut is S3's limit for one PUT, 5 GiB.
+const MaxSinglePut = 5 << 30
+
+// Load reads the configuration through lookup (os.LookupEnv in main). It
+// returns every problem found, not just the first.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	var errs []error
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+		return def
+	}
+	required := func(name string) string {
+		v := get(name, "")
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+		return v
+	}
+	duration := func(name, def string) time.Duration {
+		v := get(name, def)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive Go duration such as %s", name, v, def))
+		}
+		return d
+	}
+
+	c := Config{
+		Table:          required("TABLE_NAME"),
+		IdempotencyTTL: duration("IDEMPOTENCY_TTL", "24h"),
+		Upload: upload.Config{
+			Bucket:     required("BUCKET_NAME"),
+			Prefix:     get("UPLOAD_PREFIX", "uploads/"),
+			PresignTTL: duration("PRESIGN_TTL", "15m"),
+		},
+	}
+	if p := c.Upload.Prefix; !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "/") {
+		errs = append(errs, fmt.Errorf("UPLOAD_PREFIX=%q: want a prefix such as uploads/ (ending in /, not starting with /)", p))
+	}
+	if c.Upload.PresignTTL > 7*24*time.Hour {
+		errs = append(errs, fmt.Errorf("PRESIGN_TTL=%s: SigV4 presigned URLs last at most 7 days", c.Upload.PresignTTL))
+	}
+
+	maxBytes := get("MAX_UPLOAD_BYTES", strconv.Itoa(MaxSinglePut))
+	n, err := strconv.ParseInt(maxBytes, 10, 64)
+	if err != nil || n < 1 || n > MaxSinglePut {
+		errs = append(errs, fmt.Errorf("MAX_UPLOAD_BYTES=%q: want a whole number from 1 to %d", maxBytes, MaxSinglePut))
+	}
+	c.Upload.MaxUploadBytes = n
+
+	for _, t := range strings.Split(get("ALLOWED_CONTENT_TYPES", ""), ",") {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if t == "" {
+			continue
+		}
+		typ, sub, ok := strings.Cut(t, "/")
+		if !ok || typ == "" || sub == "" || strings.ContainsAny(sub, "/;") || typ == "*" && sub != "*" {
+			errs = append(errs, fmt.Errorf("ALLOWED_CONTENT_TYPES: %q is not a type/subtype or type/*", t))
+			continue
+		}
+		c.Upload.AllowedContentTypes = append(c.Upload.AllowedContentTypes, t)
+	}
+
+	anon := get("ALLOW_ANONYMOUS", "false")
+	c.AllowAnonymous, err = strconv.ParseBool(anon)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("ALLOW_ANONYMOUS=%q: want true or false", anon))
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return c, nil
+}

@@ -1,0 +1,63 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	got, err := Load(env(map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{
+		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5368709120,
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLoadOverrides(t *testing.T) {
+	t.Parallel()
+	got, err := Load(env(map[string]string{
+		"TABLE_NAME": "t", "BUCKET_NAME": "b", "UPLOAD_PREFIX": "in/", "IDEMPOTENCY_TTL": "72h",
+		"PRESIGN_TTL": "5m", "MAX_UPLOAD_BYTES": "1048576", "ALLOWED_CONTENT_TYPES": " image/* , Application/PDF ,",
+		"ALLOW_ANONYMOUS": "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{
+		Bucket: "b", Prefix: "in/", PresignTTL: 5 * time.Minute, MaxUploadBytes: 1 << 20,
+		AllowedContentTypes: []string{"image/*", "application/pdf"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := Load(env(map[string]string{
+		"IDEMPOTENCY_TTL": "1 day", "PRESIGN_TTL": "-1m", "MAX_UPLOAD_BYTES": "6000000000",
+		"ALLOWED_CONTENT_TYPES": "image", "ALLOW_ANONYMOUS": "maybe", "UPLOAD_PREFIX": "/abs",
+	}))
+	if err == nil {
+		t.Fatal("Load accepted invalid values")
+	}
+	for _, name := range []string{"TABLE_NAME", "BUCKET_NAME", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ALLOW_ANONYMOUS", "UPLOAD_PREFIX"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not mention %s: %v", name, err)
+		}
+	}
+}

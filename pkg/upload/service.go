@@ -1,0 +1,394 @@
+package upload
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// Presigner is the part of *s3.PresignClient the service uses.
+type Presigner interface {
+	PresignPutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
+}
+
+// ObjectAPI is the part of *s3.Client the service uses.
+type ObjectAPI interface {
+	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+}
+
+var (
+	_ Presigner = (*s3.PresignClient)(nil)
+	_ ObjectAPI = (*s3.Client)(nil)
+)
+
+// Config is what a deployment decides.
+type Config struct {
+	// Bucket receives the uploads.
+	Bucket string
+	// Prefix starts every object key; finalize ignores objects outside it.
+	Prefix string
+	// PresignTTL is the lifetime of a presigned URL.
+	PresignTTL time.Duration
+	// MaxUploadBytes is the largest size accepted.
+	MaxUploadBytes int64
+	// AllowedContentTypes are lower-case media types ("image/png") or
+	// wildcards ("image/*"); empty allows any valid type.
+	AllowedContentTypes []string
+}
+
+func (c *Config) allows(mediaType string) bool {
+	if len(c.AllowedContentTypes) == 0 {
+		return true
+	}
+	typ, _, _ := strings.Cut(mediaType, "/")
+	for _, allowed := range c.AllowedContentTypes {
+		if allowed == mediaType || allowed == typ+"/*" || allowed == "*/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Options tune a Service.
+type Options struct {
+	// Now is the clock. Defaults to time.Now; give the store the same one.
+	Now func() time.Time
+	// Random feeds upload ids. Defaults to crypto/rand.Reader.
+	Random io.Reader
+	// Logger receives one line per decision. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service creates uploads, reports their status and records their
+// completion.
+type Service struct {
+	store     idempotency.Store
+	presigner Presigner
+	objects   ObjectAPI
+	cfg       Config
+	opts      Options
+}
+
+// New returns a Service.
+func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
+	o := Options{Now: time.Now, Random: rand.Reader, Logger: slog.Default()}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
+}
+
+// Reply is a successful answer.
+type Reply struct {
+	Status   int // 201 for a create, 200 for a status
+	Body     []byte
+	UploadID string
+	// Replayed is true when a create was answered from an earlier claim.
+	Replayed bool
+}
+
+// timeFormat renders every time in a body: UTC with milliseconds.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Create claims key for the tenant and answers with a presigned PUT, or
+// replays the answer recorded for the key. Errors: *ValidationError,
+// ErrFileTooLarge, ErrUnsupportedMedia, and the store's ErrKeyReused,
+// ErrInProgress and ErrUnavailable (test with errors.Is).
+func (s *Service) Create(ctx context.Context, tenant, key string, req CreateRequest) (Reply, error) {
+	r, err := req.canonical(&s.cfg)
+	if err != nil {
+		return Reply{}, err
+	}
+	id := idempotency.NewID(tenant, key)
+	uploadID, err := newUploadID(id, s.opts.Random)
+	if err != nil {
+		return Reply{}, err
+	}
+	// Everything the record holds is computed before the one put, so no
+	// record ever exists without its response.
+	pending := Upload{
+		UploadID: uploadID, Status: StatusPending, StorageKey: s.cfg.Prefix + uploadID,
+		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
+	}
+	body, urlExpires, err := s.pendingBody(ctx, pending)
+	if err != nil {
+		return Reply{}, err
+	}
+	res, err := s.store.Claim(ctx, idempotency.Record{
+		ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r),
+		State:    idempotency.StatePending,
+		Response: idempotency.Response{Status: http.StatusCreated, Body: body},
+		Data: map[string]string{
+			dataObjectKey: pending.StorageKey, dataFilename: r.Filename, dataContentType: r.ContentType,
+			dataSize: strconv.FormatInt(r.Size, 10), dataSHA256: r.SHA256, dataURLExpires: urlExpires.Format(timeFormat),
+		},
+	})
+	if err != nil {
+		var conflict *idempotency.ConflictError
+		if errors.As(err, &conflict) {
+			s.opts.Logger.InfoContext(ctx, "key reused with a different request", "upload_id", conflict.Existing.ClaimID)
+		}
+		return Reply{}, fmt.Errorf("create: %w", err)
+	}
+	if !res.Replayed {
+		s.opts.Logger.InfoContext(ctx, "claimed", "upload_id", uploadID)
+		return Reply{Status: http.StatusCreated, Body: body, UploadID: uploadID}, nil
+	}
+	body, err = s.replayBody(ctx, res.Record)
+	if err != nil {
+		return Reply{}, err
+	}
+	s.opts.Logger.InfoContext(ctx, "replayed", "upload_id", res.Record.ClaimID, "state", res.Record.State)
+	return Reply{Status: http.StatusCreated, Body: body, UploadID: res.Record.ClaimID, Replayed: true}, nil
+}
+
+// replayBody is the answer recorded for rec: the completed body, or the
+// pending body as first sent while its URL is valid, else re-signed.
+func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byte, error) {
+	if rec.State == idempotency.StateCompleted {
+		return completedBody(rec)
+	}
+	if expires, err := time.Parse(timeFormat, rec.Data[dataURLExpires]); err == nil && s.opts.Now().Before(expires) {
+		return rec.Response.Body, nil
+	}
+	u, err := uploadFromRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := s.pendingBody(ctx, u)
+	return body, err
+}
+
+// pendingBody presigns the PUT for u and renders the pending body.
+func (s *Service) pendingBody(ctx context.Context, u Upload) ([]byte, time.Time, error) {
+	sum, err := hex.DecodeString(u.SHA256)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
+	}
+	// Signing Content-Length, Content-Type and the checksum makes S3 itself
+	// refuse any other bytes.
+	req, err := s.presigner.PresignPutObject(ctx, &s3.PutObjectInput{
+		Bucket:            &s.cfg.Bucket,
+		Key:               &u.StorageKey,
+		ContentType:       &u.ContentType,
+		ContentLength:     &u.Bytes,
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:    ptr(base64.StdEncoding.EncodeToString(sum)),
+	}, s3.WithPresignExpires(s.cfg.PresignTTL))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+	}
+	expires, err := presignedExpiry(req.URL)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+	}
+	headers := make(map[string]string, len(req.SignedHeader))
+	for name, values := range req.SignedHeader {
+		switch {
+		case name == "Host" || name == "Content-Length" || len(values) == 0:
+		case strings.HasPrefix(name, "X-Amz-"):
+			headers[strings.ToLower(name)] = values[0]
+		default:
+			headers[name] = values[0]
+		}
+	}
+	u.Upload = &PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}
+	body, err := encode(u)
+	return body, expires, err
+}
+
+// presignedExpiry reads when a SigV4 presigned URL stops working from its
+// own X-Amz-Date and X-Amz-Expires, so the reported time is the signer's.
+func presignedExpiry(rawURL string) (time.Time, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return time.Time{}, err
+	}
+	q := u.Query()
+	signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("presigned URL date: %w", err)
+	}
+	secs, err := strconv.Atoi(q.Get("X-Amz-Expires"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("presigned URL expiry: %w", err)
+	}
+	return signed.Add(time.Duration(secs) * time.Second).UTC(), nil
+}
+
+// Status returns the tenant's upload: completed, or pending with a valid
+// URL. A pending record whose object is already in S3 (its event was lost
+// or is late) is completed here and now. Errors: ErrNotFound (unknown,
+// expired, or another tenant's), and the store's.
+func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, error) {
+	id, err := ParseUploadID(uploadID)
+	if err != nil {
+		return Reply{}, ErrNotFound
+	}
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
+		return Reply{}, ErrNotFound
+	}
+	if err != nil {
+		return Reply{}, fmt.Errorf("status %s: %w", uploadID, err)
+	}
+	if rec.State == idempotency.StateInProgress {
+		return Reply{}, fmt.Errorf("status %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+	}
+	if rec.State == idempotency.StatePending {
+		rec, err = s.healFromS3(ctx, rec)
+		if err != nil {
+			return Reply{}, err
+		}
+	}
+	body, err := s.replayBody(ctx, rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+}
+
+// healFromS3 completes a pending record whose object exists, with one
+// HeadObject. An S3 failure leaves the record pending: the event may still
+// come, and the client can ask again.
+func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
+	key := rec.Data[dataObjectKey]
+	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key})
+	if err != nil {
+		var notFound *types.NotFound
+		if !errors.As(err, &notFound) {
+			s.opts.Logger.WarnContext(ctx, "status: cannot check the object", "upload_id", rec.ClaimID, "error", err)
+		}
+		return rec, nil
+	}
+	completedAt := s.opts.Now()
+	if head.LastModified != nil {
+		completedAt = *head.LastModified
+	}
+	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: deref(head.ContentLength), ETag: deref(head.ETag), Time: completedAt}
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj)
+	if err != nil {
+		return rec, err
+	}
+	if outcome == OutcomeCompleted {
+		s.opts.Logger.InfoContext(ctx, "finalized from status: the object exists but no event recorded it", "upload_id", rec.ClaimID)
+	}
+	if done.State == idempotency.StateCompleted {
+		return done, nil
+	}
+	return rec, nil
+}
+
+// ObjectCreated is one object that S3 reports as stored.
+type ObjectCreated struct {
+	Bucket string
+	Key    string // decoded, as stored
+	Size   int64
+	ETag   string
+	Time   time.Time
+}
+
+// Outcome is what Finalize did with an object.
+type Outcome string
+
+// Outcomes of Finalize.
+const (
+	OutcomeCompleted Outcome = "completed" // the record is now completed
+	OutcomeDuplicate Outcome = "duplicate" // it already was: a repeated event
+	OutcomeSkipped   Outcome = "skipped"   // not ours, or no live claim
+	OutcomeRejected  Outcome = "rejected"  // the object does not match its claim
+)
+
+// Finalize records that obj was stored. It returns an error only when a
+// retry can help (the store is unavailable); everything else is an
+// Outcome, because an error makes Lambda re-deliver the event in vain.
+func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, error) {
+	uploadID, ok := strings.CutPrefix(obj.Key, s.cfg.Prefix)
+	id, err := ParseUploadID(uploadID)
+	if obj.Bucket != s.cfg.Bucket || !ok || err != nil {
+		s.opts.Logger.InfoContext(ctx, "finalize: skipped an object that is not an upload", "bucket", obj.Bucket, "key", obj.Key)
+		return OutcomeSkipped, nil
+	}
+	_, outcome, err := s.complete(ctx, id, uploadID, obj)
+	return outcome, err
+}
+
+// complete moves the pending claim of obj to completed with one conditional
+// UpdateItem that also requires the claimed size.
+func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated) (idempotency.Record, Outcome, error) {
+	log := s.opts.Logger.With("upload_id", uploadID)
+	rec, err := s.store.Update(ctx, id, uploadID, idempotency.Update{
+		State: idempotency.StateCompleted,
+		Data: map[string]string{
+			dataETag: unquoteETag(obj.ETag), dataCompletedAt: obj.Time.UTC().Format(timeFormat),
+		},
+		Require:       map[string]string{dataSize: strconv.FormatInt(obj.Size, 10)},
+		RestartExpiry: true,
+	})
+	var conflict *idempotency.ConflictError
+	switch {
+	case err == nil:
+		log.InfoContext(ctx, "finalized")
+		return rec, OutcomeCompleted, nil
+	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict):
+		log.InfoContext(ctx, "finalize: duplicate event")
+		return conflict.Existing, OutcomeDuplicate, nil
+	case errors.Is(err, idempotency.ErrNotFound):
+		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
+		return idempotency.Record{}, OutcomeSkipped, nil
+	case errors.Is(err, idempotency.ErrMismatch) && errors.As(err, &conflict):
+		return conflict.Existing, OutcomeRejected, s.removeMismatch(ctx, log, conflict.Existing, obj)
+	default:
+		return idempotency.Record{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
+	}
+}
+
+// removeMismatch deletes an object whose size is not the claimed one, after
+// checking that the object there now is still the wrong one: an event can
+// be late, and a correct PUT may have replaced the object since.
+func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idempotency.Record, obj ObjectCreated) error {
+	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Data[dataSize], "stored", obj.Size)
+	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key})
+	var notFound *types.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("finalize %s: check mismatched object: %w", rec.ClaimID, err)
+	case strconv.FormatInt(deref(head.ContentLength), 10) == rec.Data[dataSize]:
+		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
+		return nil
+	}
+	if _, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key}); err != nil {
+		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, err)
+	}
+	log.InfoContext(ctx, "finalize: removed the mismatched object")
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
