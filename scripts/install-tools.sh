@@ -5,12 +5,14 @@
 #   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm)
 #   versitygw  S3-compatible gateway (Go module, ~2 min cold build)
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go module)
+#   staticcheck     Go linter (Go module)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TOOLS=${TOOLS_DIR:-$ROOT/.tools}
 VERSITYGW_VERSION=v1.8.0
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
+STATICCHECK_VERSION=v0.8.2
 mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 
 # stamp NAME VERSION: true when NAME is already installed at VERSION.
@@ -34,6 +36,5 @@ go_tool() { # go_tool NAME MODULE VERSION
   fi
 }
 go_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
-if [ "${INSTALL_RIE:-1}" = 1 ]; then
-  go_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_VERSION"
-fi
+go_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_VERSION"
+go_tool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION"

@@ -1,0 +1,48 @@
+# onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
+#   make test   install the pinned local servers, lint, run every test
+#   make build  build both Lambda bootstraps (linux/arm64) into .build/
+# SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+TOOLS := $(CURDIR)/.tools/bin
+LAMBDA_ARCH ?= arm64
+LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
+FUNCTIONS := PresignFunction FinalizeFunction
+dir_PresignFunction := presign
+dir_FinalizeFunction := finalize
+
+.PHONY: build test unit lint tools clean $(addprefix build-,$(FUNCTIONS))
+
+$(addprefix build-,$(FUNCTIONS)): build-%:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build $(LAMBDA_FLAGS) \
+		-o $(ARTIFACTS_DIR)/bootstrap ./functions/$(dir_$*)
+
+build:
+	@for fn in $(FUNCTIONS); do $(MAKE) --no-print-directory build-$$fn ARTIFACTS_DIR=$(CURDIR)/.build/$(LAMBDA_ARCH)/$$fn; done
+	@ls -l .build/$(LAMBDA_ARCH)/*/bootstrap
+
+tools:
+	@bash scripts/install-tools.sh
+
+lint: tools
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+	$(GO) vet ./...
+	$(TOOLS)/staticcheck ./...
+	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
+	cfn-lint template.yaml
+
+# Unit and integration tests. Integration tests start the servers they need
+# (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
+# REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
+test: lint
+	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
+
+# Fast tests only: no local servers.
+unit:
+	$(GO) test -count=1 ./...
+
+clean:
+	rm -rf .build
