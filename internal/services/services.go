@@ -113,7 +113,14 @@ func (o *Options) port() (int, error) {
 }
 
 func start(ctx context.Context, name string, port int, logPath string, bin string, args ...string) (*Process, error) {
+	return startEnv(ctx, name, port, logPath, nil, bin, args...)
+}
+
+// startEnv starts bin with env (nil: the host's environment) and waits
+// until it answers HTTP on port.
+func startEnv(ctx context.Context, name string, port int, logPath string, env []string, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &Process{Name: name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
 	if logPath != "" {
@@ -224,4 +231,44 @@ func StartVersity(ctx context.Context, o S3Options) (*Process, error) {
 	}
 	args = append(args, "posix", o.DataDir)
 	return start(ctx, "versitygw", port, o.LogPath, bin, args...)
+}
+
+// RIEOptions configure a function run under the Lambda Runtime Interface
+// Emulator.
+type RIEOptions struct {
+	Options
+	// Bootstrap is the function's built binary.
+	Bootstrap string
+	// Env is the function's environment (KEY=VALUE), on top of a minimal
+	// one: the host's environment is not passed through.
+	Env []string
+}
+
+// InvokePath is where the emulator accepts invocations.
+const InvokePath = "/2015-03-31/functions/function/invocations"
+
+// StartRIE runs a bootstrap under the emulator. The emulator serves one
+// invocation at a time: callers serialize (or run several).
+func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
+	bin, err := Binary("aws-lambda-rie")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	runtimePort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	// Both addresses explicitly: the emulator's default is 0.0.0.0:8080.
+	p, err := startEnv(ctx, "aws-lambda-rie", port, o.LogPath, append([]string{"PATH=/usr/bin:/bin"}, o.Env...), bin,
+		"--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(port),
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(runtimePort),
+		o.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
