@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
 
@@ -21,6 +22,6 @@ func main() {
 		logger.Error("presign: cannot start", "error", err)
 		os.Exit(1)
 	}
-	h := &Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger}
+	h := &presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger}
 	lambda.Start(h.Handle)
 }

@@ -1,4 +1,8 @@
-package main
+// Package presign adapts API Gateway HTTP API (payload v2) requests to the
+// upload service: POST /uploads and GET /uploads/{uploadId}. It is the
+// presign function's handler, importable so that the local stack can run it
+// in-process.
+package presign
 
 import (
 	"context"

@@ -1,4 +1,7 @@
-package main
+// Package finalize adapts S3 ObjectCreated events to the upload service. It
+// is the finalize function's handler, importable so that the local stack can
+// run it in-process.
+package finalize
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package main
+package finalize
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func TestHandleReturnsTransientErrors(t *testing.T) {
 
 // The sample event shipped for `sam local invoke` decodes as AWS's shape.
 func TestSampleEvent(t *testing.T) {
-	ev := loadEvent(t, filepath.Join("..", "..", "events", "finalize-object-created.json"))
+	ev := loadEvent(t, filepath.Join("..", "..", "..", "events", "finalize-object-created.json"))
 	rec := &recorder{}
 	if err := (&Handler{Service: rec, Logger: quiet()}).Handle(context.Background(), ev); err != nil {
 		t.Fatal(err)
