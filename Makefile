@@ -1,4 +1,5 @@
 # onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
+#   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build both Lambda bootstraps (linux/arm64) into .build/
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
@@ -13,7 +14,7 @@ FUNCTIONS := PresignFunction FinalizeFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
 
-.PHONY: build test unit lint tools clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -26,6 +27,13 @@ build:
 
 tools:
 	@bash scripts/install-tools.sh
+
+# The local stack. DEV_RIE=true runs the real bootstraps (built here for this
+# machine's architecture) under the Lambda Runtime Interface Emulator.
+dev: tools
+	$(GO) build -o .build/dev ./cmd/dev
+	@if [ "$${DEV_RIE:-false}" = true ]; then $(MAKE) --no-print-directory build LAMBDA_ARCH=$$($(GO) env GOARCH); fi
+	BOOTSTRAP_DIR=$(CURDIR)/.build/$$($(GO) env GOARCH) .build/dev
 
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }

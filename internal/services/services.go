@@ -103,6 +103,8 @@ type Options struct {
 	Port int
 	// LogPath receives the server's output. Defaults to discarding it.
 	LogPath string
+	// DBPath persists dynoxide's data in this file. Defaults to memory.
+	DBPath string
 }
 
 func (o *Options) port() (int, error) {
@@ -172,7 +174,11 @@ func StartDynoxide(ctx context.Context, o Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(ctx, "dynoxide", port, o.LogPath, bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	args := []string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}
+	if o.DBPath != "" {
+		args = append(args, "--db-path", o.DBPath)
+	}
+	return start(ctx, "dynoxide", port, o.LogPath, bin, args...)
 }
 
 // StartDynalite starts an in-memory dynalite, which (unlike DynamoDB) returns
@@ -217,6 +223,10 @@ func StartVersity(ctx context.Context, o S3Options) (*Process, error) {
 	}
 	if o.SecretKey == "" {
 		o.SecretKey = "localsecret"
+	}
+	// Absolute: the gateway resolves relative paths against its data directory.
+	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start versitygw: %w", err)

@@ -21,8 +21,10 @@ import (
 // Service builds the upload service. Endpoints come from the SDK's standard
 // variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3), and
 // S3_FORCE_PATH_STYLE=true selects path-style S3 addressing for local
-// servers. No network call is made here, so cold starts stay short.
-func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger) (*upload.Service, appconfig.Config, error) {
+// servers. awsOpts adjust the SDK's configuration (the local stack passes
+// static credentials). No network call is made here, so cold starts stay
+// short.
+func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, awsOpts ...func(*config.LoadOptions) error) (*upload.Service, appconfig.Config, error) {
 	cfg, err := appconfig.Load(lookup)
 	if err != nil {
 		return nil, cfg, err
@@ -33,12 +35,26 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
 		}
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := config.LoadDefaultConfig(ctx, awsOpts...)
 	if err != nil {
 		return nil, cfg, fmt.Errorf("load AWS config: %w", err)
 	}
-	s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
-	store := idempotency.NewDynamoStore(dynamodb.NewFromConfig(awsCfg), cfg.Table,
+	// The SDK reads these from the process environment too; reading them
+	// through lookup lets an in-process caller set them per service.
+	s3Endpoint, _ := lookup("AWS_ENDPOINT_URL_S3")
+	dynamoEndpoint, _ := lookup("AWS_ENDPOINT_URL_DYNAMODB")
+	s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.UsePathStyle = pathStyle
+		if s3Endpoint != "" {
+			o.BaseEndpoint = &s3Endpoint
+		}
+	})
+	dynamoClient := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if dynamoEndpoint != "" {
+			o.BaseEndpoint = &dynamoEndpoint
+		}
+	})
+	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
 		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
 	svc := upload.New(store, s3.NewPresignClient(s3Client), s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })

@@ -1,0 +1,53 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Invoker runs one function invocation: a JSON event in, a JSON result
+// out. lambda.Handler (in-process) and the emulator both fit.
+type Invoker interface {
+	Invoke(ctx context.Context, payload []byte) ([]byte, error)
+}
+
+// rieInvoker calls a function under the Runtime Interface Emulator, one
+// invocation at a time: overlapping calls crash the emulator.
+type rieInvoker struct {
+	mu  sync.Mutex
+	url string
+}
+
+func (r *rieInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	var fnErr struct {
+		ErrorMessage string `json:"errorMessage"`
+		ErrorType    string `json:"errorType"`
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Amz-Function-Error") != "" ||
+		json.Unmarshal(out, &fnErr) == nil && fnErr.ErrorType != "" {
+		return nil, fmt.Errorf("invoke: status %d: %s", resp.StatusCode, out)
+	}
+	return out, nil
+}
+
+func marshal(v any) ([]byte, error) { return json.Marshal(v) }

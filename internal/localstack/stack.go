@@ -1,0 +1,401 @@
+// Package localstack runs the whole system on 127.0.0.1 without an AWS
+// account or Docker: dynoxide for DynamoDB, Versity Gateway for S3, the two
+// functions (in-process, or the built bootstraps under the Lambda Runtime
+// Interface Emulator), and a front door that plays API Gateway (HTTP API,
+// payload v2, CORS, a JWT authorizer that does not check signatures) and
+// S3 event notifications as AWS shapes them.
+//
+// The table, bucket CORS, routes and API CORS are read from template.yaml,
+// so the local system is the deployed one, not a restatement of it.
+package localstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/internal/handlers/finalize"
+	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/wiring"
+)
+
+// Local credentials and region, fixed so anyone can script against the stack.
+const (
+	AccessKey = "local"
+	SecretKey = "localsecret"
+	Region    = "us-east-1"
+)
+
+// Config of a stack. Zero ports pick free ones.
+type Config struct {
+	// Template is the SAM template. Defaults to template.yaml.
+	Template string
+	// DataDir keeps DynamoDB's and S3's data and the logs.
+	DataDir string
+	// Ports on 127.0.0.1.
+	APIPort, DynamoPort, S3Port int
+	// Table and Bucket names.
+	Table, Bucket string
+	// Origins allowed by CORS on the API and the bucket. Defaults to "*".
+	Origins []string
+	// RIE runs the bootstraps in BootstrapDir/<LogicalId>/bootstrap under
+	// the Runtime Interface Emulator instead of in-process handlers.
+	RIE          bool
+	BootstrapDir string
+	// Env gives the functions' other settings (IDEMPOTENCY_TTL, …).
+	Env func(string) (string, bool)
+	// Logger receives the stack's and the in-process functions' logs.
+	Logger *slog.Logger
+}
+
+// Stack is a running local system.
+type Stack struct {
+	APIURL, DynamoURL, S3URL string
+	Table, Bucket            string
+	Mode                     string
+
+	cfg      Config
+	spec     *Spec
+	procs    []*services.Process
+	servers  []*http.Server
+	invokers map[string]Invoker
+	pending  sync.WaitGroup // asynchronous finalize invocations
+	closed   chan struct{}
+}
+
+// Start starts everything, or nothing: on error, what was started is
+// stopped.
+func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
+	if cfg.Template == "" {
+		cfg.Template = "template.yaml"
+	}
+	if len(cfg.Origins) == 0 {
+		cfg.Origins = []string{"*"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Env == nil {
+		cfg.Env = func(string) (string, bool) { return "", false }
+	}
+	spec, err := LoadSpec(cfg.Template)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(spec.Routes, func(a, b Route) int { return strings.Compare(a.Key(), b.Key()) })
+	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "logs"), filepath.Join(cfg.DataDir, "s3")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]Invoker{}, closed: make(chan struct{}), Mode: "in-process"}
+	if cfg.RIE {
+		st.Mode = "Runtime Interface Emulator"
+	}
+	defer func() {
+		if err != nil {
+			st.Close()
+			st = nil
+		}
+	}()
+	logs := func(name string) string { return filepath.Join(cfg.DataDir, "logs", name+".log") }
+
+	ddb, err := services.StartDynoxide(ctx, services.Options{Port: cfg.DynamoPort, LogPath: logs("dynoxide"), DBPath: filepath.Join(cfg.DataDir, "dynamodb.sqlite")})
+	if err != nil {
+		return st, err
+	}
+	st.procs = append(st.procs, ddb)
+	st.DynamoURL = ddb.Endpoint
+
+	// The S3 server exits at start-up unless its webhook already listens.
+	hookURL, err := st.serve(http.HandlerFunc(st.handleS3Notification), 0)
+	if err != nil {
+		return st, err
+	}
+	gw, err := services.StartVersity(ctx, services.S3Options{
+		Options: services.Options{Port: cfg.S3Port, LogPath: logs("versitygw")},
+		DataDir: filepath.Join(cfg.DataDir, "s3"), AccessKey: AccessKey, SecretKey: SecretKey,
+		WebhookURL: hookURL + "/s3-events",
+	})
+	if err != nil {
+		return st, err
+	}
+	st.procs = append(st.procs, gw)
+	st.S3URL = gw.Endpoint
+
+	if err := st.createResources(ctx); err != nil {
+		return st, err
+	}
+	if err := st.startFunctions(ctx); err != nil {
+		return st, err
+	}
+	st.APIURL, err = st.serve(http.HandlerFunc(st.handleAPI), cfg.APIPort)
+	return st, err
+}
+
+// serve starts an HTTP server on 127.0.0.1:port and returns its URL.
+func (st *Stack) serve(h http.Handler, port int) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return "", fmt.Errorf("listen on port %d: %w", port, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	st.servers = append(st.servers, srv)
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), nil
+}
+
+func (st *Stack) awsConfig() aws.Config {
+	return aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")}
+}
+
+// createResources makes the table and bucket as template.yaml declares
+// them; on a second start they already exist, which is fine.
+func (st *Stack) createResources(ctx context.Context) error {
+	t := st.spec.Table
+	ddb := dynamodb.NewFromConfig(st.awsConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = &st.DynamoURL })
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &st.Table,
+		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: &t.PartitionKey, AttributeType: dbtypes.ScalarAttributeType(t.KeyType)}},
+		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: &t.PartitionKey, KeyType: dbtypes.KeyTypeHash}},
+		BillingMode:          dbtypes.BillingMode(t.BillingMode),
+	})
+	var inUse *dbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", st.Table, err)
+	}
+	if t.TTLAttribute != "" && err == nil {
+		if _, err := ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               &st.Table,
+			TimeToLiveSpecification: &dbtypes.TimeToLiveSpecification{AttributeName: &t.TTLAttribute, Enabled: aws.Bool(true)},
+		}); err != nil {
+			return fmt.Errorf("enable TTL on %s: %w", st.Table, err)
+		}
+	}
+
+	s3c := s3.NewFromConfig(st.awsConfig(), func(o *s3.Options) { o.BaseEndpoint = &st.S3URL; o.UsePathStyle = true })
+	_, err = s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &st.Bucket})
+	var owned *s3types.BucketAlreadyOwnedByYou
+	var exists *s3types.BucketAlreadyExists
+	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
+		return fmt.Errorf("create bucket %s: %w", st.Bucket, err)
+	}
+	var rules []s3types.CORSRule
+	for _, r := range st.spec.Bucket.CORSRules {
+		rules = append(rules, s3types.CORSRule{
+			AllowedMethods: r.AllowedMethods, AllowedHeaders: r.AllowedHeaders, ExposeHeaders: r.ExposedHeaders,
+			AllowedOrigins: st.cfg.Origins, MaxAgeSeconds: aws.Int32(r.MaxAge),
+		})
+	}
+	if len(rules) > 0 {
+		if _, err := s3c.PutBucketCors(ctx, &s3.PutBucketCorsInput{Bucket: &st.Bucket, CORSConfiguration: &s3types.CORSConfiguration{CORSRules: rules}}); err != nil {
+			return fmt.Errorf("bucket CORS: %w", err)
+		}
+	}
+	return nil
+}
+
+// functionEnv is every function's environment: the stack's names and
+// endpoints over the caller's settings.
+func (st *Stack) functionEnv() map[string]string {
+	env := map[string]string{}
+	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES"} {
+		if v, ok := st.cfg.Env(name); ok {
+			env[name] = v
+		}
+	}
+	if _, ok := env["UPLOAD_PREFIX"]; !ok {
+		if p := st.spec.Parameters["UploadPrefix"]; p != "" {
+			env["UPLOAD_PREFIX"] = p
+		}
+	}
+	for k, v := range map[string]string{
+		"TABLE_NAME": st.Table, "BUCKET_NAME": st.Bucket,
+		"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoURL, "AWS_ENDPOINT_URL_S3": st.S3URL, "S3_FORCE_PATH_STYLE": "true",
+		"AWS_ACCESS_KEY_ID": AccessKey, "AWS_SECRET_ACCESS_KEY": SecretKey, "AWS_REGION": Region,
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		env[k] = v
+	}
+	return env
+}
+
+func (st *Stack) startFunctions(ctx context.Context) error {
+	env := st.functionEnv()
+	functions := []string{st.spec.ObjectCreatedFunction}
+	for _, r := range st.spec.Routes {
+		if !slices.Contains(functions, r.Function) {
+			functions = append(functions, r.Function)
+		}
+	}
+	if st.cfg.RIE {
+		for _, fn := range functions {
+			bootstrap := filepath.Join(st.cfg.BootstrapDir, fn, "bootstrap")
+			vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_LAMBDA_LOG_FORMAT=JSON"}
+			for k, v := range env {
+				vars = append(vars, k+"="+v)
+			}
+			p, err := services.StartRIE(ctx, services.RIEOptions{
+				Options:   services.Options{LogPath: filepath.Join(st.cfg.DataDir, "logs", fn+".log")},
+				Bootstrap: bootstrap, Env: vars,
+			})
+			if err != nil {
+				return fmt.Errorf("%s under the emulator (build it with make build LAMBDA_ARCH=amd64): %w", fn, err)
+			}
+			st.procs = append(st.procs, p)
+			st.invokers[fn] = &rieInvoker{url: p.Endpoint + services.InvokePath}
+		}
+		return nil
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
+		config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
+		config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil))
+	if err != nil {
+		return err
+	}
+	// Each logical id gets the handler of its kind, as its bootstrap would.
+	for _, fn := range functions {
+		if fn == st.spec.ObjectCreatedFunction {
+			st.invokers[fn] = lambda.NewHandler((&finalize.Handler{Service: svc, Logger: st.cfg.Logger}).Handle)
+		} else {
+			st.invokers[fn] = lambda.NewHandler((&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger}).Handle)
+		}
+	}
+	return nil
+}
+
+// handleAPI is API Gateway: route, CORS, authorizer, event, invoke, answer.
+func (st *Stack) handleAPI(w http.ResponseWriter, r *http.Request) {
+	if st.spec.API.cors(w, r, st.cfg.Origins) {
+		return
+	}
+	route, params, ok := matchRoute(st.spec.Routes, r.Method, r.URL.Path)
+	if !ok {
+		apiMessage(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	claims, err := jwtClaims(r.Header.Get("Authorization"))
+	if err != nil {
+		apiMessage(w, http.StatusUnauthorized, "Unauthorized")
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		apiMessage(w, http.StatusBadRequest, "Bad Request")
+		return
+	}
+	if len(body) > maxPayload {
+		apiMessage(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+		return
+	}
+	ev := buildEvent(r, route, params, claims, body, time.Now(), newID())
+	payload, err := eventJSON(ev)
+	if err == nil {
+		payload, err = st.invokers[route.Function].Invoke(r.Context(), payload)
+	}
+	if err == nil {
+		err = writeResponse(w, payload)
+		if err == nil {
+			return
+		}
+	}
+	st.cfg.Logger.Error("front door: function failed", "function", route.Function, "error", err)
+	apiMessage(w, http.StatusInternalServerError, "Internal Server Error")
+}
+
+// handleS3Notification receives the S3 server's webhook and invokes the
+// ObjectCreated function asynchronously, as S3 does, with Lambda's two
+// retries on error (seconds apart here, minutes on AWS).
+func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
+	payload, err := io.ReadAll(io.LimitReader(r.Body, maxPayload))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	ev, ok, err := TranslateS3Event(payload, time.Now(), newID)
+	if err != nil {
+		st.cfg.Logger.Error("front door: bad S3 notification", "error", err)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	if !ok {
+		return
+	}
+	raw, err := marshal(ev)
+	if err != nil {
+		st.cfg.Logger.Error("front door: encode S3 event", "error", err)
+		return
+	}
+	fn := st.spec.ObjectCreatedFunction
+	st.pending.Add(1)
+	go func() {
+		defer st.pending.Done()
+		for attempt := 0; attempt < 3; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-time.After(time.Duration(attempt) * time.Second):
+				case <-st.closed:
+					return
+				}
+			}
+			_, err := st.invokers[fn].Invoke(context.Background(), raw)
+			if err == nil {
+				return
+			}
+			st.cfg.Logger.Warn("front door: finalize failed", "attempt", attempt+1, "error", err)
+		}
+		st.cfg.Logger.Error("front door: S3 event dropped after 3 attempts (AWS would send it to the on-failure queue)")
+	}()
+}
+
+// Close stops every server and child process and waits for them.
+func (st *Stack) Close() error {
+	select {
+	case <-st.closed:
+		return nil
+	default:
+		close(st.closed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, srv := range slices.Backward(st.servers) {
+		_ = srv.Shutdown(ctx)
+	}
+	st.pending.Wait()
+	for _, p := range slices.Backward(st.procs) {
+		_ = p.Stop()
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return strings.ToUpper(hex.EncodeToString(b))
+}

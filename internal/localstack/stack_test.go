@@ -1,0 +1,213 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+func startStack(t *testing.T, rie bool) *Stack {
+	t.Helper()
+	for _, tool := range []string{"dynoxide", "versitygw", "aws-lambda-rie"} {
+		if _, err := services.Binary(tool); err != nil {
+			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+	cfg := Config{
+		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
+	}
+	if rie {
+		cfg.BootstrapDir = t.TempDir()
+		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
+			cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", filepath.Join(cfg.BootstrapDir, fn, "bootstrap"), "../../functions/"+dir)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", fn, err, out)
+			}
+		}
+	}
+	st, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func call(t *testing.T, method, url, key string, body []byte) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func createBody(content []byte) []byte {
+	sum := sha256.Sum256(content)
+	return fmt.Appendf(nil, `{"filename":"notes.txt","contentType":"text/plain","size":%d,"sha256":"%s"}`, len(content), hex.EncodeToString(sum[:]))
+}
+
+// The README's walkthrough, through plain HTTP, in both function modes.
+func TestWalkthrough(t *testing.T) {
+	for name, rie := range map[string]bool{"in-process": false, "emulator": true} {
+		t.Run(name, func(t *testing.T) {
+			st := startStack(t, rie)
+			content := []byte("hello, exactly once\n")
+			const key = "walkthrough-key-0001"
+
+			first := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))
+			replay := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))
+			if first.status != 201 || replay.status != 201 || !bytes.Equal(first.body, replay.body) || replay.header.Get("Idempotent-Replay") != "true" {
+				t.Fatalf("create %d %s\nreplay %d %v %s", first.status, first.body, replay.status, replay.header, replay.body)
+			}
+			if other := call(t, "POST", st.APIURL+"/uploads", key, createBody([]byte("other"))); other.status != 422 {
+				t.Fatalf("other body: %d %s, want 422", other.status, other.body)
+			}
+			var u upload.Upload
+			if err := json.Unmarshal(first.body, &u); err != nil {
+				t.Fatal(err)
+			}
+
+			req, _ := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
+			for k, v := range u.Upload.Headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("PUT: %v %v", resp, err)
+			}
+			resp.Body.Close()
+
+			// Finalize must come through the S3 server's notification, so
+			// watch the record itself (a GET would complete it on its own).
+			ddb := testenv.DynamoClient(st.DynamoURL, nil)
+			store := idempotency.NewDynamoStore(ddb, st.Table)
+			id, _ := upload.ParseUploadID(u.UploadID)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				rec, err := store.Get(context.Background(), id)
+				if err == nil && rec.State == idempotency.StateCompleted {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no finalize through the notification path: %+v %v", rec, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+
+			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)
+			done := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))
+			var completed upload.Upload
+			_ = json.Unmarshal(done.body, &completed)
+			if status.status != 200 || done.status != 201 || !bytes.Equal(status.body, done.body) || completed.Status != upload.StatusCompleted {
+				t.Fatalf("status %d %s\nreplay %d %s", status.status, status.body, done.status, done.body)
+			}
+
+			// 50 clients race one new key: one upload id, one object.
+			const n = 50
+			ids := make([]string, n)
+			var wg sync.WaitGroup
+			raced := []byte("raced by fifty clients")
+			for i := range n {
+				wg.Go(func() {
+					req, _ := http.NewRequest("POST", st.APIURL+"/uploads", bytes.NewReader(createBody(raced)))
+					req.Header.Set("Idempotency-Key", "walkthrough-key-0002")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						return
+					}
+					var v upload.Upload
+					err = json.NewDecoder(resp.Body).Decode(&v)
+					resp.Body.Close()
+					if resp.StatusCode == 201 && err == nil {
+						ids[i] = v.UploadID
+					}
+					// Once one PUT has been finalized, replays carry the completed
+					// body, without upload instructions.
+					if v.Upload != nil {
+						put, _ := http.NewRequest(v.Upload.Method, v.Upload.URL, bytes.NewReader(raced))
+						for k, h := range v.Upload.Headers {
+							put.Header.Set(k, h)
+						}
+						if resp, err := http.DefaultClient.Do(put); err == nil {
+							resp.Body.Close()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for i := range n {
+				if ids[i] == "" || ids[i] != ids[0] {
+					t.Fatalf("client %d got upload %q, client 0 %q", i, ids[i], ids[0])
+				}
+			}
+			s3c := testenv.S3Client(st.S3URL, nil)
+			list, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(st.Bucket)})
+			if err != nil || len(list.Contents) != 2 {
+				t.Fatalf("objects: %d, %v; want exactly 2 (one per key)", len(list.Contents), err)
+			}
+		})
+	}
+}
+
+// The API and the bucket answer CORS preflights for the headers clients send.
+func TestCORSPreflights(t *testing.T) {
+	st := startStack(t, false)
+	for name, tc := range map[string]struct{ url, method, headers string }{
+		"api":    {st.APIURL + "/uploads", "POST", "idempotency-key,content-type,authorization"},
+		"bucket": {st.S3URL + "/" + st.Bucket + "/uploads/x", "PUT", "content-type,x-amz-checksum-sha256"},
+	} {
+		req, _ := http.NewRequest("OPTIONS", tc.url, nil)
+		req.Header.Set("Origin", "http://localhost:5173")
+		req.Header.Set("Access-Control-Request-Method", tc.method)
+		req.Header.Set("Access-Control-Request-Headers", tc.headers)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") == "" {
+			t.Errorf("%s preflight: %d %v", name, resp.StatusCode, resp.Header)
+		}
+	}
+}

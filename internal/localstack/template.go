@@ -1,0 +1,221 @@
+package localstack
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Spec is what the local stack takes from template.yaml, so that the table,
+// the bucket, the routes and CORS are what a deployment gets, not a copy.
+type Spec struct {
+	Table  TableSpec
+	Bucket BucketSpec
+	API    APISpec
+	// Routes map "METHOD /path" to the function serving it.
+	Routes []Route
+	// ObjectCreatedFunction is the function on s3:ObjectCreated:*.
+	ObjectCreatedFunction string
+	// Parameters are the template parameters' defaults.
+	Parameters map[string]string
+}
+
+// TableSpec is the idempotency table's shape.
+type TableSpec struct {
+	PartitionKey  string
+	KeyType       string // S, N or B
+	TTLAttribute  string
+	BillingMode   string
+	LogicalID     string
+	AttributeDefs map[string]string
+}
+
+// BucketSpec is the upload bucket's CORS rules (origins come from the
+// stack's ALLOWED_ORIGINS, as they come from a parameter in AWS).
+type BucketSpec struct {
+	LogicalID string
+	CORSRules []CORSRule
+}
+
+// CORSRule is one bucket CORS rule.
+type CORSRule struct {
+	AllowedMethods []string `yaml:"AllowedMethods"`
+	AllowedHeaders []string `yaml:"AllowedHeaders"`
+	ExposedHeaders []string `yaml:"ExposedHeaders"`
+	MaxAge         int32    `yaml:"MaxAge"`
+}
+
+// APISpec is the HTTP API's CorsConfiguration.
+type APISpec struct {
+	AllowHeaders  []string `yaml:"AllowHeaders"`
+	ExposeHeaders []string `yaml:"ExposeHeaders"`
+	AllowMethods  []string `yaml:"AllowMethods"`
+	MaxAge        int      `yaml:"MaxAge"`
+}
+
+// Route is one HttpApi event of a function.
+type Route struct {
+	Method   string
+	Path     string // with {param} segments
+	Function string // logical id
+}
+
+// Key is the route key as API Gateway writes it: "POST /uploads".
+func (r Route) Key() string { return r.Method + " " + r.Path }
+
+type cfnTemplate struct {
+	Parameters map[string]struct {
+		Default yaml.Node `yaml:"Default"`
+	} `yaml:"Parameters"`
+	Resources map[string]struct {
+		Type       string    `yaml:"Type"`
+		Properties yaml.Node `yaml:"Properties"`
+	} `yaml:"Resources"`
+}
+
+// LoadSpec reads a SAM template. Intrinsic functions (!Ref, !Sub, …) are
+// only read where a literal is expected; the values the stack fills in
+// itself (names, origins) are skipped.
+func LoadSpec(path string) (*Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	var tpl cfnTemplate
+	if err := yaml.Unmarshal(raw, &tpl); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	spec := &Spec{Parameters: map[string]string{}}
+	for name, p := range tpl.Parameters {
+		if p.Default.Kind == yaml.ScalarNode {
+			spec.Parameters[name] = p.Default.Value
+		}
+	}
+	for id, res := range tpl.Resources {
+		props := &res.Properties
+		var err error
+		switch res.Type {
+		case "AWS::DynamoDB::Table":
+			err = readTable(id, props, &spec.Table)
+		case "AWS::S3::Bucket":
+			err = readBucket(id, props, &spec.Bucket)
+		case "AWS::Serverless::HttpApi":
+			var p struct {
+				CorsConfiguration APISpec `yaml:"CorsConfiguration"`
+			}
+			err = decodeLiteral(props, &p)
+			spec.API = p.CorsConfiguration
+		case "AWS::Serverless::Function":
+			err = readFunction(id, props, spec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, id, err)
+		}
+	}
+	switch {
+	case spec.Table.PartitionKey == "":
+		return nil, fmt.Errorf("%s: no DynamoDB table with a partition key", path)
+	case spec.Bucket.LogicalID == "":
+		return nil, fmt.Errorf("%s: no S3 bucket", path)
+	case len(spec.Routes) == 0:
+		return nil, fmt.Errorf("%s: no HttpApi routes", path)
+	case spec.ObjectCreatedFunction == "":
+		return nil, fmt.Errorf("%s: no function on s3:ObjectCreated", path)
+	}
+	return spec, nil
+}
+
+// decodeLiteral decodes n into v, blanking tagged (intrinsic) values first,
+// which the stack does not evaluate.
+func decodeLiteral(n *yaml.Node, v any) error {
+	return stripIntrinsics(n).Decode(v)
+}
+
+func stripIntrinsics(n *yaml.Node) *yaml.Node {
+	c := *n
+	if strings.HasPrefix(c.Tag, "!") && !strings.HasPrefix(c.Tag, "!!") { // !Ref, !Sub…; "!!str" is a core tag
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	}
+	if len(c.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, child := range n.Content {
+			c.Content[i] = stripIntrinsics(child)
+		}
+	}
+	return &c
+}
+
+func readTable(id string, props *yaml.Node, t *TableSpec) error {
+	var p struct {
+		BillingMode          string `yaml:"BillingMode"`
+		AttributeDefinitions []struct {
+			AttributeName string `yaml:"AttributeName"`
+			AttributeType string `yaml:"AttributeType"`
+		} `yaml:"AttributeDefinitions"`
+		KeySchema []struct {
+			AttributeName string `yaml:"AttributeName"`
+			KeyType       string `yaml:"KeyType"`
+		} `yaml:"KeySchema"`
+		TimeToLiveSpecification struct {
+			AttributeName string `yaml:"AttributeName"`
+		} `yaml:"TimeToLiveSpecification"`
+	}
+	if err := decodeLiteral(props, &p); err != nil {
+		return err
+	}
+	t.LogicalID, t.BillingMode, t.TTLAttribute = id, p.BillingMode, p.TimeToLiveSpecification.AttributeName
+	t.AttributeDefs = map[string]string{}
+	for _, d := range p.AttributeDefinitions {
+		t.AttributeDefs[d.AttributeName] = d.AttributeType
+	}
+	for _, k := range p.KeySchema {
+		if k.KeyType == "HASH" {
+			t.PartitionKey, t.KeyType = k.AttributeName, t.AttributeDefs[k.AttributeName]
+		} else {
+			return fmt.Errorf("key %s: only a partition key is supported", k.AttributeName)
+		}
+	}
+	return nil
+}
+
+func readBucket(id string, props *yaml.Node, b *BucketSpec) error {
+	var p struct {
+		CorsConfiguration struct {
+			CorsRules []CORSRule `yaml:"CorsRules"`
+		} `yaml:"CorsConfiguration"`
+	}
+	if err := decodeLiteral(props, &p); err != nil {
+		return err
+	}
+	b.LogicalID, b.CORSRules = id, p.CorsConfiguration.CorsRules
+	return nil
+}
+
+func readFunction(id string, props *yaml.Node, spec *Spec) error {
+	var p struct {
+		Events map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Method string `yaml:"Method"`
+				Path   string `yaml:"Path"`
+				Events any    `yaml:"Events"`
+			} `yaml:"Properties"`
+		} `yaml:"Events"`
+	}
+	if err := decodeLiteral(props, &p); err != nil {
+		return err
+	}
+	for _, ev := range p.Events {
+		switch ev.Type {
+		case "HttpApi":
+			spec.Routes = append(spec.Routes, Route{Method: strings.ToUpper(ev.Properties.Method), Path: ev.Properties.Path, Function: id})
+		case "S3":
+			if strings.Contains(fmt.Sprint(ev.Properties.Events), "s3:ObjectCreated:") {
+				spec.ObjectCreatedFunction = id
+			}
+		}
+	}
+	return nil
+}
