@@ -5,7 +5,8 @@
 // Settings come from the environment: API_PORT (3000), DYNAMODB_PORT
 // (8000), S3_PORT (9000), TABLE_NAME (idempotency-local), BUCKET_NAME
 // (uploads-local), ALLOWED_ORIGINS (*), DEV_DATA_DIR (.local), and the
-// functions' own variables (IDEMPOTENCY_TTL=5s make dev). --rie, or
+// functions' own variables (IDEMPOTENCY_TTL=5s make dev).
+// STATIC_DIR (web/dist) is served at / for the browser demo. --rie, or
 // DEV_RIE=true, runs the built bootstraps under the Runtime Interface
 // Emulator instead of in-process.
 package main
@@ -40,6 +41,7 @@ func main() {
 		BootstrapDir: env("BOOTSTRAP_DIR", ".build/amd64"),
 		Env:          os.LookupEnv,
 		Logger:       logger,
+		StaticDir:    env("STATIC_DIR", "web/dist"),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

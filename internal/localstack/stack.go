@@ -69,6 +69,9 @@ type Config struct {
 	Env func(string) (string, bool)
 	// Logger receives the stack's and the in-process functions' logs.
 	Logger *slog.Logger
+	// StaticDir, if set, is served for GET requests that match no route
+	// (the browser demo: web/dist).
+	StaticDir string
 }
 
 // Stack is a running local system.
@@ -295,6 +298,10 @@ func (st *Stack) handleAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route, params, ok := matchRoute(st.spec.Routes, r.Method, r.URL.Path)
+	if !ok && st.cfg.StaticDir != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		http.FileServer(http.Dir(st.cfg.StaticDir)).ServeHTTP(w, r)
+		return
+	}
 	if !ok {
 		apiMessage(w, http.StatusNotFound, "Not Found")
 		return
