@@ -1,0 +1,437 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+// Options configure a Client.
+type Options struct {
+	// HTTPClient sends every request. Defaults to a client whose transport
+	// gives up waiting for response headers after 60 seconds (no overall
+	// timeout, which would cut large uploads).
+	HTTPClient *http.Client
+	// Token, if set, supplies the bearer token for the API's authorizer.
+	Token func(ctx context.Context) (string, error)
+	// MaxAttempts is the number of attempts per request, the first one
+	// included. Defaults to 8.
+	MaxAttempts int
+	// BaseDelay and MaxDelay shape the backoff. Default 250ms and 20s.
+	BaseDelay, MaxDelay time.Duration
+	// MaxRetryAfter caps how long a server's Retry-After may make the client
+	// wait. Defaults to 60 seconds.
+	MaxRetryAfter time.Duration
+	// Deadline bounds a whole Upload call. Defaults to 1 hour; negative
+	// means none (the context still applies).
+	Deadline time.Duration
+	// Backoff defaults to FullJitter.
+	Backoff Backoff
+	// CheckRetry defaults to DefaultCheckRetry.
+	CheckRetry CheckRetry
+	// Logger receives a line per retry. Defaults to discarding them.
+	Logger *slog.Logger
+
+	// Injected in tests for exact delays.
+	random func() float64
+	sleep  func(ctx context.Context, d time.Duration) error
+	now    func() time.Time
+}
+
+// Client talks to an onceupload API.
+type Client struct {
+	base *url.URL
+	opts Options
+}
+
+// New returns a client for the API at baseURL (for example
+// https://abc123.execute-api.eu-west-1.amazonaws.com).
+func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[/path]", baseURL)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ResponseHeaderTimeout = 60 * time.Second
+	o := Options{
+		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: 8,
+		BaseDelay: 250 * time.Millisecond, MaxDelay: 20 * time.Second, MaxRetryAfter: time.Minute,
+		Deadline: time.Hour, Backoff: FullJitter, CheckRetry: DefaultCheckRetry,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		random: rand.Float64, sleep: sleepCtx, now: time.Now,
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = 1
+	}
+	return &Client{base: u, opts: o}, nil
+}
+
+// Error is a request that failed for good. Test with errors.As.
+type Error struct {
+	Op         string // "create", "status" or "put"
+	StatusCode int    // 0 when no response arrived
+	Code       string // the API's error code, or S3's
+	Message    string
+	Attempts   int
+	// Exhausted is true when the last failure could have been retried but
+	// the attempts or the deadline ran out.
+	Exhausted bool
+	// Err is the transport or context error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", e.Op)
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": %d", e.StatusCode)
+	}
+	if e.Code != "" {
+		fmt.Fprintf(&b, " %s", e.Code)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Exhausted {
+		fmt.Fprintf(&b, " (gave up after %d attempts)", e.Attempts)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewKey mints an idempotency key: a random UUID. Mint one per logical
+// upload, before the first attempt, and keep it for every retry.
+func NewKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// do sends the request built by build, a new one per attempt so that its
+// body starts over, and retries per the policy. It returns the successful
+// response's body.
+func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	for attempt := 1; ; attempt++ {
+		req, err := build()
+		if err != nil {
+			return nil, nil, &Error{Op: op, Attempts: attempt, Err: err}
+		}
+		resp, err := c.opts.HTTPClient.Do(req.WithContext(ctx))
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		if err == nil && resp.StatusCode < 300 {
+			return resp, body, nil
+		}
+		fail := &Error{Op: op, Attempts: attempt, Err: err}
+		if err == nil {
+			fail.StatusCode = resp.StatusCode
+			fail.Code, fail.Message = describe(body)
+		}
+		if ctx.Err() != nil {
+			fail.Err, fail.Exhausted = ctx.Err(), true
+			return nil, nil, fail
+		}
+		if !c.opts.CheckRetry(resp, body, err) {
+			return nil, nil, fail
+		}
+		if attempt >= c.opts.MaxAttempts {
+			fail.Exhausted = true
+			return nil, nil, fail
+		}
+		wait := c.opts.Backoff(attempt-1, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random())
+		if resp != nil {
+			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), c.opts.now()); ok {
+				wait = min(ra, c.opts.MaxRetryAfter)
+			}
+		}
+		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
+		if err := c.opts.sleep(ctx, wait); err != nil {
+			fail.Err, fail.Exhausted = err, true
+			return nil, nil, fail
+		}
+	}
+}
+
+// describe reads an error body: the API's JSON, or S3's XML.
+func describe(body []byte) (code, message string) {
+	var api struct{ Error, Message string }
+	if json.Unmarshal(body, &api) == nil && api.Error != "" {
+		return api.Error, api.Message
+	}
+	var s3err struct{ Code, Message string }
+	if xml.Unmarshal(body, &s3err) == nil {
+		return s3err.Code, s3err.Message
+	}
+	return "", ""
+}
+
+func errorCode(body []byte) string {
+	code, _ := describe(body)
+	return code
+}
+
+// Created is the answer to a create.
+type Created struct {
+	Upload upload.Upload
+	// Replayed is true when the server answered from an earlier request
+	// with the same key.
+	Replayed bool
+}
+
+// Create asks for an upload, retrying with the same key.
+func (c *Client) Create(ctx context.Context, key string, req upload.CreateRequest) (*Created, error) {
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	resp, body, err := c.do(ctx, "create", func() (*http.Request, error) {
+		r, err := http.NewRequest(http.MethodPost, c.base.String()+"/uploads", bytes.NewReader(payload))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		return r, c.authorize(ctx, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &Created{Replayed: resp.Header.Get("Idempotent-Replay") == "true"}
+	if err := json.Unmarshal(body, &out.Upload); err != nil {
+		return nil, &Error{Op: "create", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+	}
+	return out, nil
+}
+
+// Status returns an upload's current state.
+func (c *Client) Status(ctx context.Context, uploadID string) (*upload.Upload, error) {
+	resp, body, err := c.do(ctx, "status", func() (*http.Request, error) {
+		r, err := http.NewRequest(http.MethodGet, c.base.String()+"/uploads/"+url.PathEscape(uploadID), nil)
+		if err != nil {
+			return nil, err
+		}
+		return r, c.authorize(ctx, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var u upload.Upload
+	if err := json.Unmarshal(body, &u); err != nil {
+		return nil, &Error{Op: "status", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+	}
+	return &u, nil
+}
+
+func (c *Client) authorize(ctx context.Context, r *http.Request) error {
+	if c.opts.Token == nil {
+		return nil
+	}
+	token, err := c.opts.Token(ctx)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	return nil
+}
+
+// Put sends size bytes of body to the upload's presigned URL with the
+// signed headers, retrying as any request (S3 PUTs are idempotent). A 403
+// usually means the URL expired: Upload then replays the create.
+func (c *Client) Put(ctx context.Context, u *upload.Upload, body io.ReaderAt, size int64, progress func(sent, total int64)) error {
+	if u.Upload == nil {
+		return &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
+	}
+	_, _, err := c.do(ctx, "put", func() (*http.Request, error) {
+		var r io.Reader = io.NewSectionReader(body, 0, size)
+		if progress != nil {
+			progress(0, size)
+			r = &progressReader{r: r, total: size, report: progress}
+		}
+		req, err := http.NewRequest(u.Upload.Method, u.Upload.URL, r)
+		if err != nil {
+			return nil, err
+		}
+		req.ContentLength = size
+		for k, v := range u.Upload.Headers {
+			req.Header.Set(k, v)
+		}
+		return req, nil
+	})
+	return err
+}
+
+type progressReader struct {
+	r      io.Reader
+	sent   int64
+	total  int64
+	report func(sent, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.sent += int64(n)
+	p.report(p.sent, p.total)
+	return n, err
+}
+
+// Wait polls the upload until it is completed, with the same backoff as
+// retries, until ctx ends.
+func (c *Client) Wait(ctx context.Context, uploadID string) (*upload.Upload, error) {
+	for poll := 0; ; poll++ {
+		u, err := c.Status(ctx, uploadID)
+		if err != nil {
+			return nil, err
+		}
+		if u.Status == upload.StatusCompleted {
+			return u, nil
+		}
+		wait := max(c.opts.Backoff(poll, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random()), c.opts.BaseDelay/2)
+		if err := c.opts.sleep(ctx, wait); err != nil {
+			return nil, &Error{Op: "wait", Message: "upload not completed yet", Err: err, Exhausted: true, Attempts: poll + 1}
+		}
+	}
+}
+
+// Describe streams r once and returns its size and SHA-256 (hex), in
+// constant memory whatever the size.
+func Describe(r io.Reader) (int64, string, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return 0, "", fmt.Errorf("hash: %w", err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// UploadInput tunes Upload.
+type UploadInput struct {
+	// Key is the idempotency key. Defaults to a new one; pass a stored key
+	// to resume an upload after a crash.
+	Key string
+	// ContentType defaults to the extension's type, else a sniffed one.
+	ContentType string
+	// Filename defaults to the file's base name.
+	Filename string
+	// Progress reports the PUT's bytes sent.
+	Progress func(sent, total int64)
+	// OnCreated is called once the server holds the key, with the key and
+	// the upload (for example to persist the key before sending bytes).
+	OnCreated func(key string, u *upload.Upload)
+}
+
+// Result is a finished upload.
+type Result struct {
+	Upload upload.Upload
+	Key    string
+	// Replayed is true when the server already knew the key.
+	Replayed bool
+}
+
+// Upload does the whole job for the file at path: size and SHA-256,
+// create (one key for every attempt), PUT, wait for completion.
+func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Result, error) {
+	if c.opts.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Deadline)
+		defer cancel()
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, sum, err := Describe(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	req := upload.CreateRequest{Filename: in.Filename, ContentType: in.ContentType, Size: size, SHA256: sum}
+	if req.Filename == "" {
+		req.Filename = filepath.Base(path)
+	}
+	if req.ContentType == "" {
+		if req.ContentType, err = DetectContentType(f, path); err != nil {
+			return nil, err
+		}
+	}
+	key := in.Key
+	if key == "" {
+		key = NewKey()
+	}
+	created, err := c.Create(ctx, key, req)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}
+	if in.OnCreated != nil {
+		in.OnCreated(key, &created.Upload)
+	}
+	// An expired URL is refreshed by replaying the create with the same key.
+	for refreshes := 0; res.Upload.Status == upload.StatusPending; refreshes++ {
+		err := c.Put(ctx, &res.Upload, f, size, in.Progress)
+		if err == nil {
+			break
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.StatusCode != http.StatusForbidden || refreshes >= 2 {
+			return nil, err
+		}
+		c.opts.Logger.InfoContext(ctx, "refreshing the upload URL", "upload_id", res.Upload.UploadID)
+		if created, err = c.Create(ctx, key, req); err != nil {
+			return nil, err
+		}
+		res.Upload = created.Upload
+	}
+	if res.Upload.Status != upload.StatusCompleted {
+		done, err := c.Wait(ctx, res.Upload.UploadID)
+		if err != nil {
+			return nil, err
+		}
+		res.Upload = *done
+	}
+	return res, nil
+}
+
+// DetectContentType picks a media type from the file name's extension, else
+// from its first 512 bytes.
+func DetectContentType(f io.ReaderAt, name string) (string, error) {
+	if t := mime.TypeByExtension(filepath.Ext(name)); t != "" {
+		return t, nil
+	}
+	head := make([]byte, 512)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return http.DetectContentType(head[:n]), nil
+}

@@ -1,0 +1,287 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+func TestFullJitter(t *testing.T) {
+	t.Parallel()
+	base, ceiling := 100*time.Millisecond, time.Second
+	cases := []struct {
+		attempt int
+		random  float64
+		want    time.Duration
+	}{
+		{0, 0.5, 50 * time.Millisecond},
+		{1, 0.5, 100 * time.Millisecond},
+		{3, 0.5, 400 * time.Millisecond},
+		{4, 0.5, 500 * time.Millisecond}, // 1.6s capped at 1s
+		{200, 0.999, 999 * time.Millisecond},
+		{2, 0, 0},
+	}
+	for _, tc := range cases {
+		if got := FullJitter(tc.attempt, base, ceiling, tc.random); got != tc.want {
+			t.Errorf("FullJitter(%d, r=%v) = %v, want %v", tc.attempt, tc.random, got, tc.want)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	cases := map[string]struct {
+		want time.Duration
+		ok   bool
+	}{
+		"":                              {0, false},
+		"3":                             {3 * time.Second, true},
+		"0":                             {0, true},
+		"-1":                            {0, false},
+		"soon":                          {0, false},
+		"Sun, 29 Nov 2026 12:00:07 GMT": {7 * time.Second, true},
+		"Sun, 29 Nov 2026 11:59:00 GMT": {0, true},
+	}
+	for h, tc := range cases {
+		got, ok := retryAfter(h, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", h, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// script is a test API answering each request with the next scripted
+// response, and recording the keys it saw.
+type script struct {
+	mu      sync.Mutex
+	answers []func(w http.ResponseWriter)
+	keys    []string
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+	n := len(s.keys) - 1
+	s.mu.Unlock()
+	if n >= len(s.answers) {
+		n = len(s.answers) - 1
+	}
+	s.answers[n](w)
+}
+
+func status(code int, headers map[string]string, body string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for k, v := range headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+const created = `{"uploadId":"u1","status":"pending","storageKey":"uploads/u1","filename":"a.txt","contentType":"text/plain","bytes":1,"sha256":"x","upload":{"method":"PUT","url":"http://s3.invalid/u1","headers":{},"expiresAt":"x"}}`
+
+// testClient has a fixed random source (0.5) and a sleeper that records
+// the waits instead of waiting.
+func testClient(t *testing.T, url string, optFns ...func(*Options)) (*Client, *[]time.Duration) {
+	t.Helper()
+	var waits []time.Duration
+	c, err := New(url, append([]func(*Options){func(o *Options) {
+		o.BaseDelay, o.MaxDelay, o.MaxRetryAfter = 100*time.Millisecond, 2*time.Second, 5*time.Second
+		o.random = func() float64 { return 0.5 }
+		o.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return ctx.Err() }
+		o.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	}}, optFns...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &waits
+}
+
+var req = upload.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: 1, SHA256: strings.Repeat("a", 64)}
+
+// 503, then 429 with Retry-After: 1, then 201: three requests, one key,
+// waits of exactly the backoff and then the server's Retry-After.
+func TestCreateRetriesWithOneKey(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter){
+		status(503, nil, `{"error":"service_unavailable","message":"busy"}`),
+		status(429, map[string]string{"Retry-After": "1"}, `{"error":"slow_down","message":"x"}`),
+		status(201, map[string]string{"Idempotent-Replay": "true"}, created),
+	}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c, waits := testClient(t, srv.URL)
+	out, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Replayed || out.Upload.UploadID != "u1" {
+		t.Errorf("Create = %+v", out)
+	}
+	if len(s.keys) != 3 || s.keys[0] != "key-0123456789abcdef" || s.keys[1] != s.keys[0] || s.keys[2] != s.keys[0] {
+		t.Errorf("server saw keys %q, want the same key three times", s.keys)
+	}
+	if want := []time.Duration{50 * time.Millisecond, time.Second}; !equal(*waits, want) {
+		t.Errorf("waits = %v, want %v", *waits, want)
+	}
+}
+
+func equal(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFinalAnswersAreNotRetried(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		body   string
+		code   string
+	}{
+		{400, `{"error":"invalid_request","message":"sha256 must be 64 hex characters."}`, "invalid_request"},
+		{401, `{"error":"unauthenticated","message":"x"}`, "unauthenticated"},
+		{409, `{"error":"some_other_conflict","message":"x"}`, "some_other_conflict"},
+		{413, `{"error":"file_too_large","message":"x"}`, "file_too_large"},
+		{422, `{"error":"idempotency_key_reuse","message":"x"}`, "idempotency_key_reuse"},
+	} {
+		s := &script{answers: []func(http.ResponseWriter){status(tc.status, nil, tc.body)}}
+		srv := httptest.NewServer(s)
+		c, waits := testClient(t, srv.URL)
+		_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+		srv.Close()
+		var e *Error
+		if !errors.As(err, &e) || e.StatusCode != tc.status || e.Code != tc.code || e.Attempts != 1 || e.Exhausted || e.Message == "" {
+			t.Errorf("%d: err = %#v", tc.status, err)
+		}
+		if len(s.keys) != 1 || len(*waits) != 0 {
+			t.Errorf("%d: %d requests, %d waits; want 1 and 0", tc.status, len(s.keys), len(*waits))
+		}
+	}
+}
+
+func TestRetryableAnswers(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{408, 425, 429, 500, 502, 503, 504} {
+		s := &script{answers: []func(http.ResponseWriter){status(code, nil, ``), status(201, nil, created)}}
+		srv := httptest.NewServer(s)
+		c, _ := testClient(t, srv.URL)
+		if _, err := c.Create(context.Background(), "key-0123456789abcdef", req); err != nil || len(s.keys) != 2 {
+			t.Errorf("%d: %v after %d requests, want success after 2", code, err, len(s.keys))
+		}
+		srv.Close()
+	}
+	// 409 only when the claim is in progress, after its Retry-After (an
+	// HTTP date here), capped at MaxRetryAfter.
+	s := &script{answers: []func(http.ResponseWriter){
+		status(409, map[string]string{"Retry-After": "Sun, 29 Nov 2026 12:00:02 GMT"}, `{"error":"idempotency_in_progress","message":"x"}`),
+		status(503, map[string]string{"Retry-After": "3600"}, ``),
+		status(201, nil, created),
+	}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c, waits := testClient(t, srv.URL)
+	if _, err := c.Create(context.Background(), "key-0123456789abcdef", req); err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{2 * time.Second, 5 * time.Second}; !equal(*waits, want) {
+		t.Errorf("waits = %v, want %v", *waits, want)
+	}
+}
+
+func TestNetworkErrorsAreRetried(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 { // the request arrived; the answer is lost
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte(created))
+	}))
+	defer srv.Close()
+	c, waits := testClient(t, srv.URL)
+	if _, err := c.Create(context.Background(), "key-0123456789abcdef", req); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || len(*waits) != 1 {
+		t.Errorf("%d calls, waits %v", calls, *waits)
+	}
+}
+
+func TestAttemptsRunOut(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter){status(503, nil, `{"error":"service_unavailable","message":"busy"}`)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c, waits := testClient(t, srv.URL, func(o *Options) { o.MaxAttempts = 4 })
+	_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+	var e *Error
+	if !errors.As(err, &e) || !e.Exhausted || e.Attempts != 4 || e.StatusCode != 503 {
+		t.Fatalf("err = %#v", err)
+	}
+	if want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}; !equal(*waits, want) {
+		t.Errorf("waits = %v, want %v", *waits, want)
+	}
+}
+
+func TestCancellationAndDeadlineStopTheLoop(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []func(http.ResponseWriter){status(503, nil, ``)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c, _ := testClient(t, srv.URL, func(o *Options) {
+		o.MaxAttempts = 100
+		o.sleep = func(ctx context.Context, d time.Duration) error { cancel(); return sleepCtx(ctx, d) }
+	})
+	_, err := c.Create(ctx, "key-0123456789abcdef", req)
+	if !errors.Is(err, context.Canceled) || len(s.keys) != 1 {
+		t.Errorf("cancelled: %v after %d requests", err, len(s.keys))
+	}
+
+	// A real deadline with real (short) waits.
+	real, _ := New(srv.URL, func(o *Options) { o.MaxAttempts, o.BaseDelay, o.MaxDelay = 1000, 5*time.Millisecond, 10*time.Millisecond })
+	ctx, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	_, err = real.Create(ctx, "key-0123456789abcdef", req)
+	var e *Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || !e.Exhausted {
+		t.Errorf("deadline: %v", err)
+	}
+}
+
+func TestNewKey(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 1000 {
+		k := NewKey()
+		if _, err := upload.ParseIdempotencyKey(k); err != nil || len(k) != 36 || k[14] != '4' || seen[k] {
+			t.Fatalf("NewKey() = %q (%v, dup %v)", k, err, seen[k])
+		}
+		seen[k] = true
+	}
+}

@@ -1,0 +1,229 @@
+package client_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/client"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+func startStack(t *testing.T, env map[string]string) *localstack.Stack {
+	t.Helper()
+	for _, tool := range []string{"dynoxide", "versitygw"} {
+		if _, err := services.Binary(tool); err != nil {
+			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+	st, err := localstack.Start(context.Background(), localstack.Config{
+		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		Table: "idempotency-test", Bucket: "uploads-test",
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func objectCount(t *testing.T, st *localstack.Stack) int {
+	t.Helper()
+	out, err := testenv.S3Client(st.S3URL, nil).ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &st.Bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Contents)
+}
+
+func writeFile(t *testing.T, name string, size int) string {
+	t.Helper()
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fastRetries(o *client.Options) { o.BaseDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond }
+
+func TestUploadAgainstTheLocalStack(t *testing.T) {
+	st := startStack(t, nil)
+	c, err := client.New(st.APIURL, fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "photo.jpg", 300<<10)
+	var last int64
+	res, err := c.Upload(context.Background(), path, client.UploadInput{Progress: func(sent, total int64) { last = sent }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Upload.Status != upload.StatusCompleted || res.Upload.ContentType != "image/jpeg" || res.Upload.Bytes != 300<<10 || last != 300<<10 {
+		t.Fatalf("result %+v, progress %d", res.Upload, last)
+	}
+	// Uploading again with the same key is a replay of the same upload.
+	again, err := c.Upload(context.Background(), path, client.UploadInput{Key: res.Key})
+	if err != nil || !again.Replayed || again.Upload.UploadID != res.Upload.UploadID {
+		t.Fatalf("again = %+v, %v", again, err)
+	}
+	if n := objectCount(t, st); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+}
+
+// A proxy in front of the API lets the first create reach the server, then
+// cuts the connection before the answer. The client retries with the same
+// key and the bucket ends with one object.
+func TestLostCreateResponse(t *testing.T) {
+	st := startStack(t, nil)
+	target, _ := url.Parse(st.APIURL)
+	var creates atomic.Int32
+	var mu sync.Mutex
+	var keys []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			mu.Lock()
+			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			mu.Unlock()
+			if creates.Add(1) == 1 {
+				rec := &discard{header: http.Header{}}
+				proxy.ServeHTTP(rec, r) // the server does the work…
+				conn, _, _ := w.(http.Hijacker).Hijack()
+				conn.Close() // …and the client never hears of it
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	frontURL := serve(t, front)
+
+	c, _ := client.New(frontURL, fastRetries)
+	res, err := c.Upload(context.Background(), writeFile(t, "a.bin", 1000), client.UploadInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Replayed || len(keys) != 2 || keys[0] != keys[1] || keys[0] != res.Key {
+		t.Fatalf("replayed=%v keys=%q (result key %s)", res.Replayed, keys, res.Key)
+	}
+	if n := objectCount(t, st); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+}
+
+// The first PUT reaches S3 and stores the bytes, but its answer is lost
+// (the presigned URL signs S3's host, so the fault sits in the client's
+// transport rather than in a proxy). The client PUTs again; one object.
+func TestLostPutResponse(t *testing.T) {
+	st := startStack(t, nil)
+	var puts atomic.Int32
+	transport := roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if r.Method == http.MethodPut && puts.Add(1) == 1 && err == nil {
+			resp.Body.Close()
+			return nil, errors.New("connection reset by peer (injected after S3 answered)")
+		}
+		return resp, err
+	})
+	c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: transport} })
+	res, err := c.Upload(context.Background(), writeFile(t, "a.bin", 2000), client.UploadInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if puts.Load() != 2 || res.Upload.Status != upload.StatusCompleted {
+		t.Fatalf("%d PUTs, status %s", puts.Load(), res.Upload.Status)
+	}
+	if n := objectCount(t, st); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+}
+
+// An expired presigned URL is refreshed by replaying the create.
+func TestExpiredURLIsRefreshed(t *testing.T) {
+	st := startStack(t, map[string]string{"PRESIGN_TTL": "1s"})
+	c, _ := client.New(st.APIURL, fastRetries)
+	path := writeFile(t, "late.bin", 500)
+	key := client.NewKey()
+	// Create now, PUT later: by then the URL has expired.
+	if _, err := c.Create(context.Background(), key, createRequest(t, path)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	res, err := c.Upload(context.Background(), path, client.UploadInput{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Upload.Status != upload.StatusCompleted || objectCount(t, st) != 1 {
+		t.Fatalf("status %s, %d objects", res.Upload.Status, objectCount(t, st))
+	}
+}
+
+// A request the server refuses fails at once with the server's code.
+func TestRefusedUploadFailsAtOnce(t *testing.T) {
+	st := startStack(t, map[string]string{"MAX_UPLOAD_BYTES": "100"})
+	c, _ := client.New(st.APIURL, fastRetries)
+	_, err := c.Upload(context.Background(), writeFile(t, "big.bin", 101), client.UploadInput{})
+	var e *client.Error
+	if !errors.As(err, &e) || e.StatusCode != 413 || e.Code != "file_too_large" || e.Attempts != 1 {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func createRequest(t *testing.T, path string) upload.CreateRequest {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size, sum, err := client.Describe(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, _ := client.DetectContentType(f, path)
+	return upload.CreateRequest{Filename: filepath.Base(path), ContentType: ct, Size: size, SHA256: sum}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// discard is a ResponseWriter that drops the answer.
+type discard struct{ header http.Header }
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+func serve(t *testing.T, srv *http.Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String()
+}

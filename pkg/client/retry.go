@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Backoff returns how long to wait before retry number attempt (0 for the
+// first retry), given a uniform random number in [0, 1).
+type Backoff func(attempt int, base, maxDelay time.Duration, random float64) time.Duration
+
+// FullJitter is AWS's "full jitter": random(0, min(cap, base·2^attempt)).
+// It spreads retries of many clients evenly instead of in waves.
+func FullJitter(attempt int, base, maxDelay time.Duration, random float64) time.Duration {
+	ceiling := float64(base) * math.Pow(2, float64(attempt))
+	if ceiling > float64(maxDelay) || math.IsInf(ceiling, 0) {
+		ceiling = float64(maxDelay)
+	}
+	return time.Duration(random * ceiling)
+}
+
+// CheckRetry decides whether an attempt that ended in resp (its body
+// already read into body) or err may be retried.
+type CheckRetry func(resp *http.Response, body []byte, err error) bool
+
+// DefaultCheckRetry retries what can succeed later: network errors and
+// timeouts, 408, 425, 429, 500, 502, 503, 504, and 409 with
+// idempotency_in_progress. Every other answer is final: retrying a 400 or a
+// 422 cannot succeed.
+func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
+	if err != nil {
+		return retryableError(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case http.StatusConflict:
+		return errorCode(body) == "idempotency_in_progress"
+	}
+	return false
+}
+
+// retryableError: the request may not have completed, so it may be sent
+// again (every request this client sends is idempotent by its key or by
+// S3's PUT semantics). Cancellation and deadlines of the caller's context
+// are not retried.
+func retryableError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	// *url.Error, which wraps every transport failure, is a net.Error.
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
+// It returns false when absent or unreadable.
+func retryAfter(h string, now time.Time) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(h); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
