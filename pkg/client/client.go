@@ -265,18 +265,25 @@ func (c *Client) authorize(ctx context.Context, r *http.Request) error {
 	return nil
 }
 
+// PutOptions tune a PUT.
+type PutOptions struct {
+	// Progress reports the bytes sent of each attempt.
+	Progress func(sent, total int64)
+	// RateLimit caps the sending rate in bytes per second; 0 is no limit.
+	RateLimit int64
+}
+
 // Put sends size bytes of body to the upload's presigned URL with the
 // signed headers, retrying as any request (S3 PUTs are idempotent). A 403
 // usually means the URL expired: Upload then replays the create.
-func (c *Client) Put(ctx context.Context, u *upload.Upload, body io.ReaderAt, size int64, progress func(sent, total int64)) error {
+func (c *Client) Put(ctx context.Context, u *upload.Upload, body io.ReaderAt, size int64, po PutOptions) error {
 	if u.Upload == nil {
 		return &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
 	}
 	_, _, err := c.do(ctx, "put", func() (*http.Request, error) {
 		var r io.Reader = io.NewSectionReader(body, 0, size)
-		if progress != nil {
-			progress(0, size)
-			r = &progressReader{r: r, total: size, report: progress}
+		if po.Progress != nil || po.RateLimit > 0 {
+			r = &progressReader{ctx: ctx, r: r, total: size, report: po.Progress, rate: po.RateLimit, start: time.Now()}
 		}
 		req, err := http.NewRequest(u.Upload.Method, u.Upload.URL, r)
 		if err != nil {
@@ -291,17 +298,32 @@ func (c *Client) Put(ctx context.Context, u *upload.Upload, body io.ReaderAt, si
 	return err
 }
 
+// progressReader reports progress and paces reads to a rate.
 type progressReader struct {
+	ctx    context.Context
 	r      io.Reader
 	sent   int64
 	total  int64
 	report func(sent, total int64)
+	rate   int64
+	start  time.Time
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
+	if p.rate > 0 {
+		if len(b) > int(p.rate/10)+1 {
+			b = b[:p.rate/10+1] // about ten reads a second
+		}
+		ahead := time.Duration(float64(p.sent)/float64(p.rate)*float64(time.Second)) - time.Since(p.start)
+		if err := sleepCtx(p.ctx, ahead); err != nil {
+			return 0, err
+		}
+	}
 	n, err := p.r.Read(b)
 	p.sent += int64(n)
-	p.report(p.sent, p.total)
+	if p.report != nil {
+		p.report(p.sent, p.total)
+	}
 	return n, err
 }
 
@@ -343,8 +365,10 @@ type UploadInput struct {
 	ContentType string
 	// Filename defaults to the file's base name.
 	Filename string
-	// Progress reports the PUT's bytes sent.
-	Progress func(sent, total int64)
+	// Progress reports the PUT's bytes sent, and RateLimit caps its rate
+	// (bytes per second, 0 for none).
+	Progress  func(sent, total int64)
+	RateLimit int64
 	// OnCreated is called once the server holds the key, with the key and
 	// the upload (for example to persist the key before sending bytes).
 	OnCreated func(key string, u *upload.Upload)
@@ -398,7 +422,7 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	}
 	// An expired URL is refreshed by replaying the create with the same key.
 	for refreshes := 0; res.Upload.Status == upload.StatusPending; refreshes++ {
-		err := c.Put(ctx, &res.Upload, f, size, in.Progress)
+		err := c.Put(ctx, &res.Upload, f, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
 		if err == nil {
 			break
 		}
