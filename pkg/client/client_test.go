@@ -264,7 +264,9 @@ func TestCancellationAndDeadlineStopTheLoop(t *testing.T) {
 	}
 
 	// A real deadline with real (short) waits.
-	real, _ := New(srv.URL, func(o *Options) { o.MaxAttempts, o.BaseDelay, o.MaxDelay = 1000, 5*time.Millisecond, 10*time.Millisecond })
+	real, _ := New(srv.URL, func(o *Options) {
+		o.MaxAttempts, o.BaseDelay, o.MaxDelay = 1000, 5*time.Millisecond, 10*time.Millisecond
+	})
 	ctx, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	_, err = real.Create(ctx, "key-0123456789abcdef", req)

@@ -66,7 +66,9 @@ func writeFile(t *testing.T, name string, size int) string {
 	return path
 }
 
-func fastRetries(o *client.Options) { o.BaseDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond }
+func fastRetries(o *client.Options) {
+	o.BaseDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+}
 
 func TestUploadAgainstTheLocalStack(t *testing.T) {
 	st := startStack(t, nil)
