@@ -176,11 +176,11 @@ function mapError(err) {
   }
   const cause = err?.cause ?? err;
   if (err?.name === 'IdempotencyInconsistentStateError' || isUnavailable(cause)) {
-    log('store unavailable', { error: String(cause?.name ?? cause) }, 'WARN');
+    log('store unavailable', { error: String(cause) }, 'WARN');
     return new HttpError(503, 'service_unavailable',
       'The service is busy; retry later with the same Idempotency-Key.', { 'Retry-After': '1' });
   }
-  log('internal error', { error: String(err?.stack ?? err) }, 'ERROR');
+  log('internal error', { error: String(err?.stack ?? err), cause: String(err?.cause ?? '') }, 'ERROR');
   return new HttpError(500, 'internal_error', 'Something went wrong on our side; retry later.');
 }
 
