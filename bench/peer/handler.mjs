@@ -228,8 +228,8 @@ const FIELDS = ['filename', 'contentType', 'size', 'sha256'];
 const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
 const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|"(?:[^"\\\\]|\\\\.)*"))*[ \\t]*$`);
 
-function bad(field, message) {
-  return new HttpError(400, 'invalid_request', `${message}.`, {});
+function bad(message) {
+  return new HttpError(400, 'invalid_request', `${message}.`);
 }
 
 function parseRequest(event) {
@@ -242,43 +242,43 @@ function parseRequest(event) {
     try {
       raw = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
     } catch {
-      return bad('body', 'the request body is not valid UTF-8');
+      return bad('the request body is not valid UTF-8');
     }
   }
   let w;
   try {
     w = JSON.parse(raw);
   } catch {
-    return bad('body', 'the request body must be a JSON object');
+    return bad('the request body must be a JSON object');
   }
-  if (w === null || typeof w !== 'object' || Array.isArray(w)) return bad('body', 'the request body must be a JSON object');
+  if (w === null || typeof w !== 'object' || Array.isArray(w)) return bad('the request body must be a JSON object');
   for (const name of Object.keys(w)) {
-    if (!FIELDS.includes(name)) return bad('body', `unknown field "${name}"`);
+    if (!FIELDS.includes(name)) return bad(`unknown field "${name}"`);
   }
   for (const name of FIELDS) {
     if (w[name] === undefined || w[name] === null) return bad(name, `${name} is required`);
   }
   const { filename, contentType, size, sha256 } = w;
-  if (typeof filename !== 'string') return bad('filename', 'filename has the wrong type');
-  if (typeof contentType !== 'string') return bad('contentType', 'contentType has the wrong type');
-  if (typeof sha256 !== 'string') return bad('sha256', 'sha256 has the wrong type');
-  if (typeof size !== 'number' || !Number.isInteger(size)) return bad('size', 'size must be a whole number of bytes');
+  if (typeof filename !== 'string') return bad('filename has the wrong type');
+  if (typeof contentType !== 'string') return bad('contentType has the wrong type');
+  if (typeof sha256 !== 'string') return bad('sha256 has the wrong type');
+  if (typeof size !== 'number' || !Number.isInteger(size)) return bad('size must be a whole number of bytes');
 
-  if (filename === '') return bad('filename', 'filename must not be empty');
-  if (!filename.isWellFormed()) return bad('filename', 'filename must be valid UTF-8');
-  if (Buffer.byteLength(filename, 'utf8') > 255) return bad('filename', 'filename must be at most 255 bytes');
-  if (filename === '.' || filename === '..') return bad('filename', 'filename must not be . or ..');
-  if (/[/\\]/.test(filename)) return bad('filename', 'filename must be a base name, without / or \\');
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(filename)) return bad('filename', 'filename must not contain control characters');
+  if (filename === '') return bad('filename must not be empty');
+  if (!filename.isWellFormed()) return bad('filename must be valid UTF-8');
+  if (Buffer.byteLength(filename, 'utf8') > 255) return bad('filename must be at most 255 bytes');
+  if (filename === '.' || filename === '..') return bad('filename must not be . or ..');
+  if (/[/\\]/.test(filename)) return bad('filename must be a base name, without / or \\');
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(filename)) return bad('filename must not contain control characters');
 
   if (contentType === '' || contentType.length > 255) {
-    return bad('contentType', 'contentType must be a media type of 1 to 255 characters');
+    return bad('contentType must be a media type of 1 to 255 characters');
   }
-  if (!/^[\x20-\x7e]*$/.test(contentType)) return bad('contentType', 'contentType must be printable ASCII');
-  if (!MEDIA_TYPE.test(contentType)) return bad('contentType', 'contentType must be a media type such as image/jpeg');
+  if (!/^[\x20-\x7e]*$/.test(contentType)) return bad('contentType must be printable ASCII');
+  if (!MEDIA_TYPE.test(contentType)) return bad('contentType must be a media type such as image/jpeg');
 
-  if (size < 1) return bad('size', 'size must be at least 1');
-  if (sha256.length !== 64 || !/^[0-9a-fA-F]*$/.test(sha256)) return bad('sha256', 'sha256 must be 64 hex characters');
+  if (size < 1) return bad('size must be at least 1');
+  if (sha256.length !== 64 || !/^[0-9a-fA-F]*$/.test(sha256)) return bad('sha256 must be 64 hex characters');
   if (size > MAX_UPLOAD_BYTES) return new HttpError(413, 'file_too_large', 'size is larger than this deployment accepts.');
   return { filename, contentType, size, sha256: sha256.toLowerCase() };
 }

@@ -56,7 +56,11 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 	})
 	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
 		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
-	svc := upload.New(store, s3.NewPresignClient(s3Client), s3Client, cfg.Upload,
+	presigner, err := upload.NewSigV4Presigner(ctx, s3Client, cfg.Upload.Bucket)
+	if err != nil {
+		return nil, cfg, err
+	}
+	svc := upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })
 	return svc, cfg, nil
 }

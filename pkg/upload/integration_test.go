@@ -70,7 +70,11 @@ func newEnv(t *testing.T, presignTTL time.Duration) *env {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}
-	e.svc = upload.New(store, s3.NewPresignClient(e.s3), e.s3, cfg, func(o *upload.Options) {
+	presigner, err := upload.NewSigV4Presigner(context.Background(), e.s3, e.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = upload.New(store, presigner, e.s3, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -203,6 +202,8 @@ func (s *Service) pendingBody(ctx context.Context, u Upload) ([]byte, time.Time,
 	for name, values := range req.SignedHeader {
 		switch {
 		case name == "Host" || name == "Content-Length" || len(values) == 0:
+		case name == "X-Amz-Checksum-Sha256":
+			headers["x-amz-checksum-sha256"] = values[0]
 		case strings.HasPrefix(name, "X-Amz-"):
 			headers[strings.ToLower(name)] = values[0]
 		default:
@@ -216,17 +217,24 @@ func (s *Service) pendingBody(ctx context.Context, u Upload) ([]byte, time.Time,
 
 // presignedExpiry reads when a SigV4 presigned URL stops working from its
 // own X-Amz-Date and X-Amz-Expires, so the reported time is the signer's.
+// It scans the query rather than parsing it: this is on the hot path.
 func presignedExpiry(rawURL string) (time.Time, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return time.Time{}, err
+	param := func(name string) string {
+		_, query, _ := strings.Cut(rawURL, "?")
+		for query != "" {
+			var kv string
+			kv, query, _ = strings.Cut(query, "&")
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				return v
+			}
+		}
+		return ""
 	}
-	q := u.Query()
-	signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	signed, err := time.Parse("20060102T150405Z", param("X-Amz-Date"))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("presigned URL date: %w", err)
 	}
-	secs, err := strconv.Atoi(q.Get("X-Amz-Expires"))
+	secs, err := strconv.Atoi(param("X-Amz-Expires"))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("presigned URL expiry: %w", err)
 	}

@@ -1,0 +1,98 @@
+package upload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/encoding/httpbinding"
+)
+
+// SigV4Presigner presigns PutObject requests with the SDK's own SigV4
+// signer, skipping the S3 client's per-call pipeline. That pipeline
+// (endpoint rules, auth scheme resolution, some thirty middleware) costs
+// about 90 µs and 460 allocations per URL, four times the rest of a create;
+// here it runs once, in NewSigV4Presigner, to learn the bucket's endpoint
+// from the SDK, and every URL after that comes from the same signer with
+// the same inputs. A test checks the URLs are identical to the SDK's.
+type SigV4Presigner struct {
+	base   url.URL // the bucket's endpoint: scheme, host and path prefix
+	region string
+	creds  aws.CredentialsProvider
+	signer *v4.Signer
+	now    func() time.Time
+}
+
+var _ Presigner = (*SigV4Presigner)(nil)
+
+// NewSigV4Presigner learns the endpoint of bucket from client (no network
+// call: presigning is local).
+func NewSigV4Presigner(ctx context.Context, client *s3.Client, bucket string) (*SigV4Presigner, error) {
+	const probe = "probe"
+	req, err := s3.NewPresignClient(client).PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(probe)})
+	if err != nil {
+		return nil, fmt.Errorf("presigner for %s: %w", bucket, err)
+	}
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return nil, fmt.Errorf("presigner for %s: %w", bucket, err)
+	}
+	base, ok := strings.CutSuffix(u.Path, "/"+probe)
+	if !ok {
+		return nil, fmt.Errorf("presigner for %s: unexpected URL shape %s", bucket, u.Redacted())
+	}
+	opts := client.Options()
+	return &SigV4Presigner{
+		base:   url.URL{Scheme: u.Scheme, Host: u.Host, Path: base},
+		region: opts.Region, creds: opts.Credentials, signer: v4.NewSigner(), now: time.Now,
+	}, nil
+}
+
+// PresignPutObject presigns in as the S3 client would; it supports the
+// fields the upload service sets (Bucket is implied, Key, ContentType,
+// ContentLength, ChecksumAlgorithm, ChecksumSHA256) and the Expires option.
+func (p *SigV4Presigner) PresignPutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
+	var o s3.PresignOptions
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if in.Key == nil || o.Expires <= 0 {
+		return nil, errors.New("presign: a key and an expiry are required")
+	}
+	creds, err := p.creds.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("presign: credentials: %w", err)
+	}
+	u := p.base
+	u.Path += "/" + *in.Key
+	u.RawPath = p.base.Path + "/" + httpbinding.EscapePath(*in.Key, false)
+	q := url.Values{"X-Amz-Expires": {strconv.FormatInt(int64(o.Expires/time.Second), 10)}, "x-id": {"PutObject"}}
+	if in.ChecksumAlgorithm != "" {
+		q.Set("X-Amz-Sdk-Checksum-Algorithm", string(in.ChecksumAlgorithm))
+	}
+	u.RawQuery = q.Encode()
+	req := &http.Request{Method: http.MethodPut, URL: &u, Host: u.Host, Header: http.Header{}}
+	if in.ContentType != nil {
+		req.Header.Set("Content-Type", *in.ContentType)
+	}
+	if in.ContentLength != nil {
+		req.ContentLength = *in.ContentLength
+	}
+	if in.ChecksumSHA256 != nil {
+		req.Header.Set("X-Amz-Checksum-Sha256", *in.ChecksumSHA256)
+	}
+	signed, headers, err := p.signer.PresignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", p.region, p.now(),
+		func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true })
+	if err != nil {
+		return nil, fmt.Errorf("presign: %w", err)
+	}
+	return &v4.PresignedHTTPRequest{URL: signed, Method: http.MethodPut, SignedHeader: headers}, nil
+}

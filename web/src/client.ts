@@ -1,0 +1,391 @@
+/**
+ * The upload client: one Idempotency-Key per logical upload, minted when the
+ * file is picked and kept in IndexedDB with the file's SHA-256 and the
+ * upload's phase, so that a reload or a browser restart resumes with the same
+ * key; create with retries, PUT with progress, refresh of an expired URL by
+ * replaying the create, and waiting for completion.
+ */
+import { Api, type ApiOptions, type CompletedUpload, type CreateRequest, type PendingUpload, type UploadResponse } from "./api.js";
+import { UploadError, abortError, toUploadError } from "./errors.js";
+import { DEFAULT_HASH_CHUNK, sha256Hex } from "./hash.js";
+import { type Clock, DEFAULT_POLICY, type RetryInfo, type RetryPolicy, retry, systemClock } from "./retry.js";
+import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
+import { type PutTransport, storageError, xhrTransport } from "./transport.js";
+
+export type Step = "create" | "put" | "complete";
+
+/** What a UI hears while an upload runs. */
+export type UploadEvent =
+  | { type: "phase"; phase: Phase; record: UploadRecord }
+  | { type: "hash-progress"; loaded: number; total: number }
+  | { type: "upload-progress"; loaded: number; total: number }
+  | { type: "created"; uploadId: string; status: UploadResponse["status"]; replay: boolean }
+  | ({ type: "retry"; step: Step } & RetryInfo)
+  | { type: "refresh"; reason: "expired" | "forbidden" }
+  | { type: "completed"; result: CompletedUpload }
+  | { type: "failed"; error: UploadError };
+
+export interface RunOptions {
+  signal?: AbortSignal;
+  onEvent?: (e: UploadEvent) => void;
+}
+
+export interface ResumeOptions extends RunOptions {
+  /** The file, picked again, when the record does not keep it. Checked against the record (size, SHA-256). */
+  file?: Blob;
+}
+
+export interface CompletionPolicy {
+  /** First wait between status polls, in ms. */
+  baseMs: number;
+  /** Longest wait between status polls, in ms. */
+  capMs: number;
+  /** Give up waiting after this long, in ms. */
+  timeoutMs: number;
+}
+
+export interface UploadClientOptions {
+  /** The API's base URL. */
+  apiBase: string;
+  /** Default: IndexedDB database "onceupload". */
+  store?: UploadStore;
+  /** Authorization header value for the API (e.g. `Bearer <JWT>`). */
+  authorization?: ApiOptions["authorization"];
+  /** Retries of POST /uploads and GET /uploads/{id}. */
+  createPolicy?: Partial<RetryPolicy>;
+  /** Retries of the PUT to storage (its attempts are limited by stalls, not by time). */
+  putPolicy?: Partial<RetryPolicy>;
+  completion?: Partial<CompletionPolicy>;
+  /** Files up to this size are kept in IndexedDB, so a reload resumes without picking them again. Default 64 MiB. */
+  keepFileBytes?: number;
+  hashChunkBytes?: number;
+  /** A PUT attempt without upload progress for this long is abandoned and retried. Default 60 s. */
+  stallTimeoutMs?: number;
+  /** Injected for tests. */
+  fetch?: typeof fetch;
+  transport?: PutTransport;
+  clock?: Clock;
+  random?: () => number;
+  newKey?: () => string;
+  /** Web Locks, to keep two tabs from running one upload at once. Default: navigator.locks if present. */
+  locks?: LockManager | null;
+}
+
+export const DEFAULT_PUT_POLICY: Partial<RetryPolicy> = { maxAttempts: 6, deadlineMs: Infinity, attemptTimeoutMs: Infinity };
+export const DEFAULT_COMPLETION: CompletionPolicy = { baseMs: 200, capMs: 3_000, timeoutMs: 120_000 };
+
+/** A URL with less than this left is refreshed before use. */
+const EXPIRY_MARGIN_MS = 10_000;
+/** At most this many URL refreshes per run. */
+const MAX_REFRESHES = 5;
+
+export class UploadClient {
+  readonly apiBase: string;
+  readonly store: UploadStore;
+  private readonly api: Api;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly transport: PutTransport;
+  private readonly newKey: () => string;
+  private readonly createPolicy: Partial<RetryPolicy>;
+  private readonly putPolicy: Partial<RetryPolicy>;
+  private readonly completion: CompletionPolicy;
+  private readonly keepFileBytes: number;
+  private readonly hashChunkBytes: number;
+  private readonly stallTimeoutMs: number;
+  private readonly locks: LockManager | null;
+  private readonly running = new Set<string>();
+
+  constructor(opts: UploadClientOptions) {
+    this.apiBase = opts.apiBase;
+    this.clock = opts.clock ?? systemClock;
+    this.api = new Api({ baseUrl: opts.apiBase, fetch: opts.fetch, authorization: opts.authorization, now: () => this.clock.now() });
+    this.store = opts.store ?? new IndexedDBStore();
+    this.random = opts.random ?? Math.random;
+    this.transport = opts.transport ?? xhrTransport;
+    this.newKey = opts.newKey ?? (() => crypto.randomUUID());
+    this.createPolicy = { ...DEFAULT_POLICY, ...opts.createPolicy };
+    this.putPolicy = { ...DEFAULT_POLICY, ...DEFAULT_PUT_POLICY, ...opts.putPolicy };
+    this.completion = { ...DEFAULT_COMPLETION, ...opts.completion };
+    this.keepFileBytes = opts.keepFileBytes ?? 64 << 20;
+    this.hashChunkBytes = opts.hashChunkBytes ?? DEFAULT_HASH_CHUNK;
+    this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
+    this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
+  }
+
+  /**
+   * Starts a logical upload for a picked file: mints its Idempotency-Key and
+   * stores it before anything else, then computes the SHA-256. Resolves with
+   * the record in phase "ready"; pass its key to {@link upload}.
+   */
+  async add(file: File, opts: RunOptions = {}): Promise<UploadRecord> {
+    if (file.size === 0) {
+      throw new UploadError({ kind: "file", message: `"${file.name}" is empty; there is nothing to upload.` });
+    }
+    const now = this.clock.now();
+    let rec: UploadRecord = {
+      key: this.newKey(),
+      api: this.apiBase,
+      filename: file.name,
+      contentType: file.type || "application/octet-stream",
+      size: file.size,
+      lastModified: file.lastModified,
+      file: file.size <= this.keepFileBytes ? file : undefined,
+      phase: "hashing",
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.store.put(rec);
+    emit(opts, { type: "phase", phase: rec.phase, record: rec });
+    try {
+      const sha256 = await this.hash(file, opts);
+      rec = { ...rec, sha256, phase: "ready", updatedAt: this.clock.now() };
+      await this.store.put(rec);
+      emit(opts, { type: "phase", phase: rec.phase, record: rec });
+      return rec;
+    } catch (e) {
+      const err = toUploadError(e, "file");
+      rec = { ...rec, phase: err.kind === "aborted" ? "paused" : "failed", error: err.kind === "aborted" ? undefined : err.toJSON(), updatedAt: this.clock.now() };
+      await this.store.put(rec).catch(() => undefined);
+      emit(opts, { type: "phase", phase: rec.phase, record: rec });
+      throw err;
+    }
+  }
+
+  /** {@link add} then {@link upload}. */
+  async start(file: File, opts: RunOptions = {}): Promise<CompletedUpload> {
+    const rec = await this.add(file, opts);
+    return this.upload(rec.key, opts);
+  }
+
+  /** Records of this API that are not completed (to list after a reload), oldest first. */
+  async pending(): Promise<UploadRecord[]> {
+    return (await this.store.list()).filter((r) => r.api === this.apiBase && r.phase !== "completed");
+  }
+
+  async get(key: string): Promise<UploadRecord | undefined> {
+    return this.store.get(key);
+  }
+
+  /** Forgets an upload (its key and kept file). Does not delete anything on the server. */
+  async remove(key: string): Promise<void> {
+    await this.store.delete(key);
+  }
+
+  /** Whether this page is running the upload now. */
+  isRunning(key: string): boolean {
+    return this.running.has(key);
+  }
+
+  /**
+   * Runs (or resumes) the upload of a stored record, with the key it was
+   * given when the file was picked, up to completion. Rejects with an
+   * UploadError; the record keeps the phase ("paused" when aborted, else
+   * "failed") and the error.
+   */
+  async upload(key: string, opts: ResumeOptions = {}): Promise<CompletedUpload> {
+    if (this.running.has(key)) throw busy();
+    this.running.add(key);
+    try {
+      if (!this.locks) return await this.run(key, opts);
+      return await this.locks.request(`onceupload:${key}`, { ifAvailable: true }, async (lock) => {
+        if (!lock) throw busy();
+        return this.run(key, opts);
+      });
+    } finally {
+      this.running.delete(key);
+    }
+  }
+
+  private async run(key: string, opts: ResumeOptions): Promise<CompletedUpload> {
+    let rec = await this.store.get(key);
+    if (!rec) throw new UploadError({ kind: "state", message: "This upload is no longer stored in the browser." });
+    const save = async (patch: Partial<UploadRecord>) => {
+      const before = rec!.phase;
+      rec = { ...rec!, ...patch, updatedAt: this.clock.now() };
+      await this.store.put(rec);
+      if (rec.phase !== before) emit(opts, { type: "phase", phase: rec.phase, record: rec });
+    };
+    try {
+      if (rec.phase === "completed" && rec.result) return rec.result;
+      const blob = this.fileFor(rec, opts.file);
+      if (!rec.sha256 || opts.file) {
+        await save({ phase: "hashing", error: undefined });
+        const sha256 = await this.hash(blob, opts);
+        if (rec.sha256 && rec.sha256 !== sha256) {
+          throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
+        }
+        await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
+      }
+      const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size, sha256: rec.sha256! };
+
+      await save({ phase: "creating", error: undefined });
+      let created = await this.create(rec.key, meta, opts);
+      let refreshes = 0;
+      let justRefreshed = false;
+      const refresh = async (reason: "expired" | "forbidden") => {
+        refreshes++;
+        justRefreshed = true;
+        emit(opts, { type: "refresh", reason });
+        created = await this.create(rec!.key, meta, opts);
+      };
+      while (created.status === "pending") {
+        await save({ phase: "uploading", uploadId: created.uploadId, storageKey: created.storageKey });
+        if (!justRefreshed && refreshes < MAX_REFRESHES && this.expiresSoon(created)) {
+          await refresh("expired");
+          continue;
+        }
+        try {
+          await this.put(created, blob, opts);
+          break;
+        } catch (e) {
+          // A 403 from storage is most often an expired URL: replaying the
+          // create with the same key gets a freshly signed one. Not when the
+          // first try with a fresh URL was refused too.
+          const err = toUploadError(e);
+          const freshRefused = justRefreshed && err.attempts === 1;
+          if (err.kind === "storage" && err.status === 403 && !freshRefused && refreshes < MAX_REFRESHES) {
+            await refresh("forbidden");
+            continue;
+          }
+          throw err;
+        }
+      }
+
+      let result: CompletedUpload;
+      if (created.status === "completed") {
+        result = created;
+      } else {
+        await save({ phase: "completing", uploadId: created.uploadId, storageKey: created.storageKey });
+        result = await this.waitForCompletion(created.uploadId, opts);
+      }
+      checkSame(result, meta);
+      await save({ phase: "completed", result, uploadId: result.uploadId, storageKey: result.storageKey, file: undefined, error: undefined });
+      // The key has done its work: forget it (and the kept file).
+      await this.store.delete(key);
+      emit(opts, { type: "completed", result });
+      return result;
+    } catch (e) {
+      const err = toUploadError(e);
+      const aborted = err.kind === "aborted";
+      await save({ phase: aborted ? "paused" : "failed", error: aborted ? undefined : err.toJSON() }).catch(() => undefined);
+      emit(opts, { type: "failed", error: err });
+      throw err;
+    }
+  }
+
+  private fileFor(rec: UploadRecord, picked?: Blob): Blob {
+    if (picked) {
+      if (picked.size !== rec.size) {
+        throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": it has ${picked.size} bytes, not ${rec.size}.` });
+      }
+      return picked;
+    }
+    if (rec.file) return rec.file;
+    throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${rec.filename}" again to resume: the browser did not keep a copy of it.` });
+  }
+
+  private async hash(blob: Blob, opts: RunOptions): Promise<string> {
+    try {
+      return await sha256Hex(blob, {
+        chunkBytes: this.hashChunkBytes,
+        signal: opts.signal,
+        onProgress: (loaded, total) => emit(opts, { type: "hash-progress", loaded, total }),
+      });
+    } catch (e) {
+      if (opts.signal?.aborted) throw abortError(opts.signal);
+      if (e instanceof UploadError) throw e;
+      throw new UploadError({ kind: "file", message: `The file cannot be read (${e instanceof Error ? e.message : String(e)}). Pick it again.`, cause: e });
+    }
+  }
+
+  private async create(key: string, meta: CreateRequest, opts: RunOptions): Promise<UploadResponse> {
+    const ans = await retry((ctx) => this.api.create(key, meta, ctx), {
+      policy: this.createPolicy,
+      clock: this.clock,
+      random: this.random,
+      signal: opts.signal,
+      onRetry: (info) => emit(opts, { type: "retry", step: "create", ...info }),
+    });
+    checkSame(ans.body, meta);
+    emit(opts, { type: "created", uploadId: ans.body.uploadId, status: ans.body.status, replay: ans.replay });
+    return ans.body;
+  }
+
+  private expiresSoon(p: PendingUpload): boolean {
+    const at = Date.parse(p.upload.expiresAt);
+    return Number.isFinite(at) && at - this.clock.now() < EXPIRY_MARGIN_MS;
+  }
+
+  private async put(p: PendingUpload, blob: Blob, opts: RunOptions): Promise<void> {
+    await retry(
+      async (ctx) => {
+        emit(opts, { type: "upload-progress", loaded: 0, total: blob.size });
+        const res = await this.transport({
+          url: p.upload.url,
+          method: p.upload.method ?? "PUT",
+          headers: p.upload.headers ?? {},
+          body: blob,
+          signal: ctx.signal,
+          stallTimeoutMs: this.stallTimeoutMs,
+          onProgress: (loaded, total) => emit(opts, { type: "upload-progress", loaded, total }),
+        });
+        if (res.status < 200 || res.status > 299) throw storageError(res);
+        emit(opts, { type: "upload-progress", loaded: blob.size, total: blob.size });
+      },
+      {
+        policy: this.putPolicy,
+        clock: this.clock,
+        random: this.random,
+        signal: opts.signal,
+        onRetry: (info) => emit(opts, { type: "retry", step: "put", ...info }),
+      },
+    );
+  }
+
+  /** Polls GET /uploads/{id} until the upload is completed (GET also completes it when the storage event was lost). */
+  private async waitForCompletion(uploadId: string, opts: RunOptions): Promise<CompletedUpload> {
+    const started = this.clock.now();
+    for (let poll = 0; ; poll++) {
+      const ans = await retry((ctx) => this.api.get(uploadId, ctx), {
+        policy: this.createPolicy,
+        clock: this.clock,
+        random: this.random,
+        signal: opts.signal,
+        onRetry: (info) => emit(opts, { type: "retry", step: "complete", ...info }),
+      });
+      if (ans.body.status === "completed") return ans.body;
+      const ceiling = Math.min(this.completion.capMs, this.completion.baseMs * 2 ** Math.min(poll, 30));
+      const delay = Math.floor(ceiling / 2 + (this.random() * ceiling) / 2);
+      if (this.clock.now() + delay - started > this.completion.timeoutMs) {
+        throw new UploadError({
+          kind: "deadline",
+          retryable: true,
+          attempts: poll + 1,
+          message: `the upload was sent but not confirmed within ${Math.round(this.completion.timeoutMs / 1000)} s`,
+        });
+      }
+      await this.clock.sleep(delay, opts.signal);
+    }
+  }
+}
+
+function busy(): UploadError {
+  return new UploadError({ kind: "busy", retryable: true, message: "This upload is already running (in this page or another tab)." });
+}
+
+/** The server's upload must be the one asked for (same size and content). */
+function checkSame(u: UploadResponse, meta: CreateRequest): void {
+  if (u.bytes !== meta.size || u.sha256.toLowerCase() !== meta.sha256) {
+    throw new UploadError({ kind: "protocol", message: `The API answered for another file (${u.bytes} bytes, SHA-256 ${u.sha256}).` });
+  }
+}
+
+function emit(opts: RunOptions, e: UploadEvent): void {
+  try {
+    opts.onEvent?.(e);
+  } catch (err) {
+    // A listener's bug must not break the upload.
+    console.error("onceupload: event listener failed", err);
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Typed errors a UI can show. Every failure the client reports is an
+ * {@link UploadError}: `kind` says where it happened, `retryable` whether
+ * trying again later (Resume) can help, and `message` is a sentence for people.
+ */
+
+/** Where an upload failed. */
+export type UploadErrorKind =
+  /** The API answered with an error status (see `status` and `code`). */
+  | "api"
+  /** The storage (S3) refused or failed the PUT (see `status` and `code`). */
+  | "storage"
+  /** No answer: the connection failed or was dropped. */
+  | "network"
+  /** One attempt took longer than its time limit. */
+  | "timeout"
+  /** The overall deadline passed before an attempt succeeded. */
+  | "deadline"
+  /** The caller aborted (AbortSignal), e.g. the user pressed Cancel. */
+  | "aborted"
+  /** The file cannot be read, or is not the file that was picked. */
+  | "file"
+  /** The upload is already running elsewhere (another tab). */
+  | "busy"
+  /** Local state (IndexedDB) failed, or the record is missing. */
+  | "state"
+  /** The server answered something that breaks the contract. */
+  | "protocol";
+
+export interface UploadErrorInit {
+  kind: UploadErrorKind;
+  message: string;
+  /** HTTP status, when there was a response. */
+  status?: number;
+  /** The API's `error` code (e.g. `idempotency_key_reuse`) or S3's `<Code>`. */
+  code?: string;
+  /** Whether the same request may succeed if tried again. */
+  retryable?: boolean;
+  /** The server's Retry-After, in milliseconds, if it sent one. */
+  retryAfterMs?: number;
+  /** How many attempts were made before giving up. */
+  attempts?: number;
+  cause?: unknown;
+}
+
+export class UploadError extends Error {
+  readonly kind: UploadErrorKind;
+  readonly status?: number;
+  readonly code?: string;
+  readonly retryable: boolean;
+  readonly retryAfterMs?: number;
+  attempts: number;
+
+  constructor(init: UploadErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = "UploadError";
+    this.kind = init.kind;
+    this.status = init.status;
+    this.code = init.code;
+    this.retryable = init.retryable ?? false;
+    this.retryAfterMs = init.retryAfterMs;
+    this.attempts = init.attempts ?? 1;
+  }
+
+  /** A plain object for IndexedDB or logs. */
+  toJSON(): SerializedUploadError {
+    return {
+      kind: this.kind,
+      message: this.message,
+      status: this.status,
+      code: this.code,
+      retryable: this.retryable,
+      attempts: this.attempts,
+    };
+  }
+
+  static fromJSON(e: SerializedUploadError): UploadError {
+    return new UploadError(e);
+  }
+}
+
+export interface SerializedUploadError {
+  kind: UploadErrorKind;
+  message: string;
+  status?: number;
+  code?: string;
+  retryable: boolean;
+  attempts: number;
+}
+
+export function isUploadError(e: unknown): e is UploadError {
+  return e instanceof UploadError;
+}
+
+/** The error an aborted signal should surface as. */
+export function abortError(signal?: AbortSignal): UploadError {
+  const reason: unknown = signal?.reason;
+  if (reason instanceof UploadError) return reason;
+  return new UploadError({ kind: "aborted", message: "The upload was stopped.", cause: reason });
+}
+
+/** Wraps anything thrown into an UploadError (unknown errors are not retryable). */
+export function toUploadError(e: unknown, fallback: UploadErrorKind = "state"): UploadError {
+  if (e instanceof UploadError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  return new UploadError({ kind: fallback, message, cause: e });
+}
+
+/** A sentence for the UI, with the server's code where it helps. */
+export function describeError(e: UploadError): string {
+  switch (e.kind) {
+    case "network":
+      return "The network failed (no answer from the server).";
+    case "timeout":
+      return "The server took too long to answer.";
+    case "deadline":
+      return `Gave up after ${e.attempts} attempt${e.attempts === 1 ? "" : "s"}: ${e.message}`;
+    case "aborted":
+      return "Stopped.";
+    case "api":
+      return e.code ? `${e.message} (${e.code}, HTTP ${e.status})` : `${e.message} (HTTP ${e.status})`;
+    case "storage":
+      return e.code ? `Storage refused the upload: ${e.message} (${e.code}, HTTP ${e.status})` : `Storage refused the upload (HTTP ${e.status}).`;
+    default:
+      return e.message;
+  }
+}

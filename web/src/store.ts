@@ -1,0 +1,171 @@
+/**
+ * Where an upload's state lives between page loads: IndexedDB, one record per
+ * logical upload, keyed by its Idempotency-Key. The key is written before
+ * anything is sent, so a reload or a browser restart resumes with it.
+ */
+import type { CompletedUpload } from "./api.js";
+import type { SerializedUploadError } from "./errors.js";
+import { UploadError } from "./errors.js";
+
+/**
+ * hashing → ready → creating → uploading → completing → completed, or
+ * failed / paused (stopped by the caller) from any of them.
+ */
+export type Phase = "hashing" | "ready" | "creating" | "uploading" | "completing" | "completed" | "failed" | "paused";
+
+/** Phases in which work is (or was, before a reload) under way. */
+export const ACTIVE_PHASES: ReadonlySet<Phase> = new Set(["hashing", "ready", "creating", "uploading", "completing"]);
+
+export interface UploadRecord {
+  /** The Idempotency-Key, minted once when the file was picked. */
+  key: string;
+  /** The API base URL this upload belongs to. */
+  api: string;
+  filename: string;
+  contentType: string;
+  size: number;
+  lastModified: number;
+  /** Lower-case hex, once computed. */
+  sha256?: string;
+  /** The file itself, kept when small enough, so that a reload can resume without picking it again. */
+  file?: Blob;
+  phase: Phase;
+  uploadId?: string;
+  storageKey?: string;
+  result?: CompletedUpload;
+  error?: SerializedUploadError;
+  /** Epoch ms. */
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface UploadStore {
+  get(key: string): Promise<UploadRecord | undefined>;
+  put(record: UploadRecord): Promise<void>;
+  delete(key: string): Promise<void>;
+  /** Every record, oldest first. */
+  list(): Promise<UploadRecord[]>;
+}
+
+/** Records in memory: for tests, or for pages that must not persist anything. */
+export class MemoryStore implements UploadStore {
+  private readonly records = new Map<string, UploadRecord>();
+  async get(key: string) {
+    const r = this.records.get(key);
+    return r && { ...r };
+  }
+  async put(record: UploadRecord) {
+    this.records.set(record.key, { ...record });
+  }
+  async delete(key: string) {
+    this.records.delete(key);
+  }
+  async list() {
+    return [...this.records.values()].map((r) => ({ ...r })).sort(byCreation);
+  }
+}
+
+function byCreation(a: UploadRecord, b: UploadRecord): number {
+  return a.createdAt - b.createdAt || a.key.localeCompare(b.key);
+}
+
+export interface IndexedDBStoreOptions {
+  /** Database name. Default "onceupload". */
+  name?: string;
+  /** The IDBFactory (default: the global indexedDB). */
+  indexedDB?: IDBFactory;
+}
+
+const STORE = "uploads";
+
+function stateError(message: string, cause?: unknown): UploadError {
+  return new UploadError({ kind: "state", message, cause });
+}
+
+function promisify<T>(req: IDBRequest<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(stateError(`IndexedDB: ${req.error?.message ?? "request failed"}`, req.error));
+  });
+}
+
+/** The browser's IndexedDB. One short transaction per call. */
+export class IndexedDBStore implements UploadStore {
+  private readonly name: string;
+  private readonly factory?: IDBFactory;
+  private db?: Promise<IDBDatabase>;
+
+  constructor(opts: IndexedDBStoreOptions = {}) {
+    this.name = opts.name ?? "onceupload";
+    this.factory = opts.indexedDB;
+  }
+
+  private open(): Promise<IDBDatabase> {
+    if (this.db) return this.db;
+    const factory = this.factory ?? globalThis.indexedDB;
+    if (!factory) return Promise.reject(stateError("IndexedDB is not available, so uploads cannot survive a reload."));
+    this.db = new Promise<IDBDatabase>((resolve, reject) => {
+      const req = factory.open(this.name, 1);
+      req.onupgradeneeded = () => {
+        const db = req.result;
+        if (!db.objectStoreNames.contains(STORE)) db.createObjectStore(STORE, { keyPath: "key" });
+      };
+      req.onsuccess = () => {
+        const db = req.result;
+        // Another tab wants a newer schema: let it, and reopen on next use.
+        db.onversionchange = () => {
+          db.close();
+          this.db = undefined;
+        };
+        db.onclose = () => {
+          this.db = undefined;
+        };
+        resolve(db);
+      };
+      req.onerror = () => {
+        this.db = undefined;
+        reject(stateError(`IndexedDB: cannot open "${this.name}": ${req.error?.message ?? "unknown error"}`, req.error));
+      };
+      req.onblocked = () => {
+        // Resolves once the other connection closes; nothing to do meanwhile.
+      };
+    });
+    return this.db;
+  }
+
+  private async tx<T>(mode: IDBTransactionMode, fn: (s: IDBObjectStore) => IDBRequest<T>): Promise<T> {
+    const db = await this.open();
+    const t = db.transaction(STORE, mode);
+    const result = promisify(fn(t.objectStore(STORE)));
+    const committed = new Promise<void>((resolve, reject) => {
+      t.oncomplete = () => resolve();
+      t.onerror = () => reject(stateError(`IndexedDB: ${t.error?.message ?? "transaction failed"}`, t.error));
+      t.onabort = () => reject(stateError(`IndexedDB: transaction aborted${t.error ? ": " + t.error.message : ""}`, t.error));
+    });
+    // Resolved only once the transaction has committed: the record is on disk.
+    const [value] = await Promise.all([result, committed]);
+    return value;
+  }
+
+  async get(key: string): Promise<UploadRecord | undefined> {
+    return (await this.tx("readonly", (s) => s.get(key) as IDBRequest<UploadRecord | undefined>)) ?? undefined;
+  }
+
+  async put(record: UploadRecord): Promise<void> {
+    await this.tx("readwrite", (s) => s.put(record));
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.tx("readwrite", (s) => s.delete(key));
+  }
+
+  async list(): Promise<UploadRecord[]> {
+    return (await this.tx("readonly", (s) => s.getAll() as IDBRequest<UploadRecord[]>)).sort(byCreation);
+  }
+
+  /** Closes the connection (tests; a later call reopens it). */
+  close(): void {
+    void this.db?.then((db) => db.close());
+    this.db = undefined;
+  }
+}

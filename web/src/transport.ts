@@ -1,0 +1,120 @@
+/**
+ * The PUT of the bytes to the presigned URL. XMLHttpRequest, because it is
+ * the browser API with upload progress events. The signed headers are sent as
+ * given, except Content-Length, which the browser sets from the body (and
+ * forbids scripts to set).
+ */
+import { UploadError, abortError } from "./errors.js";
+
+export interface PutRequest {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: Blob;
+  signal?: AbortSignal;
+  /** Give up when no upload progress was seen for this long, in ms (Infinity: never). */
+  stallTimeoutMs?: number;
+  onProgress?: (loaded: number, total: number) => void;
+}
+
+export interface PutResponse {
+  status: number;
+  /** The response body (S3 sends XML errors). */
+  text: string;
+  etag: string | null;
+}
+
+/**
+ * Sends one PUT. Resolves with any HTTP status; rejects with an UploadError
+ * of kind "network", "timeout" or "aborted" when there is no status.
+ */
+export type PutTransport = (req: PutRequest) => Promise<PutResponse>;
+
+/** Headers the browser sets itself and refuses from scripts. */
+const FORBIDDEN = new Set(["content-length", "host", "connection", "expect", "transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "date", "origin", "referer"]);
+
+export function sendableHeaders(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (!FORBIDDEN.has(k.toLowerCase())) out[k] = v;
+  }
+  return out;
+}
+
+export const xhrTransport: PutTransport = (req) =>
+  new Promise<PutResponse>((resolve, reject) => {
+    if (req.signal?.aborted) {
+      reject(abortError(req.signal));
+      return;
+    }
+    const xhr = new XMLHttpRequest();
+    let stallTimer: ReturnType<typeof setTimeout> | undefined;
+    let stalled = false;
+    const stallMs = req.stallTimeoutMs ?? Infinity;
+    const armStallTimer = () => {
+      if (!Number.isFinite(stallMs)) return;
+      if (stallTimer !== undefined) clearTimeout(stallTimer);
+      stallTimer = setTimeout(() => {
+        stalled = true;
+        xhr.abort();
+      }, stallMs);
+    };
+    const cleanup = () => {
+      if (stallTimer !== undefined) clearTimeout(stallTimer);
+      req.signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => xhr.abort();
+    req.signal?.addEventListener("abort", onAbort, { once: true });
+
+    xhr.open(req.method, req.url, true);
+    for (const [k, v] of Object.entries(sendableHeaders(req.headers))) xhr.setRequestHeader(k, v);
+    xhr.responseType = "text";
+    xhr.upload.onprogress = (e) => {
+      armStallTimer();
+      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body.size);
+    };
+    xhr.onload = () => {
+      cleanup();
+      resolve({ status: xhr.status, text: xhr.responseText, etag: xhr.getResponseHeader("ETag") });
+    };
+    // Status 0: DNS, connection, TLS or CORS failure; the browser does not say which.
+    xhr.onerror = () => {
+      cleanup();
+      reject(new UploadError({ kind: "network", message: "PUT to storage: no answer (network or CORS failure)", retryable: true }));
+    };
+    xhr.onabort = () => {
+      cleanup();
+      if (stalled) {
+        reject(new UploadError({ kind: "timeout", message: `PUT to storage: no progress for ${Math.round(stallMs / 1000)} s`, retryable: true }));
+      } else {
+        reject(abortError(req.signal));
+      }
+    };
+    armStallTimer();
+    xhr.send(req.body);
+  });
+
+/**
+ * The error for a PUT answer that is not 2xx. S3 answers with an XML body
+ * whose `<Code>` says why (AccessDenied, BadDigest, SlowDown, …).
+ */
+export function storageError(res: PutResponse): UploadError {
+  const code = /<Code>([^<]*)<\/Code>/.exec(res.text)?.[1];
+  const message = /<Message>([^<]*)<\/Message>/.exec(res.text)?.[1];
+  if (res.status === 400 && code && ["BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest", "IncompleteBody"].includes(code)) {
+    return new UploadError({
+      kind: "file",
+      status: res.status,
+      code,
+      message: "The file changed after it was picked: storage refused bytes that do not match its SHA-256 or size. Pick it again.",
+    });
+  }
+  const retryable = [408, 429, 500, 502, 503, 504].includes(res.status);
+  return new UploadError({
+    kind: "storage",
+    status: res.status,
+    code,
+    message: message ?? `HTTP ${res.status}`,
+    retryable,
+  });
+}
