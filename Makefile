@@ -2,6 +2,7 @@
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build both Lambda bootstraps (linux/arm64) into .build/
+#   make bench  round trips, hot path, load vs a Powertools peer, cold start
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -14,7 +15,7 @@ FUNCTIONS := PresignFunction FinalizeFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
 
-.PHONY: build dev test unit lint tools clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools bench clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -47,6 +48,12 @@ lint: tools
 # REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
 test: lint
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
+
+# Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
+# Numbers only; no test asserts a timing.
+bench: tools
+	cd bench/peer && npm ci --no-audit --no-fund --loglevel=error
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 # Fast tests only: no local servers.
 unit:

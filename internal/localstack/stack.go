@@ -35,6 +35,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
@@ -72,6 +73,9 @@ type Config struct {
 	// StaticDir, if set, is served for GET requests that match no route
 	// (the browser demo: web/dist).
 	StaticDir string
+	// APIOptions are added to the in-process functions' AWS clients (the
+	// benchmark counts their calls with one).
+	APIOptions []func(*middleware.Stack) error
 }
 
 // Stack is a running local system.
@@ -277,7 +281,8 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 	svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
 		config.WithRegion(Region),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
-		config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil))
+		config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil),
+		config.WithAPIOptions(st.cfg.APIOptions))
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func waitHTTP(ctx context.Context, p *Process) error {
 			return errors.New("exited during start-up")
 		case <-ctx.Done():
 			return fmt.Errorf("not ready: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }
@@ -282,3 +282,6 @@ func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
 	}
 	return p, nil
 }
+
+// Pid is the server's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }

@@ -10,20 +10,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"maps"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go/middleware"
 
+	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
 )
 
@@ -88,51 +86,8 @@ func Versity(t testing.TB) string {
 	return p.Endpoint
 }
 
-// Counter counts the HTTP attempts SDK clients send, by operation name.
-type Counter struct {
-	mu  sync.Mutex
-	ops map[string]int
-}
-
-// Total returns the number of attempts sent so far.
-func (c *Counter) Total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.ops {
-		n += v
-	}
-	return n
-}
-
-// Ops returns a copy of the counts by operation (e.g. "PutItem").
-func (c *Counter) Ops() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.ops)
-}
-
-// Reset sets every count back to zero.
-func (c *Counter) Reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.ops)
-}
-
-// middleware counts each attempt (after the SDK's retry step), so retries
-// count as the round trips they are.
-func (c *Counter) middleware(stack *middleware.Stack) error {
-	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("testenv.count",
-		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			if c.ops == nil {
-				c.ops = map[string]int{}
-			}
-			c.ops[awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleFinalize(ctx, in)
-		}), middleware.After)
-}
+// Counter counts SDK calls; see package callcount.
+type Counter = callcount.Counter
 
 // DynamoClient returns a client for endpoint that counts its calls in c (if
 // not nil).
@@ -140,7 +95,7 @@ func DynamoClient(endpoint string, c *Counter) *dynamodb.Client {
 	return dynamodb.NewFromConfig(AWSConfig(), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		if c != nil {
-			o.APIOptions = append(o.APIOptions, c.middleware)
+			o.APIOptions = append(o.APIOptions, c.Middleware)
 		}
 	})
 }
@@ -152,7 +107,7 @@ func S3Client(endpoint string, c *Counter) *s3.Client {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.UsePathStyle = true
 		if c != nil {
-			o.APIOptions = append(o.APIOptions, c.middleware)
+			o.APIOptions = append(o.APIOptions, c.Middleware)
 		}
 	})
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -70,52 +69,88 @@ func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) 
 	return &DynamoStore{client: client, table: table, opts: o}
 }
 
-// item is the stored form of a Record.
-type item struct {
-	PK             string            `dynamodbav:"pk"`
-	Tenant         string            `dynamodbav:"tenant"`
-	ClaimID        string            `dynamodbav:"claim_id"`
-	Fingerprint    string            `dynamodbav:"fingerprint"`
-	State          State             `dynamodbav:"state"`
-	ResponseStatus int               `dynamodbav:"response_status,omitempty"`
-	ResponseBody   string            `dynamodbav:"response_body,omitempty"`
-	Data           map[string]string `dynamodbav:"data"`
-	CreatedAt      int64             `dynamodbav:"created_at"` // epoch ms
-	UpdatedAt      int64             `dynamodbav:"updated_at"` // epoch ms
-	ExpiresAt      int64             `dynamodbav:"expires_at"` // epoch s: the TTL attribute
-	LeaseExpiresAt int64             `dynamodbav:"lease_expires_at,omitempty"`
-}
+// Attribute names of a stored Record. expires_at (epoch seconds) is the
+// table's TTL attribute; created_at, updated_at and lease_expires_at are
+// epoch milliseconds.
+const (
+	attrPK, attrTenant, attrClaimID, attrFingerprint, attrState = "pk", "tenant", "claim_id", "fingerprint", "state"
+	attrStatus, attrBody, attrData                              = "response_status", "response_body", "data"
+	attrCreated, attrUpdated, attrExpires, attrLease            = "created_at", "updated_at", "expires_at", "lease_expires_at"
+)
 
-func toItem(r Record) item {
-	data := r.Data
-	if data == nil {
-		data = map[string]string{} // a map, never NULL, so updates can SET data.x
+// toItem encodes a Record. The mapping is written out rather than left to
+// feature/dynamodb/attributevalue: that package's reflection and its
+// dependency on the DynamoDB Streams client cost the bootstrap ~2 MB and
+// the hot path dozens of allocations, for twelve fixed attributes.
+func toItem(r Record) map[string]types.AttributeValue {
+	data := make(map[string]types.AttributeValue, len(r.Data))
+	for k, v := range r.Data {
+		data[k] = str(v)
 	}
-	it := item{
-		PK: string(r.ID), Tenant: r.Tenant, ClaimID: r.ClaimID, Fingerprint: r.Fingerprint,
-		State: r.State, ResponseStatus: r.Response.Status, ResponseBody: string(r.Response.Body),
-		Data: data, CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(),
-		ExpiresAt: r.ExpiresAt.Unix(),
+	item := map[string]types.AttributeValue{
+		attrPK: str(string(r.ID)), attrTenant: str(r.Tenant), attrClaimID: str(r.ClaimID),
+		attrFingerprint: str(r.Fingerprint), attrState: str(string(r.State)),
+		attrData:    &types.AttributeValueMemberM{Value: data}, // a map, never NULL, so updates can SET data.x
+		attrCreated: epochMillis(r.CreatedAt), attrUpdated: epochMillis(r.UpdatedAt), attrExpires: epochSeconds(r.ExpiresAt),
+	}
+	if r.Response.Status != 0 {
+		item[attrStatus] = &types.AttributeValueMemberN{Value: strconv.Itoa(r.Response.Status)}
+	}
+	if len(r.Response.Body) > 0 {
+		item[attrBody] = str(string(r.Response.Body))
 	}
 	if !r.LeaseExpiresAt.IsZero() {
-		it.LeaseExpiresAt = r.LeaseExpiresAt.UnixMilli()
+		item[attrLease] = epochMillis(r.LeaseExpiresAt)
 	}
-	return it
+	return item
 }
 
+// fromItem decodes a stored Record, refusing items of another shape.
 func fromItem(av map[string]types.AttributeValue) (Record, error) {
-	var it item
-	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return Record{}, fmt.Errorf("decode record: %w", err)
+	var errs []error
+	s := func(name string) string {
+		v, ok := av[name].(*types.AttributeValueMemberS)
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %s: not a string", name))
+			return ""
+		}
+		return v.Value
+	}
+	n := func(name string, optional bool) int64 {
+		v, ok := av[name].(*types.AttributeValueMemberN)
+		if !ok {
+			if !optional || av[name] != nil {
+				errs = append(errs, fmt.Errorf("attribute %s: not a number", name))
+			}
+			return 0
+		}
+		i, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %s: %w", name, err))
+		}
+		return i
 	}
 	r := Record{
-		ID: ID(it.PK), Tenant: it.Tenant, ClaimID: it.ClaimID, Fingerprint: it.Fingerprint,
-		State: it.State, Response: Response{Status: it.ResponseStatus, Body: []byte(it.ResponseBody)},
-		Data: it.Data, CreatedAt: time.UnixMilli(it.CreatedAt), UpdatedAt: time.UnixMilli(it.UpdatedAt),
-		ExpiresAt: time.Unix(it.ExpiresAt, 0),
+		ID: ID(s(attrPK)), Tenant: s(attrTenant), ClaimID: s(attrClaimID), Fingerprint: s(attrFingerprint),
+		State: State(s(attrState)), Response: Response{Status: int(n(attrStatus, true))},
+		CreatedAt: time.UnixMilli(n(attrCreated, false)), UpdatedAt: time.UnixMilli(n(attrUpdated, false)),
+		ExpiresAt: time.Unix(n(attrExpires, false), 0), Data: map[string]string{},
 	}
-	if it.LeaseExpiresAt != 0 {
-		r.LeaseExpiresAt = time.UnixMilli(it.LeaseExpiresAt)
+	if body, ok := av[attrBody].(*types.AttributeValueMemberS); ok {
+		r.Response.Body = []byte(body.Value)
+	}
+	if lease := n(attrLease, true); lease != 0 {
+		r.LeaseExpiresAt = time.UnixMilli(lease)
+	}
+	if data, ok := av[attrData].(*types.AttributeValueMemberM); ok {
+		for k, v := range data.Value {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				r.Data[k] = sv.Value
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Record{}, fmt.Errorf("decode record: %w", err)
 	}
 	return r, nil
 }
@@ -156,15 +191,12 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		if rec.State == StateInProgress {
 			rec.LeaseExpiresAt = truncMillis(now.Add(s.opts.Lease))
 		}
-		it := toItem(rec)
-		rec.Data = it.Data
-		av, err := attributevalue.MarshalMap(it)
-		if err != nil {
-			return ClaimResult{}, fmt.Errorf("claim %s: encode: %w", rec.ID, err)
+		if rec.Data == nil {
+			rec.Data = map[string]string{}
 		}
-		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           &s.table,
-			Item:                                av,
+			Item:                                toItem(rec),
 			ConditionExpression:                 aws.String(claimCondition),
 			ExpressionAttributeNames:            map[string]string{"#state": "state"},
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},

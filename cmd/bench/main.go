@@ -1,0 +1,296 @@
+// Command bench measures the system and prints one report (Markdown on
+// stdout, JSON to --out): round trips per request, hot-path CPU, load
+// through the local front door side by side with a Powertools peer, cold
+// start and binary size. It is what `make bench` runs; numbers are printed,
+// never asserted.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/onceupload/onceupload/internal/bench"
+	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/services"
+)
+
+type report struct {
+	Date       string             `json:"date"`
+	Machine    string             `json:"machine"`
+	RoundTrips bench.RoundTrips   `json:"round_trips"`
+	HotPath    []benchLine        `json:"hot_path"`
+	Load       []bench.LoadResult `json:"load"`
+	Sizes      map[string]int64   `json:"bootstrap_bytes"`
+	ColdStart  bench.ColdStart    `json:"cold_start"`
+	// Baseline is the same measurement of the smallest Go function.
+	Baseline bench.ColdStart `json:"cold_start_hello_baseline"`
+	Notes      []string           `json:"notes"`
+}
+
+type benchLine struct {
+	Name        string  `json:"name"`
+	NsPerOp     float64 `json:"ns_per_op_median"`
+	AllocsPerOp float64 `json:"allocs_per_op"`
+	BytesPerOp  float64 `json:"bytes_per_op"`
+}
+
+func main() {
+	count := flag.Int("count", 1000, "requests per load run")
+	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
+	flag.Parse()
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, *count, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, count int, out string) error {
+	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Sizes: map[string]int64{}}
+	var calls callcount.Counter
+	dir, err := os.MkdirTemp("", "onceupload-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := localstack.Start(ctx, localstack.Config{
+		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
+		APIOptions: append([]func(*middlewareStack) error(nil), calls.Middleware),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	fmt.Fprintln(os.Stderr, "bench: round trips")
+	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.S3URL); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(os.Stderr, "bench: hot path (go test -bench)")
+	if rep.HotPath, err = hotPath(ctx); err != nil {
+		return err
+	}
+
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
+	targets := []struct {
+		name, api string
+		reset     func()
+		calls     func() int
+	}{{"onceupload", st.APIURL, calls.Reset, calls.Total}}
+	peer, err := startPeer(ctx, st, dir)
+	if err != nil {
+		rep.Notes = append(rep.Notes, "peer not run: "+err.Error())
+	} else {
+		defer peer.stop()
+		targets = append(targets, struct {
+			name, api string
+			reset     func()
+			calls     func() int
+		}{"powertools-peer", peer.url, peer.reset, peer.calls})
+	}
+	for ti, tgt := range targets {
+		for _, workload := range []string{"fresh", "replay"} {
+			for _, conc := range []int{1, 8, 32} {
+				run := fmt.Sprintf("%d-%s-%d-%d", ti, workload, conc, time.Now().UnixNano())
+				keys := bench.FreshKeys(run)
+				if workload == "replay" {
+					keys = bench.ReplayKeys(run, 64)
+					if _, err := bench.Load(ctx, httpClient, tgt.api, 8, 64, keys); err != nil {
+						return err
+					}
+				}
+				// Warm up connections and both runtimes' code paths.
+				if _, err := bench.Load(ctx, httpClient, tgt.api, conc, min(200, count), bench.FreshKeys(run+"-warm")); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "bench: load %s %s c=%d\n", tgt.name, workload, conc)
+				tgt.reset()
+				res, err := bench.Load(ctx, httpClient, tgt.api, conc, count, keys)
+				if err != nil {
+					return err
+				}
+				res.Target, res.Workload = tgt.name, workload
+				res.CallsPerRequest = float64(tgt.calls()) / float64(count)
+				rep.Load = append(rep.Load, res)
+			}
+		}
+	}
+
+	fmt.Fprintln(os.Stderr, "bench: bootstrap size and cold start")
+	for _, arch := range []string{"arm64", "amd64"} {
+		for _, fn := range []string{"presign", "finalize"} {
+			size, err := bench.BuildBootstrap("./functions/"+fn, arch, filepath.Join(dir, arch, fn, "bootstrap"))
+			if err != nil {
+				return err
+			}
+			rep.Sizes[fn+"/"+arch] = size
+		}
+	}
+	event, err := os.ReadFile("events/presign-create.json")
+	if err != nil {
+		return err
+	}
+	env := []string{"TABLE_NAME=" + st.Table, "BUCKET_NAME=" + st.Bucket, "AWS_ENDPOINT_URL_DYNAMODB=" + st.DynamoURL,
+		"AWS_ENDPOINT_URL_S3=" + st.S3URL, "S3_FORCE_PATH_STYLE=true", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret",
+		"AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_LEVEL=ERROR"}
+	host := "amd64"
+	if rep.ColdStart, err = bench.MeasureColdStart(ctx, filepath.Join(dir, host, "presign", "bootstrap"), env, event, 9, 1000); err != nil {
+		return err
+	}
+	hello := filepath.Join(dir, host, "hello", "bootstrap")
+	if _, err := bench.BuildBootstrap("./internal/bench/testdata/hello", host, hello); err != nil {
+		return err
+	}
+	if rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000); err != nil {
+		return err
+	}
+
+	printMarkdown(os.Stdout, rep)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	return os.WriteFile(out, raw, 0o644)
+}
+
+var benchRE = regexp.MustCompile(`^Benchmark(\w+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
+
+// hotPath runs the Go benchmarks of the presign and finalize paths six
+// times and keeps the median ns/op.
+func hotPath(ctx context.Context) ([]benchLine, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./pkg/upload/")
+	outb, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench: %v\n%s", err, outb)
+	}
+	samples := map[string][]float64{}
+	var lines []benchLine
+	for _, l := range strings.Split(string(outb), "\n") {
+		m := benchRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		b, _ := strconv.ParseFloat(m[3], 64)
+		a, _ := strconv.ParseFloat(m[4], 64)
+		if _, seen := samples[m[1]]; !seen {
+			lines = append(lines, benchLine{Name: m[1], BytesPerOp: b, AllocsPerOp: a})
+		}
+		samples[m[1]] = append(samples[m[1]], ns)
+	}
+	for i := range lines {
+		s := samples[lines[i].Name]
+		slices.Sort(s)
+		lines[i].NsPerOp = s[len(s)/2]
+	}
+	return lines, nil
+}
+
+type peerProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startPeer runs the Powertools peer (bench/peer) on the same DynamoDB and
+// S3 servers, behind the same kind of HTTP front.
+func startPeer(ctx context.Context, st *localstack.Stack, dir string) (*peerProc, error) {
+	if _, err := os.Stat("bench/peer/node_modules"); err != nil {
+		return nil, fmt.Errorf("bench/peer/node_modules missing (make bench runs npm ci there)")
+	}
+	port, err := services.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "node", "server.mjs")
+	cmd.Dir = "bench/peer"
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "TABLE_NAME=peer-bench", "BUCKET_NAME="+st.Bucket,
+		"AWS_ENDPOINT_URL_DYNAMODB="+st.DynamoURL, "AWS_ENDPOINT_URL_S3="+st.S3URL, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, _ := cmd.StdoutPipe()
+	logf, _ := os.Create(filepath.Join(dir, "peer.log"))
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &peerProc{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "peer listening on") {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			p.stop()
+			return nil, fmt.Errorf("peer exited; see its log")
+		}
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("peer not ready after 30 s")
+	}
+	return p, nil
+}
+
+func (p *peerProc) stop() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = p.cmd.Wait()
+}
+
+func (p *peerProc) reset() {
+	resp, err := http.Post(p.url+"/__stats/reset", "application/json", nil)
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+func (p *peerProc) calls() int {
+	resp, err := http.Get(p.url + "/__stats")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var s struct {
+		DynamoDBCalls int `json:"dynamodbCalls"`
+		S3Calls       int `json:"s3Calls"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	return s.DynamoDBCalls + s.S3Calls
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d cores shared by the load generator, the front door, the functions and both servers", cpu, numCPU())
+}

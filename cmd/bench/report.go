@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/onceupload/onceupload/internal/bench"
+)
+
+type middlewareStack = middleware.Stack
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+
+func find(rep report, target, workload string, conc int) (bench.LoadResult, bool) {
+	for _, r := range rep.Load {
+		if r.Target == target && r.Workload == workload && r.Concurrency == conc {
+			return r, true
+		}
+	}
+	return bench.LoadResult{}, false
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func printMarkdown(w io.Writer, rep report) {
+	fmt.Fprintf(w, "# onceupload benchmark report\n\n%s — %s\n\n", rep.Date, rep.Machine)
+
+	fmt.Fprintf(w, "## Round trips (SDK middleware, real dynoxide and Versity Gateway)\n\n%s\n\n", rep.RoundTrips.Line())
+	fmt.Fprintf(w, "| path | calls |\n|---|---|\n")
+	for _, p := range []string{"create", "replay-pending", "replay-completed", "status", "finalize", "status-heal"} {
+		fmt.Fprintf(w, "| %s | %v |\n", p, rep.RoundTrips.ByPath[p])
+	}
+
+	fmt.Fprintf(w, "\n## Hot path (go test -bench, store faked in memory, median of 6)\n\n| benchmark | ns/op | allocs/op | B/op |\n|---|---|---|---|\n")
+	for _, b := range rep.HotPath {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", b.Name, b.NsPerOp, b.AllocsPerOp, b.BytesPerOp)
+	}
+
+	fmt.Fprintf(w, "\n## Load through the local front door (POST /uploads)\n\nClient, front door, functions, DynamoDB and S3 servers share the machine's cores.\n\n")
+	fmt.Fprintf(w, "| target | workload | concurrency | requests | errors | req/s | p50 | p99 | AWS calls/req |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Load {
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.2f ms | %.2f ms | %.2f |\n", r.Target, r.Workload, r.Concurrency, r.Requests, r.Errors, r.RPS, r.P50ms, r.P99ms, r.CallsPerRequest)
+	}
+	if _, ok := find(rep, "powertools-peer", "fresh", 8); ok {
+		fmt.Fprintf(w, "\n### Ratios, onceupload / Powertools peer\n\n| workload | concurrency | req/s | p99 | calls/req |\n|---|---|---|---|---|\n")
+		for _, wl := range []string{"fresh", "replay"} {
+			for _, c := range []int{1, 8, 32} {
+				a, ok1 := find(rep, "onceupload", wl, c)
+				b, ok2 := find(rep, "powertools-peer", wl, c)
+				if ok1 && ok2 {
+					fmt.Fprintf(w, "| %s | %d | %.2f× | %.2f× | %.2f× |\n", wl, c, a.RPS/b.RPS, a.P99ms/b.P99ms, a.CallsPerRequest/b.CallsPerRequest)
+				}
+			}
+		}
+	}
+
+	fmt.Fprintf(w, "\n## Binary size and cold start\n\n| bootstrap | size |\n|---|---|\n")
+	for _, k := range []string{"presign/arm64", "finalize/arm64", "presign/amd64", "finalize/amd64"} {
+		fmt.Fprintf(w, "| %s | %s |\n", k, mib(rep.Sizes[k]))
+	}
+	cs := rep.ColdStart
+	fmt.Fprintf(w, "\nSpawn under the Runtime Interface Emulator to first answer (create event), %d runs: median %s, runs", len(cs.Runs), ms(cs.Median))
+	for _, r := range cs.Runs {
+		fmt.Fprintf(w, " %s", ms(r))
+	}
+	fmt.Fprintf(w, ".\nRSS of the bootstrap after %d invocations: %d KiB.\n", cs.Invocations, cs.RSSKiB)
+	fmt.Fprintf(w, "Baseline, the smallest Go function measured the same way (the emulator's own start-up included): median %s, RSS %d KiB.\n",
+		ms(rep.Baseline.Median), rep.Baseline.RSSKiB)
+
+	fmt.Fprintf(w, "\n## Targets\n\n| target | measured | verdict |\n|---|---|---|\n")
+	rt := rep.RoundTrips
+	oneEach := rt.Create == 1 && rt.ReplayPending == 1 && rt.ReplayCompleted == 1 && rt.Status == 1 && rt.Finalize == 1
+	fmt.Fprintf(w, "| 1 DynamoDB call per create, replay, status, finalize record | %s | %s |\n", rt.Line(), verdict(oneEach))
+	for _, b := range rep.HotPath {
+		if b.Name == "Create" {
+			fmt.Fprintf(w, "| presign hot path < 25 µs/op | %.1f µs/op | %s |\n", b.NsPerOp/1000, verdict(b.NsPerOp < 25000))
+			fmt.Fprintf(w, "| presign hot path < 150 allocs/op | %.0f allocs/op | %s |\n", b.AllocsPerOp, verdict(b.AllocsPerOp < 150))
+		}
+	}
+	fmt.Fprintf(w, "| bootstrap arm64 < 7 MB | %s | %s |\n", mib(rep.Sizes["presign/arm64"]), verdict(rep.Sizes["presign/arm64"] < 7_000_000))
+	fmt.Fprintf(w, "| cold start < 15 ms median | %s (hello baseline %s) | %s |\n", ms(cs.Median), ms(rep.Baseline.Median), verdict(cs.Median < 15*time.Millisecond))
+	if a, ok := find(rep, "onceupload", "fresh", 8); ok {
+		if b, ok := find(rep, "powertools-peer", "fresh", 8); ok {
+			fmt.Fprintf(w, "| ≥ 2× the peer's req/s at concurrency 8 (fresh) | %.2f× | %s |\n", a.RPS/b.RPS, verdict(a.RPS >= 2*b.RPS))
+			fmt.Fprintf(w, "| p99 ≤ the peer's at concurrency 8 (fresh) | %.2f ms vs %.2f ms | %s |\n", a.P99ms, b.P99ms, verdict(a.P99ms <= b.P99ms))
+		}
+		if b, ok := find(rep, "powertools-peer", "replay", 8); ok {
+			a2, _ := find(rep, "onceupload", "replay", 8)
+			fmt.Fprintf(w, "| ≥ 2× the peer's req/s at concurrency 8 (replay) | %.2f× | %s |\n", a2.RPS/b.RPS, verdict(a2.RPS >= 2*b.RPS))
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\nNote: %s\n", n)
+	}
+}

@@ -1,0 +1,179 @@
+// Package bench measures the system for `make bench`: round trips per
+// request, load through the local front door, cold start and binary size.
+// Numbers are printed, never asserted as timings; only the round-trip
+// budget is held by a test, because a count is exact.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+// RoundTrips are the calls (DynamoDB and S3 together) one request of each
+// kind sends. The design's budget is exactly one DynamoDB call each and no
+// S3 call; a status of a pending upload whose event was lost adds one
+// HeadObject (and one UpdateItem to complete it).
+type RoundTrips struct {
+	Create, ReplayPending, ReplayCompleted, Status, Finalize int
+	// StatusHeal is a status that finds the object in S3 and completes it.
+	StatusHeal int
+	// ByPath has the calls by operation for each path.
+	ByPath map[string]map[string]int
+}
+
+// Line renders the report line scripts read.
+func (r RoundTrips) Line() string {
+	return fmt.Sprintf("round-trips: create=%d replay-pending=%d replay-completed=%d status=%d finalize=%d",
+		r.Create, r.ReplayPending, r.ReplayCompleted, r.Status, r.Finalize)
+}
+
+// MeasureRoundTrips runs each path once against the DynamoDB and S3 servers
+// at the endpoints (creating a table and a bucket there) with every SDK
+// call counted.
+func MeasureRoundTrips(ctx context.Context, dynamoURL, s3URL string) (RoundTrips, error) {
+	var calls callcount.Counter
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "localsecret", "")}
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = &dynamoURL
+		o.APIOptions = append(o.APIOptions, calls.Middleware)
+	})
+	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint, o.UsePathStyle = &s3URL, true
+		o.APIOptions = append(o.APIOptions, calls.Middleware)
+	})
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	table, bucket := "bench-rt-"+suffix, "bench-rt-"+suffix
+	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &table,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		return RoundTrips{}, fmt.Errorf("create table: %w", err)
+	}
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		return RoundTrips{}, fmt.Errorf("create bucket: %w", err)
+	}
+	presigner, err := upload.NewSigV4Presigner(ctx, s3c, bucket)
+	if err != nil {
+		return RoundTrips{}, err
+	}
+	svc := upload.New(idempotency.NewDynamoStore(ddb, table), presigner, s3c,
+		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 30},
+		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
+
+	rt := RoundTrips{ByPath: map[string]map[string]int{}}
+	measure := func(path string, dst *int, fn func() error) error {
+		calls.Reset()
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ops := calls.Ops()
+		rt.ByPath[path] = ops
+		for _, n := range ops {
+			*dst += n
+		}
+		return nil
+	}
+	content := []byte("round trips")
+	sum := sha256.Sum256(content)
+	req := upload.CreateRequest{Filename: "rt.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+	var created upload.Upload
+	steps := []struct {
+		path string
+		dst  *int
+		fn   func() error
+	}{
+		{"create", &rt.Create, func() error {
+			r, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
+			if err == nil {
+				err = json.Unmarshal(r.Body, &created)
+			}
+			return err
+		}},
+		{"replay-pending", &rt.ReplayPending, func() error {
+			_, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
+			return err
+		}},
+		{"finalize", &rt.Finalize, func() error {
+			if err := put(ctx, created, content); err != nil {
+				return err
+			}
+			calls.Reset() // the PUT is the client's, not the service's
+			out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: bucket, Key: created.StorageKey, Size: int64(len(content)), ETag: "e", Time: time.Now()})
+			if err == nil && out != upload.OutcomeCompleted {
+				err = fmt.Errorf("outcome %s", out)
+			}
+			return err
+		}},
+		{"replay-completed", &rt.ReplayCompleted, func() error {
+			_, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
+			return err
+		}},
+		{"status", &rt.Status, func() error {
+			_, err := svc.Status(ctx, "bench", created.UploadID)
+			return err
+		}},
+		{"status-heal", &rt.StatusHeal, func() error {
+			r, err := svc.Create(ctx, "bench", "round-trip-key-0002", req)
+			var u upload.Upload
+			if err == nil {
+				err = json.Unmarshal(r.Body, &u)
+			}
+			if err == nil {
+				err = put(ctx, u, content)
+			}
+			calls.Reset()
+			if err == nil {
+				_, err = svc.Status(ctx, "bench", u.UploadID)
+			}
+			return err
+		}},
+	}
+	for _, s := range steps {
+		if err := measure(s.path, s.dst, s.fn); err != nil {
+			return rt, err
+		}
+	}
+	return rt, nil
+}
+
+// put sends content to an upload's presigned URL.
+func put(ctx context.Context, u upload.Upload, content []byte) error {
+	req, err := http.NewRequestWithContext(ctx, u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
+	if err != nil {
+		return err
+	}
+	for k, v := range u.Upload.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("PUT: %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+package bench
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+)
+
+// The design's round-trip budget, held exactly: this test fails the day any
+// path needs one more call.
+func TestRoundTripBudget(t *testing.T) {
+	rt, err := MeasureRoundTrips(context.Background(), testenv.Dynoxide(t), testenv.Versity(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int{
+		"create":           {"PutItem": 1},
+		"replay-pending":   {"PutItem": 1},
+		"replay-completed": {"PutItem": 1},
+		"status":           {"GetItem": 1},
+		"finalize":         {"UpdateItem": 1},
+		"status-heal":      {"GetItem": 1, "HeadObject": 1, "UpdateItem": 1},
+	}
+	for path, ops := range want {
+		if got := rt.ByPath[path]; !maps.Equal(got, ops) {
+			t.Errorf("%s sends %v, budget %v", path, got, ops)
+		}
+	}
+	if line := rt.Line(); line != "round-trips: create=1 replay-pending=1 replay-completed=1 status=1 finalize=1" {
+		t.Errorf("report line %q", line)
+	}
+}

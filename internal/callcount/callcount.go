@@ -1,0 +1,64 @@
+// Package callcount counts the HTTP attempts AWS SDK clients send, by
+// operation, with a middleware added after the retry step: every attempt,
+// retries included, counts as the round trip it is. Tests and benchmarks
+// use it to hold the design's round-trip budget.
+package callcount
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Counter counts calls by operation name ("PutItem", "HeadObject", …).
+type Counter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+// Total returns the number of attempts sent so far.
+func (c *Counter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.ops {
+		n += v
+	}
+	return n
+}
+
+// Ops returns a copy of the counts by operation.
+func (c *Counter) Ops() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := maps.Clone(c.ops)
+	if out == nil {
+		out = map[string]int{}
+	}
+	return out
+}
+
+// Reset sets every count back to zero.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.ops)
+}
+
+// Middleware adds the counting step to a client's stack; use it in
+// Options.APIOptions or config.WithAPIOptions.
+func (c *Counter) Middleware(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			if c.ops == nil {
+				c.ops = map[string]int{}
+			}
+			c.ops[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+}

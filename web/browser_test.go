@@ -1,0 +1,619 @@
+// Package web_test drives the browser client and demo page (web/) in
+// Debian's headless Chromium against the whole local stack, and checks what
+// a user sees, what the browser sent, and what ended up in the bucket.
+//
+// It builds nothing: run `make web` (npm ci, npm run build, npm test in web/)
+// first. Without web/dist, web/node_modules, node, /usr/bin/chromium or the
+// local servers the test is skipped, or fails under REQUIRE_INTEGRATION=1.
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/testenv"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// need skips the test, or fails it under REQUIRE_INTEGRATION=1.
+func need(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+		t.Fatal(err)
+	}
+	t.Skipf("%v (set REQUIRE_INTEGRATION=1 to fail instead)", err)
+}
+
+func prerequisites(t *testing.T) (node string) {
+	t.Helper()
+	for _, tool := range []string{"dynoxide", "versitygw"} {
+		_, err := services.Binary(tool)
+		need(t, err)
+	}
+	for _, f := range []string{"dist/index.html", "dist/demo.js", "node_modules/playwright-core/package.json"} {
+		if _, err := os.Stat(f); err != nil {
+			need(t, errors.New("web/"+f+" is missing: run `make web` (cd web && npm ci && npm run build && npm test) first"))
+		}
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		need(t, errors.New(chromiumPath+" is missing: apt-get install -y chromium"))
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		need(t, errors.New("node is not on PATH"))
+	}
+	return node
+}
+
+// seen is one request as the proxy saw it, with the upstream's answer.
+type seen struct {
+	Method, Path, Key string
+	// ACRM and ACRH are a preflight's Access-Control-Request-Method and -Headers.
+	ACRM, ACRH string
+	Origin     string
+	Status     int
+	Replay     bool
+	// Dropped: the upstream answered, but the proxy closed the browser's
+	// connection without passing the answer on.
+	Dropped bool
+}
+
+// proxy stands in front of the stack's API, records every request and,
+// when dropFirstCreate is set, loses the answer to the first POST /uploads:
+// the request reaches the server, which does the work, and the browser sees
+// its connection closed without a response.
+type proxy struct {
+	*httptest.Server
+	upstream        string
+	dropFirstCreate bool
+
+	mu      sync.Mutex
+	log     []seen
+	dropped bool
+}
+
+func newProxy(t *testing.T, upstream string, dropFirstCreate bool) *proxy {
+	p := &proxy{upstream: upstream, dropFirstCreate: dropFirstCreate}
+	p.Server = httptest.NewServer(p)
+	t.Cleanup(p.Close)
+	return p
+}
+
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.Header = r.Header.Clone()
+	for _, h := range hopByHop {
+		out.Header.Del(h)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	respBody, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+
+	rec := seen{
+		Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"), Origin: r.Header.Get("Origin"),
+		ACRM: r.Header.Get("Access-Control-Request-Method"), ACRH: r.Header.Get("Access-Control-Request-Headers"),
+		Status: resp.StatusCode, Replay: resp.Header.Get("Idempotent-Replay") == "true",
+	}
+	p.mu.Lock()
+	if p.dropFirstCreate && !p.dropped && r.Method == http.MethodPost && r.URL.Path == "/uploads" {
+		p.dropped, rec.Dropped = true, true
+	}
+	p.log = append(p.log, rec)
+	p.mu.Unlock()
+
+	if rec.Dropped {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return
+	}
+	for k, v := range resp.Header {
+		if !slices.Contains(hopByHop, k) {
+			w.Header()[k] = v
+		}
+	}
+	// A fresh connection for every request: Chromium silently resends a
+	// request whose reused keep-alive connection closes without an answer,
+	// which would hide the lost answer from the page.
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(respBody)
+}
+
+func (p *proxy) seen() []seen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.log)
+}
+
+// result is what test/e2e.mjs printed.
+type result struct {
+	Scenario string `json:"scenario"`
+	Files    []struct {
+		Name        string `json:"name"`
+		Size        int64  `json:"size"`
+		SHA256      string `json:"sha256"`
+		ContentType string `json:"contentType"`
+	} `json:"files"`
+	Rows      []row `json:"rows"`
+	StatusLog []struct {
+		Key  string `json:"key"`
+		Text string `json:"text"`
+	} `json:"statusLog"`
+	Stored []stored `json:"stored"`
+	Posts  []struct {
+		URL  string `json:"url"`
+		Key  string `json:"key"`
+		Body string `json:"body"`
+	} `json:"posts"`
+	Puts []struct {
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+		Status  int               `json:"status"`
+	} `json:"puts"`
+	Failed []struct {
+		Method, URL, Error string
+	} `json:"failed"`
+	Preflights []struct {
+		URL             string            `json:"url"`
+		RequestHeaders  map[string]string `json:"requestHeaders"`
+		Status          int               `json:"status"`
+		ResponseHeaders map[string]string `json:"responseHeaders"`
+	} `json:"preflights"`
+	Console []string `json:"console"`
+
+	// reload
+	Before            row      `json:"before"`
+	StoredBefore      []stored `json:"storedBefore"`
+	Listed            row      `json:"listed"`
+	StoredAfterReload []stored `json:"storedAfterReload"`
+	ServerAfterReload string   `json:"serverAfterReload"`
+	// several
+	Screenshot string `json:"screenshot"`
+}
+
+type row struct {
+	Name       string   `json:"name"`
+	Key        string   `json:"key"`
+	UploadID   string   `json:"uploadId"`
+	StorageKey string   `json:"storageKey"`
+	Phase      string   `json:"phase"`
+	Replay     string   `json:"replay"`
+	Status     string   `json:"status"`
+	Progress   float64  `json:"progress"`
+	Buttons    []string `json:"buttons"`
+}
+
+type stored struct {
+	Key      string `json:"key"`
+	Phase    string `json:"phase"`
+	UploadID string `json:"uploadId"`
+	HasFile  bool   `json:"hasFile"`
+}
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+type harness struct {
+	t    *testing.T
+	node string
+	st   *localstack.Stack
+	s3   *s3.Client
+}
+
+// run runs one scenario of test/e2e.mjs, with the page pointed at apiURL
+// ("" for the page's own origin).
+func (h *harness) run(t *testing.T, scenario, apiURL string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.node, filepath.Join("test", "e2e.mjs"), scenario)
+	cmd.Env = append(os.Environ(), "APP_URL="+h.st.APIURL, "API_URL="+apiURL, "OUT_DIR=test-results", "CHROMIUM="+chromiumPath)
+	// Its own process group, so a timeout also ends the browser it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("e2e %s: %s\n%s", scenario, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
+	if err != nil {
+		t.Fatalf("node test/e2e.mjs %s: %v", scenario, err)
+	}
+	var res result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("e2e output: %v\n%s", err, stdout.String())
+	}
+	for _, line := range res.Console {
+		t.Logf("page console: %s", line)
+	}
+	return res
+}
+
+func (h *harness) objects(t *testing.T) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	var token *string
+	for {
+		list, err := h.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(h.st.Bucket), ContinuationToken: token})
+		if err != nil {
+			t.Fatalf("list objects: %v", err)
+		}
+		for _, o := range list.Contents {
+			out[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+		if !aws.ToBool(list.IsTruncated) {
+			return out
+		}
+		token = list.NextContinuationToken
+	}
+}
+
+// newObjects is what is in the bucket now and was not before.
+func (h *harness) newObjects(t *testing.T, before map[string]int64) []string {
+	var added []string
+	for k := range h.objects(t) {
+		if _, ok := before[k]; !ok {
+			added = append(added, k)
+		}
+	}
+	slices.Sort(added)
+	return added
+}
+
+// checkFiles checks that every file the scenario made shows completed, that
+// its object holds exactly its bytes, that the API says completed, that
+// every create the browser sent for it carried one key, and that the
+// browser forgot the key afterwards. It returns the rows by file name.
+func (h *harness) checkFiles(t *testing.T, res result) map[string]row {
+	t.Helper()
+	byName := map[string]row{}
+	for _, r := range res.Rows {
+		byName[r.Name] = r
+	}
+	if len(res.Rows) != len(res.Files) {
+		t.Errorf("%d rows on the page, want %d: %+v", len(res.Rows), len(res.Files), res.Rows)
+	}
+	keys := map[string]bool{}
+	for _, f := range res.Files {
+		r, ok := byName[f.Name]
+		if !ok {
+			t.Errorf("no row for %s", f.Name)
+			continue
+		}
+		if r.Phase != "completed" || r.Status != "Completed" || r.Progress != 100 {
+			t.Errorf("%s: phase %q, status %q, progress %v; want completed, Completed, 100", f.Name, r.Phase, r.Status, r.Progress)
+		}
+		if !uuidV4.MatchString(r.Key) {
+			t.Errorf("%s: key %q is not a crypto.randomUUID()", f.Name, r.Key)
+		}
+		if keys[r.Key] {
+			t.Errorf("%s: key %s is shared with another file", f.Name, r.Key)
+		}
+		keys[r.Key] = true
+
+		// Every create the browser sent for this file carried the row's key.
+		creates := 0
+		for _, p := range res.Posts {
+			var body struct{ Filename string }
+			if err := json.Unmarshal([]byte(p.Body), &body); err != nil || body.Filename != f.Name {
+				continue
+			}
+			creates++
+			if p.Key != r.Key {
+				t.Errorf("%s: a create carried key %q, the row shows %q", f.Name, p.Key, r.Key)
+			}
+		}
+		if creates == 0 {
+			t.Errorf("%s: the browser sent no create", f.Name)
+		}
+
+		if r.StorageKey == "" || !strings.HasSuffix(r.StorageKey, r.UploadID) {
+			t.Errorf("%s: storage key %q, upload id %q", f.Name, r.StorageKey, r.UploadID)
+			continue
+		}
+		obj, err := h.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(h.st.Bucket), Key: aws.String(r.StorageKey)})
+		if err != nil {
+			t.Errorf("%s: object %s: %v", f.Name, r.StorageKey, err)
+			continue
+		}
+		data, err := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		sum := sha256.Sum256(data)
+		if err != nil || int64(len(data)) != f.Size || hex.EncodeToString(sum[:]) != f.SHA256 || aws.ToString(obj.ContentType) != f.ContentType {
+			t.Errorf("%s: object has %d bytes, sha256 %x, type %q; want %d, %s, %q", f.Name, len(data), sum, aws.ToString(obj.ContentType), f.Size, f.SHA256, f.ContentType)
+		}
+
+		resp, err := http.Get(h.st.APIURL + "/uploads/" + r.UploadID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status struct {
+			Status, SHA256, Filename string
+			Bytes                    int64
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&status)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || status.Status != "completed" || status.SHA256 != f.SHA256 || status.Bytes != f.Size || status.Filename != f.Name {
+			t.Errorf("%s: GET /uploads/%s: %d %+v", f.Name, r.UploadID, resp.StatusCode, status)
+		}
+	}
+	if len(res.Stored) != 0 {
+		t.Errorf("IndexedDB still holds %+v after completion", res.Stored)
+	}
+	return byName
+}
+
+// proxyCreates checks that every create the proxy passed carried key.
+func proxyCreates(t *testing.T, p *proxy, key string) []seen {
+	t.Helper()
+	var creates []seen
+	for _, s := range p.seen() {
+		if s.Method == http.MethodPost && s.Path == "/uploads" {
+			creates = append(creates, s)
+			if s.Key != key {
+				t.Errorf("the proxy saw a create with key %q, want %q", s.Key, key)
+			}
+		}
+	}
+	return creates
+}
+
+func hasStatus(res result, key string, re *regexp.Regexp) bool {
+	for _, s := range res.StatusLog {
+		if (key == "" || s.Key == key) && re.MatchString(s.Text) {
+			return true
+		}
+	}
+	return false
+}
+
+func headerList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.ToLower(strings.TrimSpace(s)); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestBrowser(t *testing.T) {
+	node := prerequisites(t)
+	st, err := localstack.Start(context.Background(), localstack.Config{
+		Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
+		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: "dist",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := os.RemoveAll("test-results"); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, node: node, st: st, s3: testenv.S3Client(st.S3URL, nil)}
+
+	t.Run("upload", func(t *testing.T) {
+		before := h.objects(t)
+		res := h.run(t, "upload", "")
+		rows := h.checkFiles(t, res)
+		r := rows["hello.txt"]
+		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
+			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
+		}
+		if len(res.Posts) != 1 || r.Replay != "false" {
+			t.Errorf("creates %d (replay %q), want one first-time create", len(res.Posts), r.Replay)
+		}
+		for _, want := range []string{"Computing SHA-256…", "Creating upload…", "Uploading…", "Completed"} {
+			if !hasStatus(res, "", regexp.MustCompile("^"+regexp.QuoteMeta(want)+"$")) {
+				t.Errorf("the status line never showed %q: %+v", want, res.StatusLog)
+			}
+		}
+		// The PUT carried the signed headers.
+		sum, _ := hex.DecodeString(res.Files[0].SHA256)
+		if len(res.Puts) != 1 || res.Puts[0].Status != 200 || res.Puts[0].Headers["content-type"] != "text/plain" ||
+			res.Puts[0].Headers["x-amz-checksum-sha256"] != base64.StdEncoding.EncodeToString(sum) || !strings.HasPrefix(res.Puts[0].URL, st.S3URL+"/") {
+			t.Errorf("PUTs: %+v", res.Puts)
+		}
+	})
+
+	t.Run("lost-response", func(t *testing.T) {
+		p := newProxy(t, st.APIURL, true)
+		before := h.objects(t)
+		res := h.run(t, "lost-response", p.URL)
+		rows := h.checkFiles(t, res)
+		r := rows["lost-answer.json"]
+		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
+			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
+		}
+		creates := proxyCreates(t, p, r.Key)
+		// The first create reached the server and succeeded, but its answer
+		// was lost; the page's own retry got the recorded answer.
+		if len(creates) < 2 || !creates[0].Dropped || creates[0].Status != 201 || creates[0].Replay || !creates[1].Replay || creates[1].Status != 201 {
+			t.Errorf("creates seen by the proxy: %+v; want a dropped 201 then a replayed 201", creates)
+		}
+		lost := false
+		for _, f := range res.Failed {
+			lost = lost || (f.Method == "POST" && strings.HasPrefix(f.URL, p.URL))
+		}
+		if !lost {
+			t.Errorf("the browser never saw the create fail: %+v", res.Failed)
+		}
+		if !hasStatus(res, r.Key, regexp.MustCompile(`^Retrying create in \d+ s \(The network failed`)) {
+			t.Errorf("the page never said it was retrying the create: %+v", res.StatusLog)
+		}
+		// Idempotent-Replay is readable cross-origin (exposed by CORS).
+		if r.Replay != "true" {
+			t.Errorf("the page did not see Idempotent-Replay: true on the retried create (replay %q)", r.Replay)
+		}
+	})
+
+	t.Run("reload", func(t *testing.T) {
+		p := newProxy(t, st.APIURL, false)
+		before := h.objects(t)
+		res := h.run(t, "reload", p.URL)
+		rows := h.checkFiles(t, res)
+		r := rows["big.bin"]
+		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
+			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
+		}
+		b := res.Before
+		if b.Phase != "uploading" || b.Progress < 5 || b.Progress >= 100 || b.Key != r.Key || b.UploadID != r.UploadID {
+			t.Errorf("before the reload: %+v; after: %+v", b, r)
+		}
+		if len(res.StoredBefore) != 1 || res.StoredBefore[0].Key != r.Key || res.StoredBefore[0].Phase != "uploading" || !res.StoredBefore[0].HasFile {
+			t.Errorf("IndexedDB before the reload: %+v", res.StoredBefore)
+		}
+		if res.ServerAfterReload != "pending" {
+			t.Errorf("after the reload the server says %q; the upload was not interrupted mid-way", res.ServerAfterReload)
+		}
+		l := res.Listed
+		if l.Key != r.Key || !strings.HasPrefix(l.Status, "Interrupted") || !slices.Contains(l.Buttons, "Resume upload of big.bin") {
+			t.Errorf("after the reload the page lists %+v", l)
+		}
+		creates := proxyCreates(t, p, r.Key)
+		if len(creates) != 2 || creates[0].Replay || !creates[1].Replay {
+			t.Errorf("creates seen by the proxy: %+v; want the first one and one replay on resume", creates)
+		}
+		aborted := false
+		for _, f := range res.Failed {
+			aborted = aborted || (f.Method == "PUT" && strings.HasPrefix(f.URL, st.S3URL+"/"))
+		}
+		if !aborted || len(res.Puts) != 2 {
+			t.Errorf("PUTs %d, failed %+v; want the interrupted PUT and the resumed one", len(res.Puts), res.Failed)
+		}
+	})
+
+	t.Run("cors", func(t *testing.T) {
+		p := newProxy(t, st.APIURL, false)
+		before := h.objects(t)
+		res := h.run(t, "cors", p.URL)
+		rows := h.checkFiles(t, res)
+		r := rows["cors.csv"]
+		if added := h.newObjects(t, before); len(added) != 1 {
+			t.Errorf("new objects %v, want one", added)
+		}
+		proxyCreates(t, p, r.Key)
+		origin := st.APIURL
+		type want struct {
+			name, prefix, method string
+			headers              []string
+		}
+		for _, w := range []want{
+			{"API", p.URL + "/uploads", "POST", []string{"idempotency-key", "content-type"}},
+			{"S3", st.S3URL + "/" + st.Bucket + "/", "PUT", []string{"content-type", "x-amz-checksum-sha256"}},
+		} {
+			found := false
+			for _, pf := range res.Preflights {
+				if !strings.HasPrefix(pf.URL, w.prefix) {
+					continue
+				}
+				found = true
+				rq, rs := pf.RequestHeaders, pf.ResponseHeaders
+				requested := headerList(rq["access-control-request-headers"])
+				allowed := headerList(rs["access-control-allow-headers"])
+				if rq["access-control-request-method"] != w.method || rq["origin"] != origin {
+					t.Errorf("%s preflight asked %q from %q, want %s from %s", w.name, rq["access-control-request-method"], rq["origin"], w.method, origin)
+				}
+				if pf.Status < 200 || pf.Status > 299 {
+					t.Errorf("%s preflight: status %d", w.name, pf.Status)
+				}
+				if ao := rs["access-control-allow-origin"]; ao != "*" && ao != origin {
+					t.Errorf("%s preflight: Access-Control-Allow-Origin %q", w.name, ao)
+				}
+				if !slices.Contains(headerList(rs["access-control-allow-methods"]), strings.ToLower(w.method)) {
+					t.Errorf("%s preflight: Access-Control-Allow-Methods %q", w.name, rs["access-control-allow-methods"])
+				}
+				for _, hd := range w.headers {
+					if !slices.Contains(requested, hd) || !slices.Contains(allowed, hd) {
+						t.Errorf("%s preflight: %s requested %v, allowed %v", w.name, hd, requested, allowed)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s preflight seen: %+v", w.name, res.Preflights)
+			}
+		}
+		// The API's preflight as the server side saw it.
+		sawOptions := false
+		for _, s := range p.seen() {
+			if s.Method == http.MethodOptions && s.Path == "/uploads" {
+				sawOptions = s.ACRM == "POST" && slices.Contains(headerList(s.ACRH), "idempotency-key") && s.Origin == origin && s.Status < 300
+			}
+		}
+		if !sawOptions {
+			t.Errorf("the proxy saw no successful OPTIONS /uploads asking for Idempotency-Key: %+v", p.seen())
+		}
+		if len(res.Puts) != 1 || res.Puts[0].Status != 200 {
+			t.Errorf("PUTs: %+v", res.Puts)
+		}
+	})
+
+	t.Run("several", func(t *testing.T) {
+		before := h.objects(t)
+		res := h.run(t, "several", "")
+		rows := h.checkFiles(t, res)
+		added := h.newObjects(t, before)
+		var want []string
+		for _, r := range rows {
+			want = append(want, r.StorageKey)
+		}
+		slices.Sort(want)
+		if !slices.Equal(added, want) || len(added) != 3 {
+			t.Errorf("new objects %v, want %v", added, want)
+		}
+		png, err := os.ReadFile(res.Screenshot)
+		if err != nil || len(png) < 10_000 || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Errorf("screenshot %s: %d bytes, %v", res.Screenshot, len(png), err)
+		}
+		abs, _ := filepath.Abs(res.Screenshot)
+		t.Logf("screenshot: %s", abs)
+	})
+}

@@ -1,0 +1,371 @@
+/**
+ * The demo page: pick or drop files, watch each one upload, resume what a
+ * reload interrupted. The API base URL is the page's origin, or `?api=URL`.
+ */
+import { describeError, UploadError, toUploadError } from "./errors.js";
+import { UploadClient, type UploadEvent } from "./client.js";
+import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
+
+/** Uploads that run at once; the others wait their turn (their keys are minted and stored already). */
+const CONCURRENCY = 3;
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const list = $<HTMLUListElement>("uploads");
+const empty = $<HTMLParagraphElement>("empty");
+const notice = $<HTMLParagraphElement>("notice");
+const input = $<HTMLInputElement>("file-input");
+const dropzone = $<HTMLDivElement>("dropzone");
+
+function showNotice(text: string) {
+  notice.textContent = text;
+  notice.hidden = false;
+}
+
+function apiBase(): string {
+  const param = new URLSearchParams(location.search).get("api");
+  if (!param) return location.origin;
+  try {
+    const u = new URL(param);
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http(s)");
+    return u.toString().replace(/\/$/, "");
+  } catch {
+    showNotice(`The api parameter "${param}" is not an http(s) URL; using ${location.origin}.`);
+    return location.origin;
+  }
+}
+
+function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ["KB", "MB", "GB", "TB"];
+  let v = n;
+  let i = -1;
+  do {
+    v /= 1024;
+    i++;
+  } while (v >= 1024 && i < units.length - 1);
+  return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
+}
+
+/** A tiny semaphore for CONCURRENCY. */
+let active = 0;
+const waiting: (() => void)[] = [];
+async function slot<T>(fn: () => Promise<T>): Promise<T> {
+  if (active >= CONCURRENCY) await new Promise<void>((r) => waiting.push(r));
+  active++;
+  try {
+    return await fn();
+  } finally {
+    active--;
+    waiting.shift()?.();
+  }
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLElementTagNameMap[K]> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const e = Object.assign(document.createElement(tag), props);
+  e.append(...children);
+  return e;
+}
+
+let seq = 0;
+
+/** One file's row in the list. */
+class Row {
+  readonly li: HTMLLIElement;
+  private readonly nameId = `upload-name-${++seq}`;
+  private readonly progress: HTMLProgressElement;
+  private readonly status: HTMLParagraphElement;
+  private readonly percent: HTMLSpanElement;
+  private readonly keyCode: HTMLElement;
+  private readonly idCode: HTMLElement;
+  private readonly idWrap: HTMLSpanElement;
+  private readonly actions: HTMLDivElement;
+  private countdown?: ReturnType<typeof setInterval>;
+  private controller?: AbortController;
+  key?: string;
+
+  constructor(
+    private readonly client: UploadClient,
+    readonly filename: string,
+    size: number,
+  ) {
+    this.progress = el("progress", { max: 100, value: 0 });
+    this.progress.setAttribute("aria-labelledby", this.nameId);
+    this.status = el("p", { className: "status" });
+    this.status.setAttribute("role", "status");
+    this.status.setAttribute("aria-live", "polite");
+    this.status.setAttribute("aria-atomic", "true");
+    this.percent = el("span", { className: "percent" });
+    this.percent.setAttribute("aria-hidden", "true");
+    this.keyCode = el("code", { className: "key" });
+    this.idCode = el("code", { className: "upload-id" });
+    this.idWrap = el("span", {}, "upload ", this.idCode);
+    this.idWrap.hidden = true;
+    this.actions = el("div", { className: "actions" });
+    this.li = el(
+      "li",
+      { className: "upload" },
+      el("div", { className: "top" }, el("span", { className: "name", id: this.nameId }, filename), el("span", { className: "size" }, formatBytes(size))),
+      this.progress,
+      el("div", { className: "mid" }, this.status, this.percent),
+      el("p", { className: "details" }, el("span", {}, "key ", this.keyCode), this.idWrap),
+      this.actions,
+    );
+    list.prepend(this.li);
+    empty.hidden = true;
+  }
+
+  setRecord(r: Pick<UploadRecord, "key" | "uploadId" | "phase">) {
+    this.key = r.key;
+    this.li.dataset.key = r.key;
+    this.keyCode.textContent = r.key;
+    if (r.uploadId) {
+      this.li.dataset.uploadId = r.uploadId;
+      this.idCode.textContent = r.uploadId;
+      this.idWrap.hidden = false;
+    }
+    this.li.dataset.phase = r.phase;
+  }
+
+  setPhase(phase: string) {
+    this.li.dataset.phase = phase;
+  }
+
+  setStatus(text: string) {
+    this.stopCountdown();
+    if (this.status.textContent !== text) this.status.textContent = text;
+  }
+
+  setProgress(loaded: number, total: number) {
+    const pct = total > 0 ? Math.floor((loaded / total) * 100) : 0;
+    this.progress.value = pct;
+    this.percent.textContent = `${pct}%`;
+  }
+
+  retryCountdown(what: string, delayMs: number, reason: string) {
+    this.stopCountdown();
+    const until = Date.now() + delayMs;
+    const tick = () => {
+      const s = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      this.status.textContent = `Retrying ${what} in ${s} s (${reason})`;
+      if (s === 0) this.stopCountdown();
+    };
+    tick();
+    this.countdown = setInterval(tick, 1000);
+  }
+
+  private stopCountdown() {
+    if (this.countdown !== undefined) clearInterval(this.countdown);
+    this.countdown = undefined;
+  }
+
+  /** Buttons for the row's state. */
+  setActions(kind: "running" | "resumable" | "final" | "done", rec?: UploadRecord) {
+    this.actions.replaceChildren();
+    const button = (text: string, label: string, onClick: () => void, primary = false) => {
+      const b = el("button", { type: "button", textContent: text, className: primary ? "primary" : "" });
+      b.setAttribute("aria-label", `${label} ${this.filename}`);
+      b.addEventListener("click", onClick);
+      this.actions.append(b);
+      return b;
+    };
+    if (kind === "running") {
+      button("Cancel", "Cancel upload of", () => this.controller?.abort());
+      return;
+    }
+    if (kind === "resumable" && rec) {
+      if (rec.file) {
+        button("Resume", "Resume upload of", () => void this.run(), true);
+      } else {
+        // The browser did not keep the file: the user picks it again, and it is checked against the record.
+        const picker = el("input", { type: "file", hidden: true });
+        picker.addEventListener("change", () => {
+          const f = picker.files?.[0];
+          if (f) void this.run(f);
+        });
+        this.actions.append(picker);
+        button("Resume…", "Choose the file again and resume", () => picker.click(), true);
+      }
+    }
+    if (kind !== "done") {
+      button("Remove", "Remove", () => void this.remove());
+    }
+  }
+
+  private async remove() {
+    if (this.key) await this.client.remove(this.key).catch(() => undefined);
+    this.li.remove();
+    empty.hidden = list.children.length > 0;
+  }
+
+  /** Shows a stored record as it was left (after a reload). */
+  showStored(rec: UploadRecord) {
+    this.setRecord(rec);
+    if (ACTIVE_PHASES.has(rec.phase)) {
+      this.setStatus("Interrupted. Resume continues with the same key.");
+      this.setActions("resumable", rec);
+    } else if (rec.phase === "paused") {
+      this.setStatus("Paused. Resume continues with the same key.");
+      this.setActions("resumable", rec);
+    } else {
+      const err = rec.error ? UploadError.fromJSON(rec.error) : undefined;
+      this.setStatus(`Failed: ${err ? describeError(err) : "unknown error"}`);
+      this.setActions(err?.retryable ? "resumable" : "final", rec);
+    }
+  }
+
+  onEvent = (e: UploadEvent) => {
+    switch (e.type) {
+      case "phase":
+        this.setRecord(e.record);
+        switch (e.phase) {
+          case "hashing":
+            this.setStatus("Computing SHA-256…");
+            break;
+          case "ready":
+            this.setStatus("Waiting to upload…");
+            break;
+          case "creating":
+            this.setStatus("Creating upload…");
+            break;
+          case "uploading":
+            this.setStatus("Uploading…");
+            break;
+          case "completing":
+            this.setStatus("Confirming…");
+            break;
+        }
+        break;
+      case "hash-progress":
+      case "upload-progress":
+        this.setProgress(e.loaded, e.total);
+        break;
+      case "created":
+        this.li.dataset.replay = String(e.replay);
+        break;
+      case "retry":
+        this.retryCountdown(e.step === "put" ? "upload" : e.step === "create" ? "create" : "status check", e.delayMs, describeError(e.error).replace(/\.$/, ""));
+        break;
+      case "refresh":
+        this.setStatus("The upload link expired; getting a fresh one with the same key…");
+        break;
+      case "completed":
+        this.setPhase("completed");
+        this.setProgress(1, 1);
+        this.setStatus("Completed");
+        this.idCode.textContent = e.result.uploadId;
+        this.idWrap.hidden = false;
+        this.li.dataset.uploadId = e.result.uploadId;
+        this.li.dataset.storageKey = e.result.storageKey;
+        this.setActions("done");
+        break;
+      case "failed":
+        break;
+    }
+  };
+
+  private async failed(e: unknown) {
+    const err = toUploadError(e);
+    if (err.kind === "aborted") {
+      this.setPhase("paused");
+      this.setStatus("Paused. Resume continues with the same key.");
+    } else {
+      this.setPhase("failed");
+      this.setStatus(`Failed: ${describeError(err)}`);
+    }
+    const rec = this.key ? await this.client.get(this.key).catch(() => undefined) : undefined;
+    this.setActions(rec && (err.kind === "aborted" || err.retryable) ? "resumable" : "final", rec);
+  }
+
+  /** A freshly picked file: key, hash, upload. */
+  async start(file: File) {
+    this.controller = new AbortController();
+    this.setActions("running");
+    this.setStatus("Computing SHA-256…");
+    let rec: UploadRecord;
+    try {
+      rec = await this.client.add(file, { signal: this.controller.signal, onEvent: this.onEvent });
+    } catch (e) {
+      await this.failed(e);
+      return;
+    }
+    await this.run(undefined, rec);
+  }
+
+  /** Runs or resumes the upload of this row's record. */
+  async run(file?: File, rec?: UploadRecord) {
+    if (!this.key) return;
+    this.controller = new AbortController();
+    this.setActions("running");
+    if (!rec || rec.phase !== "ready") this.setStatus("Resuming…");
+    const key = this.key;
+    try {
+      await slot(() => this.client.upload(key, { file, signal: this.controller!.signal, onEvent: this.onEvent }));
+    } catch (e) {
+      await this.failed(e);
+    }
+  }
+}
+
+function main() {
+  const base = apiBase();
+  $<HTMLElement>("api-base").textContent = base;
+
+  // The client, once we know whether IndexedDB works here. Files picked
+  // before that wait for it.
+  const ready: Promise<UploadClient> = (async () => {
+    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore() });
+    let stored: UploadRecord[];
+    try {
+      stored = await client.pending();
+    } catch (e) {
+      showNotice(`This browser cannot keep uploads across reloads here (${toUploadError(e).message}).`);
+      return new UploadClient({ apiBase: base, store: new MemoryStore() });
+    }
+    // Oldest at the bottom: rows are prepended.
+    for (const rec of stored) new Row(client, rec.filename, rec.size).showStored(rec);
+    return client;
+  })();
+
+  const addFiles = (files: FileList | File[] | null) => {
+    const picked = Array.from(files ?? []);
+    void ready.then((client) => {
+      for (const f of picked) void new Row(client, f.name, f.size).start(f);
+    });
+  };
+  input.addEventListener("change", () => {
+    addFiles(input.files);
+    input.value = "";
+  });
+
+  // Dropping anywhere else must not navigate away from the page.
+  window.addEventListener("dragover", (e) => e.preventDefault());
+  window.addEventListener("drop", (e) => e.preventDefault());
+  let depth = 0;
+  dropzone.addEventListener("dragenter", (e) => {
+    e.preventDefault();
+    depth++;
+    dropzone.classList.add("over");
+  });
+  dropzone.addEventListener("dragleave", () => {
+    if (--depth <= 0) {
+      depth = 0;
+      dropzone.classList.remove("over");
+    }
+  });
+  dropzone.addEventListener("dragover", (e) => {
+    e.preventDefault();
+    if (e.dataTransfer) e.dataTransfer.dropEffect = "copy";
+  });
+  dropzone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    depth = 0;
+    dropzone.classList.remove("over");
+    addFiles(e.dataTransfer?.files ?? null);
+  });
+  // Stored uploads are listed: the page is ready.
+  void ready.then(() => {
+    document.documentElement.dataset.ready = "true";
+  });
+}
+
+main();

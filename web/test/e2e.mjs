@@ -1,0 +1,383 @@
+// @ts-check
+// Drives the demo page in Debian's Chromium (playwright-core, never a
+// downloaded browser) through one scenario, and prints what a user saw and
+// what the browser sent as one JSON line on stdout. It asserts only what it
+// must wait for; web/browser_test.go starts the local stack and the proxies,
+// runs this once per scenario and checks the observations and the bucket.
+//
+//   node test/e2e.mjs <scenario>
+//   APP_URL   the page's origin (the stack's front door, which serves dist/)
+//   API_URL   optional: the API the page is pointed at with ?api=
+//   OUT_DIR   where screenshots go (default test-results)
+//   CHROMIUM  the browser (default /usr/bin/chromium)
+//
+// Scenarios: upload, lost-response, reload, cors, several.
+import { createHash, randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const scenario = process.argv[2] ?? "";
+const APP_URL = required("APP_URL");
+const API_URL = process.env.API_URL ?? "";
+const OUT_DIR = process.env.OUT_DIR ?? "test-results";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+// LOCAL_SERVICES.md's flags; a fresh profile per run (launchPersistentContext's dir).
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const WAIT = 30_000;
+
+/** @param {string} name */
+function required(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+}
+
+function log(/** @type {unknown[]} */ ...args) {
+  console.error("[e2e]", ...args);
+}
+
+/** @param {string} name @param {string} mimeType @param {number} size */
+function makeFile(name, mimeType, size) {
+  const buffer = randomBytes(size);
+  return { name, mimeType, buffer, sha256: createHash("sha256").update(buffer).digest("hex"), size };
+}
+
+/** @typedef {{ name: string, mimeType: string, buffer: Buffer, sha256: string, size: number }} TestFile */
+/** @typedef {{ url: string, method: string, requestHeaders: Record<string,string>, status?: number, responseHeaders?: Record<string,string> }} Preflight */
+
+/** Opens the demo and waits until it has listed its stored uploads. @param {import("playwright-core").Page} page */
+async function open(page) {
+  await page.goto(pageURL());
+  await page.locator("html[data-ready=true]").waitFor();
+}
+
+/** The page's URL, pointed at API_URL when given. */
+function pageURL() {
+  const u = new URL("/", APP_URL);
+  if (API_URL) u.searchParams.set("api", API_URL);
+  return u.toString();
+}
+
+async function launch() {
+  const profile = mkdtempSync(join(tmpdir(), "onceupload-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: FLAGS,
+    viewport: { width: 900, height: 720 },
+    deviceScaleFactor: 1,
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.on("console", (m) => log(`console ${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => log(`page error: ${e.message}`));
+  page.setDefaultTimeout(WAIT);
+  return {
+    context,
+    page,
+    close: async () => {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Runs fn with a fresh browser; on failure, logs what the page showed.
+ * @template T
+ * @param {(b: {context: import("playwright-core").BrowserContext, page: import("playwright-core").Page}) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+async function withBrowser(fn) {
+  const { context, page, close } = await launch();
+  try {
+    return await fn({ context, page });
+  } catch (e) {
+    if (!page.isClosed()) {
+      log("rows when it failed:", JSON.stringify(await rows(page).catch((err) => String(err))));
+      log("status log:", JSON.stringify(await statusLog(page).catch((err) => String(err))));
+    }
+    throw e;
+  } finally {
+    await close();
+  }
+}
+
+/**
+ * Records what the browser sends: every create (its Idempotency-Key), every
+ * PUT, failed requests, CORS preflights (through the DevTools protocol, the
+ * only place a page's preflights are visible), and each row's status texts.
+ * @param {import("playwright-core").BrowserContext} context
+ * @param {import("playwright-core").Page} page
+ */
+async function observe(context, page) {
+  const obs = {
+    /** @type {{url: string, key: string | undefined, body: string | null}[]} */ posts: [],
+    /** @type {{url: string, headers: Record<string,string>, status?: number}[]} */ puts: [],
+    /** @type {{method: string, url: string, error: string}[]} */ failed: [],
+    /** @type {Preflight[]} */ preflights: [],
+    /** @type {string[]} */ console: [],
+  };
+  page.on("console", (m) => obs.console.push(`${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => obs.console.push(`pageerror: ${e.message}`));
+  page.on("request", async (req) => {
+    const u = new URL(req.url());
+    if (req.method() === "POST" && u.pathname.endsWith("/uploads")) {
+      const h = await req.allHeaders();
+      obs.posts.push({ url: req.url(), key: h["idempotency-key"], body: req.postData() });
+    }
+    if (req.method() === "PUT") {
+      const entry = { url: req.url(), headers: await req.allHeaders(), status: /** @type {number|undefined} */ (undefined) };
+      obs.puts.push(entry);
+      req.response().then((r) => { if (r) entry.status = r.status(); }, () => {});
+    }
+  });
+  page.on("requestfailed", (req) => obs.failed.push({ method: req.method(), url: req.url(), error: req.failure()?.errorText ?? "" }));
+
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Network.enable");
+  /** @type {Map<string, Preflight>} */
+  const byId = new Map();
+  cdp.on("Network.requestWillBeSent", (e) => {
+    if (e.request.method !== "OPTIONS") return;
+    const p = { url: e.request.url, method: e.request.method, requestHeaders: lowerKeys(e.request.headers) };
+    byId.set(e.requestId, p);
+    obs.preflights.push(p);
+  });
+  cdp.on("Network.responseReceived", (e) => {
+    const p = byId.get(e.requestId);
+    if (p) {
+      p.status = e.response.status;
+      p.responseHeaders = lowerKeys(e.response.headers);
+    }
+  });
+
+  // Every text a row's status line showed, in order (rows by their key).
+  await context.addInitScript(() => {
+    /** @type {{key: string, text: string}[]} */
+    const logged = [];
+    /** @type {any} */ (window).__statusLog = logged;
+    /** @type {WeakMap<Element, string>} */
+    const last = new WeakMap();
+    const scan = () => {
+      for (const li of document.querySelectorAll("li.upload")) {
+        const text = li.querySelector(".status")?.textContent ?? "";
+        if (last.get(li) !== text) {
+          last.set(li, text);
+          logged.push({ key: /** @type {HTMLElement} */ (li).dataset.key ?? "", text });
+        }
+      }
+    };
+    new MutationObserver(scan).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+  });
+  return { obs, cdp };
+}
+
+/** @param {Record<string, string>} h */
+function lowerKeys(h) {
+  /** @type {Record<string,string>} */
+  const out = {};
+  for (const [k, v] of Object.entries(h)) out[k.toLowerCase()] = v;
+  return out;
+}
+
+/** What each row shows. @param {import("playwright-core").Page} page */
+function rows(page) {
+  return page.$$eval("li.upload", (lis) =>
+    lis.map((li) => {
+      const el = /** @type {HTMLElement} */ (li);
+      return {
+        name: el.querySelector(".name")?.textContent ?? "",
+        key: el.dataset.key ?? "",
+        uploadId: el.dataset.uploadId ?? "",
+        storageKey: el.dataset.storageKey ?? "",
+        phase: el.dataset.phase ?? "",
+        replay: el.dataset.replay ?? "",
+        status: el.querySelector(".status")?.textContent ?? "",
+        progress: /** @type {HTMLProgressElement} */ (el.querySelector("progress")).value,
+        buttons: [...el.querySelectorAll("button")].map((b) => b.getAttribute("aria-label") ?? b.textContent ?? ""),
+      };
+    }),
+  );
+}
+
+/** @param {import("playwright-core").Page} page */
+function statusLog(page) {
+  return page.evaluate(() => /** @type {{key: string, text: string}[]} */ (/** @type {any} */ (window).__statusLog ?? []));
+}
+
+/** Records left in the page's IndexedDB. @param {import("playwright-core").Page} page */
+function storedRecords(page) {
+  return page.evaluate(
+    () =>
+      new Promise((resolve, reject) => {
+        const open = indexedDB.open("onceupload", 1);
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const db = open.result;
+          const req = db.transaction("uploads").objectStore("uploads").getAll();
+          req.onsuccess = () => {
+            resolve(req.result.map((/** @type {any} */ r) => ({ key: r.key, phase: r.phase, uploadId: r.uploadId ?? "", hasFile: !!r.file })));
+            db.close();
+          };
+          req.onerror = () => reject(req.error);
+        };
+      }),
+  );
+}
+
+/** Waits until every row is completed or failed. @param {import("playwright-core").Page} page @param {number} n */
+async function waitSettled(page, n) {
+  await page.waitForFunction(
+    (n) => {
+      const lis = [...document.querySelectorAll("li.upload")];
+      return lis.length >= n && lis.every((li) => ["completed", "failed"].includes(/** @type {HTMLElement} */ (li).dataset.phase ?? ""));
+    },
+    n,
+    { timeout: WAIT },
+  );
+}
+
+/** Picks files with the labelled file input, as a user (or a keyboard user) does. @param {import("playwright-core").Page} page @param {TestFile[]} files */
+async function pick(page, files) {
+  await page.getByLabel("Choose files to upload").setInputFiles(files.map(({ name, mimeType, buffer }) => ({ name, mimeType, buffer })));
+}
+
+/** @param {TestFile} f */
+const fileInfo = (f) => ({ name: f.name, size: f.size, sha256: f.sha256, contentType: f.mimeType });
+
+const scenarios = {
+  /** A file uploads and shows completed. */
+  async upload() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const file = makeFile("hello.txt", "text/plain", 64 * 1024 + 17);
+      await pick(page, [file]);
+      await waitSettled(page, 1);
+      return { files: [fileInfo(file)], rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
+    });
+  },
+
+  /** The first create's answer is lost on the way back (the proxy drops it); the page retries with the same key. */
+  async "lost-response"() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const file = makeFile("lost-answer.json", "application/json", 20_000);
+      await pick(page, [file]);
+      await waitSettled(page, 1);
+      return { files: [fileInfo(file)], rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
+    });
+  },
+
+  /**
+   * The page is reloaded in the middle of the PUT (uploads are throttled
+   * through DevTools so that the PUT takes seconds; the reload comes once
+   * the progress bar shows some bytes sent). The upload is listed again and
+   * the Resume button, pressed from the keyboard, finishes it with the same key.
+   */
+  async reload() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      await open(page);
+      await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: 256 * 1024 });
+      const file = makeFile("big.bin", "application/octet-stream", 2 * 1024 * 1024);
+      await pick(page, [file]);
+      const row = page.locator("li.upload");
+      await page.waitForFunction(() => {
+        const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
+        const p = /** @type {HTMLProgressElement | null} */ (li?.querySelector("progress") ?? null);
+        return li?.dataset.phase === "uploading" && p !== null && p.value >= 5;
+      });
+      const before = (await rows(page))[0];
+      const storedBefore = await storedRecords(page);
+      log("reloading at", before.progress, "%", before.key);
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+      const listed = (await rows(page))[0];
+      const storedAfterReload = await storedRecords(page);
+      // The server has no object for it yet (GET /uploads/{id} would complete it if S3 had one).
+      const statusRes = await fetch(new URL(`/uploads/${before.uploadId}`, APP_URL));
+      const serverAfterReload = /** @type {{status: string}} */ (await statusRes.json()).status;
+
+      await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+      const resume = row.getByRole("button", { name: /^Resume upload of big\.bin$/ });
+      await resume.focus();
+      await page.keyboard.press("Enter");
+      await waitSettled(page, 1);
+      return {
+        files: [fileInfo(file)],
+        before,
+        storedBefore,
+        listed,
+        storedAfterReload,
+        serverAfterReload,
+        rows: await rows(page),
+        statusLog: await statusLog(page),
+        stored: await storedRecords(page),
+        ...obs,
+      };
+    });
+  },
+
+  /** The page calls the API cross-origin (API_URL) and S3: the browser's own preflights, with the real headers. */
+  async cors() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const file = makeFile("cors.csv", "text/csv", 3_000);
+      await pick(page, [file]);
+      await waitSettled(page, 1);
+      return { files: [fileInfo(file)], rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
+    });
+  },
+
+  /** Several files, one dropped onto the drop zone and two picked; then a screenshot. */
+  async several() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const dropped = makeFile("dropped-notes.md", "text/markdown", 5_000);
+      const picked = [makeFile("photo.png", "image/png", 180_000), makeFile("report.pdf", "application/pdf", 90_000)];
+      const dt = await page.evaluateHandle(
+        ({ name, type, b64 }) => {
+          const dt = new DataTransfer();
+          dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name, { type }));
+          return dt;
+        },
+        { name: dropped.name, type: dropped.mimeType, b64: dropped.buffer.toString("base64") },
+      );
+      await page.dispatchEvent("#dropzone", "drop", { dataTransfer: dt });
+      await pick(page, picked);
+      await waitSettled(page, 3);
+      mkdirSync(OUT_DIR, { recursive: true });
+      const screenshot = join(OUT_DIR, "demo.png");
+      await page.screenshot({ path: screenshot, fullPage: true });
+      return {
+        files: [dropped, ...picked].map(fileInfo),
+        rows: await rows(page),
+        statusLog: await statusLog(page),
+        stored: await storedRecords(page),
+        screenshot,
+        ...obs,
+      };
+    });
+  },
+};
+
+const run = /** @type {Record<string, () => Promise<object>>} */ (scenarios)[scenario];
+if (!run) {
+  console.error(`usage: node test/e2e.mjs <${Object.keys(scenarios).join("|")}>`);
+  process.exit(2);
+}
+const started = Date.now();
+try {
+  const result = await run();
+  log(scenario, "done in", Date.now() - started, "ms");
+  process.stdout.write(JSON.stringify({ scenario, ...result }) + "\n");
+} catch (e) {
+  console.error(`[e2e] ${scenario} failed:`, e);
+  process.exit(1);
+}
