@@ -40,7 +40,7 @@ type report struct {
 	ColdStart  bench.ColdStart    `json:"cold_start"`
 	// Baseline is the same measurement of the smallest Go function.
 	Baseline bench.ColdStart `json:"cold_start_hello_baseline"`
-	Notes      []string           `json:"notes"`
+	Notes    []string        `json:"notes"`
 }
 
 type benchLine struct {

@@ -18,7 +18,7 @@ import (
 func TestSigV4PresignerMatchesTheSDK(t *testing.T) {
 	ctx := context.Background()
 	clients := map[string]*s3.Client{
-		"aws virtual host": s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}),
+		"aws virtual host":       s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}),
 		"aws with session token": s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("ASIA", "SECRET", "TOKEN/with+chars=")}),
 		"local path style": s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "localsecret", ""),
 			BaseEndpoint: aws.String("http://127.0.0.1:9000"), UsePathStyle: true}),
