@@ -3,6 +3,7 @@
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build both Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start
+#   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -15,7 +16,7 @@ FUNCTIONS := PresignFunction FinalizeFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
 
-.PHONY: build dev test unit lint tools bench clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools bench chaos clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -54,6 +55,13 @@ test: lint
 bench: tools
 	cd bench/peer && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
+# Chaos: clients upload through the local stack while faults are injected;
+# prints "chaos: R requests, F faults, U uploads, D duplicate objects,
+# L lost uploads, W wedged keys" and fails unless D, L and W are 0.
+# Longer: make chaos CHAOS_FLAGS="--duration 5m".
+chaos: tools
+	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 # Fast tests only: no local servers.
 unit:

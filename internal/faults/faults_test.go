@@ -93,8 +93,10 @@ func newRig(t *testing.T) *rig {
 // its retries and the test is deterministic.
 type noRateLimit struct{}
 
-func (noRateLimit) GetToken(context.Context, uint) (func() error, error) { return func() error { return nil }, nil }
-func (noRateLimit) AddTokens(uint) error                                 { return nil }
+func (noRateLimit) GetToken(context.Context, uint) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (noRateLimit) AddTokens(uint) error { return nil }
 
 var content = []byte("exactly once, whatever fails")
 

@@ -7,11 +7,15 @@ package faults
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +105,7 @@ func Start(target string) (*Proxy, error) {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
-		ErrorLog:  nil,
+		ErrorLog:  log.New(io.Discard, "", 0), // a client cut off mid-request is the point
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(l) }()
@@ -169,11 +173,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// dynamoError answers as DynamoDB does, CRC32 of the body included (the
+// SDK checks it).
 func dynamoError(w http.ResponseWriter, status int, typ, msg string) {
+	body := fmt.Sprintf(`{"__type":%q,"message":%q}`, typ, msg)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.Header().Set("X-Amzn-ErrorType", typ[strings.Index(typ, "#")+1:])
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"__type":%q,"message":%q}`, typ, msg)
+	_, _ = io.WriteString(w, body)
 }
 
 // hangUp closes the client's connection without an answer.

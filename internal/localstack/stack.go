@@ -76,6 +76,14 @@ type Config struct {
 	// APIOptions are added to the in-process functions' AWS clients (the
 	// benchmark counts their calls with one).
 	APIOptions []func(*middleware.Stack) error
+	// FunctionDynamo, if set, is given the DynamoDB server's endpoint and
+	// returns the one the functions use (the chaos run puts a fault-injecting
+	// proxy there).
+	FunctionDynamo func(serverURL string) (string, error)
+	// Deliver, if set, decides how each S3 notification reaches the
+	// ObjectCreated function: how many copies (0 drops it) and after what
+	// delay (a later one overtakes an earlier one). Defaults to once, now.
+	Deliver func() (copies int, delay time.Duration)
 }
 
 // Stack is a running local system.
@@ -84,13 +92,14 @@ type Stack struct {
 	Table, Bucket            string
 	Mode                     string
 
-	cfg      Config
-	spec     *Spec
-	procs    []*services.Process
-	servers  []*http.Server
-	invokers map[string]Invoker
-	pending  sync.WaitGroup // asynchronous finalize invocations
-	closed   chan struct{}
+	cfg               Config
+	spec              *Spec
+	functionDynamoURL string
+	procs             []*services.Process
+	servers           []*http.Server
+	invokers          map[string]Invoker
+	pending           sync.WaitGroup // asynchronous finalize invocations
+	closed            chan struct{}
 }
 
 // Start starts everything, or nothing: on error, what was started is
@@ -135,7 +144,12 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		return st, err
 	}
 	st.procs = append(st.procs, ddb)
-	st.DynamoURL = ddb.Endpoint
+	st.DynamoURL, st.functionDynamoURL = ddb.Endpoint, ddb.Endpoint
+	if cfg.FunctionDynamo != nil {
+		if st.functionDynamoURL, err = cfg.FunctionDynamo(ddb.Endpoint); err != nil {
+			return st, err
+		}
+	}
 
 	// The S3 server exits at start-up unless its webhook already listens.
 	hookURL, err := st.serve(http.HandlerFunc(st.handleS3Notification), 0)
@@ -241,7 +255,7 @@ func (st *Stack) functionEnv() map[string]string {
 	}
 	for k, v := range map[string]string{
 		"TABLE_NAME": st.Table, "BUCKET_NAME": st.Bucket,
-		"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoURL, "AWS_ENDPOINT_URL_S3": st.S3URL, "S3_FORCE_PATH_STYLE": "true",
+		"AWS_ENDPOINT_URL_DYNAMODB": st.functionDynamoURL, "AWS_ENDPOINT_URL_S3": st.S3URL, "S3_FORCE_PATH_STYLE": "true",
 		"AWS_ACCESS_KEY_ID": AccessKey, "AWS_SECRET_ACCESS_KEY": SecretKey, "AWS_REGION": Region,
 		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 	} {
@@ -364,26 +378,40 @@ func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
 		st.cfg.Logger.Error("front door: encode S3 event", "error", err)
 		return
 	}
+	copies, delay := 1, time.Duration(0)
+	if st.cfg.Deliver != nil {
+		copies, delay = st.cfg.Deliver()
+	}
+	for range copies {
+		st.pending.Add(1)
+		go st.deliver(raw, delay)
+	}
+}
+
+// deliver invokes the ObjectCreated function with an S3 event after delay,
+// with Lambda's two retries on error.
+func (st *Stack) deliver(raw []byte, delay time.Duration) {
 	fn := st.spec.ObjectCreatedFunction
-	st.pending.Add(1)
-	go func() {
-		defer st.pending.Done()
-		for attempt := 0; attempt < 3; attempt++ {
-			if attempt > 0 {
-				select {
-				case <-time.After(time.Duration(attempt) * time.Second):
-				case <-st.closed:
-					return
-				}
-			}
-			_, err := st.invokers[fn].Invoke(context.Background(), raw)
-			if err == nil {
+	defer st.pending.Done()
+	for attempt := 0; attempt < 3; attempt++ {
+		wait := delay
+		if attempt > 0 {
+			wait = time.Duration(attempt) * time.Second
+		}
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-st.closed:
 				return
 			}
-			st.cfg.Logger.Warn("front door: finalize failed", "attempt", attempt+1, "error", err)
 		}
-		st.cfg.Logger.Error("front door: S3 event dropped after 3 attempts (AWS would send it to the on-failure queue)")
-	}()
+		_, err := st.invokers[fn].Invoke(context.Background(), raw)
+		if err == nil {
+			return
+		}
+		st.cfg.Logger.Warn("front door: finalize failed", "attempt", attempt+1, "error", err)
+	}
+	st.cfg.Logger.Error("front door: S3 event dropped after 3 attempts (AWS would send it to the on-failure queue)")
 }
 
 // Close stops every server and child process and waits for them.

@@ -1,0 +1,310 @@
+// Command chaos is a bounded chaos run (`make chaos`): many Go clients
+// upload many files through the local stack while faults are injected
+// between the functions and DynamoDB and between the clients and S3, some
+// keys are shared by concurrent clients, some clients are killed and
+// restarted mid-upload, and S3 events are duplicated, delayed (so
+// reordered) or dropped. It then checks every key against the bucket and
+// the table and prints one line:
+//
+//	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys
+//
+// D, L and W must be 0; the exit status is 1 otherwise.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/faults"
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/pkg/client"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+type settings struct {
+	duration    time.Duration
+	clients     int
+	rate        float64
+	shareEvery  int
+	killEvery   int
+	eventFaults float64
+}
+
+func main() {
+	var s settings
+	flag.DurationVar(&s.duration, "duration", time.Minute, "how long clients keep starting uploads")
+	flag.IntVar(&s.clients, "clients", 8, "concurrent clients")
+	flag.Float64Var(&s.rate, "rate", 0.1, "fraction of DynamoDB and S3 requests that get a fault")
+	flag.IntVar(&s.shareEvery, "share-every", 5, "every Nth upload's key is shared by two concurrent clients")
+	flag.IntVar(&s.killEvery, "kill-every", 7, "every Nth upload's client is killed mid-upload and restarted")
+	flag.Float64Var(&s.eventFaults, "event-faults", 0.3, "fraction of S3 events duplicated, delayed or dropped")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bad, err := run(ctx, s, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	if bad {
+		os.Exit(1)
+	}
+}
+
+// logical is one logical upload: a file and its key, shared by the clients
+// that upload it.
+type logical struct {
+	key, path string
+	size      int64
+	mu        sync.Mutex
+	ids       map[string]bool // upload ids clients were given
+	completed bool            // a client was told it completed
+}
+
+func (l *logical) saw(id string, completed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids[id] = true
+	l.completed = l.completed || completed
+}
+
+func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
+	dir, err := os.MkdirTemp("", "onceupload-chaos-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	var eventsTotal, eventFaults atomic.Int64
+	var dynamoProxy *faults.Proxy
+	var rndMu sync.Mutex
+	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	st, err := localstack.Start(ctx, localstack.Config{
+		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet,
+		// The functions reach DynamoDB through a fault-injecting proxy.
+		FunctionDynamo: func(server string) (string, error) {
+			p, err := faults.Start(server)
+			dynamoProxy = p
+			if err != nil {
+				return "", err
+			}
+			return p.URL, nil
+		},
+		Env: func(k string) (string, bool) {
+			if k == "PRESIGN_TTL" {
+				return "2m", true
+			}
+			return "", false
+		},
+		Deliver: func() (int, time.Duration) {
+			eventsTotal.Add(1)
+			rndMu.Lock()
+			defer rndMu.Unlock()
+			if rnd.Float64() >= s.eventFaults {
+				return 1, 0
+			}
+			eventFaults.Add(1)
+			switch rnd.IntN(3) {
+			case 0:
+				return 0, 0 // dropped: status must heal it
+			case 1:
+				return 2, 0 // duplicated
+			default:
+				return 1, time.Duration(rnd.IntN(1500)) * time.Millisecond // delayed, so reordered
+			}
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	defer dynamoProxy.Close()
+
+	s3Proxy, err := faults.Start(st.S3URL)
+	if err != nil {
+		return false, err
+	}
+	defer s3Proxy.Close()
+	dynamoProxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
+	s3Proxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.ServerError))
+
+	// Clients reach S3 through the proxy by dialling it for S3's address:
+	// the Host header, which the presigned URL signs, stays S3's.
+	s3Addr := strings.TrimPrefix(st.S3URL, "http://")
+	proxyAddr := strings.TrimPrefix(s3Proxy.URL, "http://")
+	var clientRequests atomic.Int64
+	transport := &http.Transport{
+		MaxIdleConnsPerHost: 32,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == s3Addr {
+				addr = proxyAddr
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	httpClient := &http.Client{Transport: countingTransport{transport, &clientRequests}}
+	c, err := client.New(st.APIURL, func(o *client.Options) {
+		o.HTTPClient, o.MaxAttempts, o.BaseDelay, o.MaxDelay, o.MaxRetryAfter = httpClient, 10, 20*time.Millisecond, 500*time.Millisecond, 2*time.Second
+		o.Deadline = 30 * time.Second
+	})
+	if err != nil {
+		return false, err
+	}
+
+	// The run: clients keep starting uploads until the time is up.
+	var (
+		mu       sync.Mutex
+		uploads  []*logical
+		n        atomic.Int64
+		wg       sync.WaitGroup
+		deadline = time.Now().Add(s.duration)
+	)
+	uploadOnce := func(l *logical, kill bool) {
+		uctx := ctx
+		if kill {
+			var cancel context.CancelFunc
+			uctx, cancel = context.WithTimeout(ctx, time.Duration(20+mrand.IntN(200))*time.Millisecond)
+			defer cancel()
+		}
+		res, err := c.Upload(uctx, l.path, client.UploadInput{Key: l.key})
+		if err == nil {
+			l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
+		}
+	}
+	sem := make(chan struct{}, s.clients)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		i := n.Add(1)
+		l, err := newLogical(dir, i)
+		if err != nil {
+			return false, err
+		}
+		mu.Lock()
+		uploads = append(uploads, l)
+		mu.Unlock()
+		sharers := 1
+		if s.shareEvery > 0 && i%int64(s.shareEvery) == 0 {
+			sharers = 2
+		}
+		kill := s.killEvery > 0 && i%int64(s.killEvery) == 0
+		for range sharers {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if kill {
+					uploadOnce(l, true) // killed mid-upload…
+				}
+				uploadOnce(l, false) // …and restarted with the same key
+			})
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+
+	// Faults off. Every key gets one more, clean, client retry: that is what
+	// a user does, and a key that cannot complete now is wedged.
+	dynamoProxy.SetRule(faults.Always(faults.None))
+	s3Proxy.SetRule(faults.Always(faults.None))
+	wedged := 0
+	clean, _ := client.New(st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
+	for _, l := range uploads {
+		res, err := clean.Upload(ctx, l.path, client.UploadInput{Key: l.key})
+		if err != nil {
+			wedged++
+			fmt.Fprintf(os.Stderr, "chaos: wedged key %s: %v\n", l.key, err)
+			continue
+		}
+		l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
+	}
+
+	// Check every key against the bucket.
+	objects, err := listObjects(ctx, st)
+	if err != nil {
+		return false, err
+	}
+	duplicates, lost := 0, 0
+	owned := map[string]bool{}
+	for _, l := range uploads {
+		if len(l.ids) > 1 {
+			duplicates += len(l.ids) - 1 // one key, several uploads
+			fmt.Fprintf(os.Stderr, "chaos: key %s got %d upload ids\n", l.key, len(l.ids))
+		}
+		for id := range l.ids {
+			owned["uploads/"+id] = true
+			if size, ok := objects["uploads/"+id]; !ok || size != l.size {
+				lost++
+				fmt.Fprintf(os.Stderr, "chaos: upload %s of key %s is not in the bucket\n", id, l.key)
+			}
+		}
+	}
+	for key := range objects {
+		if !owned[key] {
+			duplicates++
+			fmt.Fprintf(os.Stderr, "chaos: object %s belongs to no key\n", key)
+		}
+	}
+	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load()
+	injected := dynamoProxy.Faults() + s3Proxy.Faults() + eventFaults.Load()
+	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads, %d duplicate objects, %d lost uploads, %d wedged keys\n",
+		requests, injected, len(uploads), duplicates, lost, wedged)
+	return duplicates+lost+wedged > 0, nil
+}
+
+func newLogical(dir string, i int64) (*logical, error) {
+	size := 1 + mrand.IntN(64<<10)
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	path := filepath.Join(dir, fmt.Sprintf("file-%06d.bin", i))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return nil, err
+	}
+	return &logical{key: client.NewKey(), path: path, size: int64(size), ids: map[string]bool{}}, nil
+}
+
+func listObjects(ctx context.Context, st *localstack.Stack) (map[string]int64, error) {
+	s3c := s3.New(s3.Options{Region: localstack.Region, BaseEndpoint: aws.String(st.S3URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(localstack.AccessKey, localstack.SecretKey, "")})
+	objects := map[string]int64{}
+	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: &st.Bucket})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			objects[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+	}
+	return objects, nil
+}
+
+type countingTransport struct {
+	http.RoundTripper
+	n *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.RoundTripper.RoundTrip(r)
+}
