@@ -6,6 +6,7 @@
 #   versitygw  S3-compatible gateway (Go module, ~2 min cold build)
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go module)
 #   staticcheck     Go linter (Go module)
+#   chromium        Debian's Chromium, for the browser tests (apt, as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,3 +39,15 @@ go_tool() { # go_tool NAME MODULE VERSION
 go_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
 go_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_VERSION"
 go_tool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION"
+
+# The browser tests drive Debian's Chromium (never a browser downloaded by a
+# test tool). Installed here when running as root with apt, as on CI.
+if [ ! -x /usr/bin/chromium ] && [ "${INSTALL_CHROMIUM:-1}" = 1 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "install-tools: chromium (apt-get)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "install-tools: /usr/bin/chromium is missing; install Debian's chromium for the browser tests" >&2
+  fi
+fi

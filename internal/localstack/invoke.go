@@ -49,5 +49,3 @@ func (r *rieInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	}
 	return out, nil
 }
-
-func marshal(v any) ([]byte, error) { return json.Marshal(v) }

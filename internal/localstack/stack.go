@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -373,7 +374,7 @@ func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	raw, err := marshal(ev)
+	raw, err := json.Marshal(ev)
 	if err != nil {
 		st.cfg.Logger.Error("front door: encode S3 event", "error", err)
 		return
