@@ -16,7 +16,7 @@ FUNCTIONS := PresignFunction FinalizeFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
 
-.PHONY: build dev test unit lint tools bench chaos clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -49,6 +49,22 @@ lint: tools
 # REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
 test: lint
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
+
+# Every fuzz target, FUZZTIME each (make test runs them briefly; for a
+# longer search: make fuzz FUZZTIME=10m). New crashers land in the
+# package's testdata/fuzz/ and then run as ordinary tests.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./pkg/upload/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
+	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey \
+	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
+	./internal/localstack/:FuzzEncodeS3EventKey ./internal/localstack/:FuzzTranslateS3Event
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
+	done
 
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing.

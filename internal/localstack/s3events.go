@@ -89,8 +89,11 @@ func TranslateS3Event(payload []byte, now time.Time, newID func() string) (S3Not
 	}
 	var out S3Notification
 	for _, r := range in.Records {
+		// Lambda decodes eventTime as RFC 3339, whose years have four
+		// digits: a time whose UTC form falls outside them would make the
+		// whole event undecodable.
 		t, err := time.Parse(time.RFC3339Nano, r.EventTime)
-		if err != nil {
+		if y := t.UTC().Year(); err != nil || y < 0 || y > 9999 {
 			t = now
 		}
 		region := r.AWSRegion

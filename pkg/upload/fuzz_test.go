@@ -1,0 +1,441 @@
+package upload
+
+// Fuzz targets for everything the service parses from clients and from S3:
+// the Idempotency-Key header, the create body and its fingerprint, upload
+// ids, and the object keys of S3 events. Each also runs as a plain test over
+// its f.Add seeds and testdata/fuzz/<FuzzName>/; fuzz longer with e.g.
+//
+//	go test -run '^$' -fuzz '^FuzzDecodeCreateRequest$' -fuzztime 5m ./pkg/upload/
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, seed := range []string{
+		"3f0c9d1e-6b0a-4c43-9a55-1b9f1f1e2a77",
+		`"3f0c9d1e-6b0a-4c43-9a55-1b9f1f1e2a77"`,
+		" \t3f0c9d1e-6b0a-4c43 \t",
+		strings.Repeat("k", 15), strings.Repeat("k", 16), strings.Repeat("k", 255), strings.Repeat("k", 256),
+		`"` + strings.Repeat("k", 255) + `"`, `"` + strings.Repeat("k", 15) + `"`,
+		"", " ", `"`, `""`, `"abcdefghijklmnop`, `abcdefghijklmnop"`, `"abc"defghijklmnop"`, `"abc\defghijklmnop"`,
+		"abcdefgh ijklmnop", "abcdefgh\tijklmnop", "abcdefghijklmnop\x7f", "abcdefghijklmnop\x00", "clé-idempotente-0001",
+		"abcdefghijklmnop\r\nX-Injected: 1",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		key, err := ParseIdempotencyKey(header)
+		v := strings.TrimFunc(header, func(r rune) bool { return r == ' ' || r == '\t' })
+		switch {
+		case err != nil && !errors.Is(err, ErrKeyMissing) && !errors.Is(err, ErrKeyInvalid):
+			t.Fatalf("ParseIdempotencyKey(%q): unexpected error %v", header, err)
+		case errors.Is(err, ErrKeyMissing) != (v == ""):
+			t.Fatalf("ParseIdempotencyKey(%q) = %v; missing must mean blank", header, err)
+		case err != nil:
+			if key != "" {
+				t.Fatalf("ParseIdempotencyKey(%q) refused but returned %q", header, key)
+			}
+		default:
+			if len(key) < MinKeyLen || len(key) > MaxKeyLen || !visibleASCII(key) {
+				t.Fatalf("ParseIdempotencyKey(%q) accepted %q: want %d-%d visible ASCII characters", header, key, MinKeyLen, MaxKeyLen)
+			}
+			if v != key && v != `"`+key+`"` {
+				t.Fatalf("ParseIdempotencyKey(%q) = %q: neither the trimmed value nor its unquoted form", header, key)
+			}
+			if key[0] != '"' {
+				if again, err := ParseIdempotencyKey(key); err != nil || again != key {
+					t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; an accepted key must parse as itself", key, again, err)
+				}
+			}
+			if !strings.ContainsAny(key, `"\`) {
+				if q, err := ParseIdempotencyKey(" \t\"" + key + "\"\t "); err != nil || q != key {
+					t.Fatalf("quoted %q parsed as %q, %v; want the key", key, q, err)
+				}
+			}
+		}
+
+		// What the contract accepts must be accepted: 16-255 visible
+		// characters, either bare or wrapped in quotes with no quote or
+		// backslash inside.
+		want, quoted := v, false
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			want, quoted = v[1:len(v)-1], true
+		}
+		valid := len(want) >= MinKeyLen && len(want) <= MaxKeyLen && visibleASCII(want) &&
+			(quoted && !strings.ContainsAny(want, `"\`) || !quoted && v[0] != '"')
+		if valid && (err != nil || key != want) {
+			t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want %q", header, key, err, want)
+		}
+		if !valid && err == nil {
+			t.Fatalf("ParseIdempotencyKey(%q) accepted %q", header, key)
+		}
+	})
+}
+
+// goErrorText is text of Go or SDK errors that must never reach a client.
+var goErrorText = []string{"json:", "strconv", "operation error", "%!", "invalid character", "unexpected end of JSON",
+	"mime:", "runtime error", "goroutine", "<nil>", "parse id", "upload id"}
+
+// checkRefusal asserts err is one of the refusals the handler maps to a
+// 4xx, with a message written for clients.
+func checkRefusal(t *testing.T, body []byte, err error) {
+	t.Helper()
+	var v *ValidationError
+	switch {
+	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, ErrFileTooLarge), errors.Is(err, ErrUnsupportedMedia):
+		return
+	case !errors.As(err, &v):
+		t.Fatalf("body %q: refused with %T %v, not a client error", body, err, err)
+	}
+	switch v.Field {
+	case "body", "filename", "contentType", "size", "sha256":
+	default:
+		t.Fatalf("body %q: ValidationError names field %q", body, v.Field)
+	}
+	// The only client text a message echoes is an unknown field's name,
+	// quoted; strip it before looking for Go error text.
+	msg := v.Message
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		if _, err := strconv.Unquote(name); err != nil {
+			t.Fatalf("body %q: unknown field message %q does not quote the name", body, msg)
+		}
+		msg = "unknown field"
+	}
+	if msg == "" {
+		t.Fatalf("body %q: empty message", body)
+	}
+	for _, leak := range goErrorText {
+		if strings.Contains(msg, leak) {
+			t.Fatalf("body %q: message %q leaks %q", body, v.Message, leak)
+		}
+	}
+}
+
+// jsonString encodes s as a JSON string; escapeAll writes every character
+// as \uXXXX (a surrogate pair above U+FFFF), another valid spelling.
+func jsonString(s string, escapeAll bool) string {
+	if !escapeAll {
+		b, _ := json.Marshal(s) // HTML-escaped: yet another spelling
+		return string(b)
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		if r > 0xffff {
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04X\u%04X`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			continue
+		}
+		fmt.Fprintf(&b, `\u%04X`, r)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// respell writes r as another body for the same request: the fields in
+// the given order, ws between every token, the digest in the given case.
+func respell(r CreateRequest, order [4]int, ws string, escapeAll bool, digestCase func(string) string) []byte {
+	fields := [4]string{
+		`"filename"` + ws + ":" + ws + jsonString(r.Filename, escapeAll),
+		`"contentType"` + ws + ":" + ws + jsonString(r.ContentType, escapeAll),
+		`"size"` + ws + ":" + ws + strconv.FormatInt(r.Size, 10),
+		`"sha256"` + ws + ":" + ws + jsonString(digestCase(r.SHA256), escapeAll),
+	}
+	parts := make([]string, 4)
+	for i, j := range order {
+		parts[i] = fields[j]
+	}
+	return []byte(ws + "{" + ws + strings.Join(parts, ws+","+ws) + ws + "}" + ws)
+}
+
+func mixedCase(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i += 2 {
+		if 'a' <= b[i] && b[i] <= 'f' {
+			b[i] -= 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+const fuzzDigest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// FuzzDecodeCreateRequest decodes and canonicalizes arbitrary bodies. A
+// refusal is always a client error; an accepted request is within the
+// contract, and every other spelling of it has the same fingerprint.
+func FuzzDecodeCreateRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"filename":"photo.jpg","contentType":"image/jpeg","size":48213,"sha256":"` + fuzzDigest + `"}`,
+		`{ "sha256" : "` + strings.ToUpper(fuzzDigest) + `", "size": 1, "contentType": "application/pdf; x=\"y\"", "filename": "résumé (final) 🎉.pdf" }`,
+		`{"filename":"a\u0026b \u00e9.jpg","contentType":"image/svg+xml","size":5368709120,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"../x.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\u0000b","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"..\\x.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\u0085\u202e.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1e3,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":99999999999999999999,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":-1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":"1","sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","extra":1}`,
+		`{"filename":"a.jpg","filename":"b.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"} {}`,
+		`{"filename":"\ud800.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		"{\"filename\":\"\xff.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
+		`[` + strings.Repeat("[", 200) + `]`, `null`, `{}`, ``, `"x"`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Add(bytes.Repeat([]byte(" "), MaxBodyBytes+1))
+	anyType := &Config{MaxUploadBytes: 5 << 30}
+	small := &Config{MaxUploadBytes: 1000, AllowedContentTypes: []string{"image/*", "application/pdf"}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeCreateRequest(body)
+		if (len(body) > MaxBodyBytes) != errors.Is(err, ErrBodyTooLarge) {
+			t.Fatalf("%d-byte body: %v; want ErrBodyTooLarge exactly when over %d bytes", len(body), err, MaxBodyBytes)
+		}
+		if err != nil {
+			checkRefusal(t, body, err)
+			return
+		}
+		if !utf8.Valid(body) || !json.Valid(body) {
+			t.Fatalf("accepted a body that is not UTF-8 JSON: %q", body)
+		}
+		canon, err := req.canonical(anyType)
+		if err != nil {
+			checkRefusal(t, body, err)
+			return
+		}
+
+		name := canon.Filename
+		if name == "" || len(name) > MaxFilenameLen || !utf8.ValidString(name) || name == "." || name == ".." ||
+			strings.ContainsAny(name, `/\`) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			t.Fatalf("accepted filename %q", name)
+		}
+		if canon.ContentType != req.ContentType {
+			t.Fatalf("contentType %q changed to %q; it is signed exactly as sent", req.ContentType, canon.ContentType)
+		}
+		mt, _, err := mime.ParseMediaType(canon.ContentType)
+		if err != nil || strings.Count(mt, "/") != 1 || len(canon.ContentType) > MaxMediaTypeLen || strings.ContainsAny(canon.ContentType, "\r\n\x00") {
+			t.Fatalf("accepted contentType %q (%q, %v)", canon.ContentType, mt, err)
+		}
+		if canon.Size < 1 || canon.Size > anyType.MaxUploadBytes {
+			t.Fatalf("accepted size %d", canon.Size)
+		}
+		if canon.SHA256 != strings.ToLower(req.SHA256) || len(canon.SHA256) != 64 || !isLowerHex(canon.SHA256) {
+			t.Fatalf("sha256 %q canonicalized to %q", req.SHA256, canon.SHA256)
+		}
+
+		fp := fingerprint("tenant", canon)
+		for i, other := range [][]byte{
+			respell(req, [4]int{0, 1, 2, 3}, "", false, strings.ToLower),
+			respell(req, [4]int{3, 2, 1, 0}, " ", true, strings.ToUpper),
+			respell(req, [4]int{2, 0, 3, 1}, "\r\n\t ", false, mixedCase),
+			respell(canon, [4]int{1, 3, 0, 2}, "\n", true, strings.ToUpper),
+		} {
+			r2, err := DecodeCreateRequest(other)
+			if err == nil {
+				r2, err = r2.canonical(anyType)
+			}
+			if err != nil {
+				t.Fatalf("spelling %d of an accepted request refused: %v\nfirst %q\nthen  %q", i, err, body, other)
+			}
+			if r2 != canon || fingerprint("tenant", r2) != fp {
+				t.Fatalf("spelling %d changed the request: %+v, want %+v\nfirst %q\nthen  %q", i, r2, canon, body, other)
+			}
+		}
+		if fingerprint("tenant2", canon) == fp {
+			t.Fatal("the fingerprint ignores the tenant")
+		}
+		changed := canon
+		changed.Size++
+		if fingerprint("tenant", changed) == fp {
+			t.Fatal("the fingerprint ignores the size")
+		}
+
+		// A narrower deployment refuses by its limits only, never by a
+		// different reading of the same request.
+		narrow, err := req.canonical(small)
+		switch {
+		case canon.Size > small.MaxUploadBytes:
+			if !errors.Is(err, ErrFileTooLarge) {
+				t.Fatalf("size %d over %d: %v, want ErrFileTooLarge", canon.Size, small.MaxUploadBytes, err)
+			}
+		case err == nil:
+			if narrow != canon {
+				t.Fatalf("narrow deployment read %+v, want %+v", narrow, canon)
+			}
+		case !errors.Is(err, ErrUnsupportedMedia):
+			t.Fatalf("narrow deployment: %v, want nil or ErrUnsupportedMedia", err)
+		}
+	})
+}
+
+func FuzzParseUploadID(f *testing.F) {
+	const good = "0123456789abcdef0123456789abcdef" + "fedcba9876543210fedcba9876543210"
+	for _, seed := range []string{good, "", good[:63], good + "0", strings.ToUpper(good), good[:63] + "g",
+		"../" + good[3:], good[:32] + "/" + good[33:], " " + good[1:], good[:40] + "\x00" + good[41:]} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseUploadID(s)
+		want := len(s) == UploadIDLen && isLowerHex(s)
+		if (err == nil) != want {
+			t.Fatalf("ParseUploadID(%q) = %q, %v; want accepted=%v (64 lower-case hex)", s, id, err, want)
+		}
+		if err != nil {
+			return
+		}
+		if string(id) != s[:idempotency.IDLen] {
+			t.Fatalf("ParseUploadID(%q) = %q, want its first %d characters", s, id, idempotency.IDLen)
+		}
+		if _, err := idempotency.ParseID(string(id)); err != nil {
+			t.Fatalf("ParseUploadID(%q) returned an id the store refuses: %v", s, err)
+		}
+		random, _ := hex.DecodeString(s[idempotency.IDLen:])
+		back, err := newUploadID(id, bytes.NewReader(random))
+		if err != nil || back != s {
+			t.Fatalf("round trip of %q gave %q, %v", s, back, err)
+		}
+	})
+}
+
+// absentObjects is an S3 bucket without objects.
+type absentObjects struct{}
+
+func (absentObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
+}
+
+func (absentObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
+}
+
+// The one live upload of FuzzFinalizeObjectKey: tenant-a's key
+// fuzz-finalize-key-0001 with 16 random bytes of 0xab, so its id is fixed
+// and seeds can name it.
+const (
+	fuzzFinalizeTenant = "tenant-a"
+	fuzzFinalizeKey    = "fuzz-finalize-key-0001"
+	fuzzFinalizeSize   = 1234
+	fuzzFinalizeBucket = "fuzz-bucket"
+)
+
+var fuzzFinalizePrefixes = []string{"uploads/", "", "in box+/é/"}
+
+// newFinalizeFixture is a service on an in-memory store with the live
+// upload created; it returns the upload id.
+func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string) (*Service, *idempotency.MemoryStore, string) {
+	t.Helper()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
+	cfg := Config{Bucket: fuzzFinalizeBucket, Prefix: prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
+	svc := New(store, presigner, absentObjects{}, cfg, func(o *Options) {
+		o.Now, o.Random = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16))
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	reply, err := svc.Create(context.Background(), fuzzFinalizeTenant, fuzzFinalizeKey,
+		CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: fuzzFinalizeSize, SHA256: fuzzDigest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, store, reply.UploadID
+}
+
+// FuzzFinalizeObjectKey feeds Finalize arbitrary object keys and sizes:
+// only the exact key prefix+uploadId of the live claim in the right bucket
+// touches it, with the claimed size completing it; everything else is
+// skipped without an error.
+func FuzzFinalizeObjectKey(f *testing.F) {
+	live := string(idempotency.NewID(fuzzFinalizeTenant, fuzzFinalizeKey)) + strings.Repeat("ab", 16)
+	for _, seed := range []string{
+		"uploads/" + live, live, "in box+/é/" + live, "uploads/uploads/" + live, "UPLOADS/" + live, "uploads/" + strings.ToUpper(live),
+		"uploads/" + live + "/", "uploads/" + live + ".jpg", "uploads/" + live[:63], "uploads//" + live, "/uploads/" + live,
+		"uploads/../uploads/" + live, "uploads/" + live[:32] + strings.Repeat("0", 32), "uploads/" + strings.Repeat("0", 32) + live[32:], "",
+	} {
+		f.Add(seed, int64(fuzzFinalizeSize), true)
+		f.Add(seed, int64(fuzzFinalizeSize+1), true)
+	}
+	f.Add("uploads/"+live, int64(fuzzFinalizeSize), false)
+	f.Add("uploads/"+live, int64(-1), true)
+	// The real presigner (pure CPU), built once: it keeps no state.
+	client := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		BaseEndpoint: aws.String("https://s3.us-east-1.amazonaws.com")})
+	presigner, err := NewSigV4Presigner(context.Background(), client, fuzzFinalizeBucket)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, key string, size int64, sameBucket bool) {
+		ctx := context.Background()
+		for _, prefix := range fuzzFinalizePrefixes {
+			svc, store, uploadID := newFinalizeFixture(t, presigner, prefix)
+			if uploadID != live {
+				t.Fatalf("live upload id %s, want %s", uploadID, live)
+			}
+			bucket := fuzzFinalizeBucket
+			if !sameBucket {
+				bucket = "another-bucket"
+			}
+			obj := ObjectCreated{Bucket: bucket, Key: key, Size: size, ETag: `"etag"`, Time: time.Now()}
+			outcome, err := svc.Finalize(ctx, obj)
+			if err != nil {
+				t.Fatalf("prefix %q: Finalize(%q, %d) returned an error: %v", prefix, key, size, err)
+			}
+			exact := sameBucket && key == prefix+live
+			want := OutcomeSkipped
+			switch {
+			case exact && size == fuzzFinalizeSize:
+				want = OutcomeCompleted
+			case exact:
+				want = OutcomeRejected
+			}
+			if outcome != want {
+				t.Fatalf("prefix %q: Finalize(%s %q, %d) = %s, want %s", prefix, bucket, key, size, outcome, want)
+			}
+			rec, err := store.Get(ctx, idempotency.ID(live[:idempotency.IDLen]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (rec.State == idempotency.StateCompleted) != (want == OutcomeCompleted) || store.Len() != 1 {
+				t.Fatalf("prefix %q: after %s the record is %s (%d records)", prefix, outcome, rec.State, store.Len())
+			}
+			if want == OutcomeCompleted {
+				if again, err := svc.Finalize(ctx, obj); err != nil || again != OutcomeDuplicate {
+					t.Fatalf("prefix %q: repeated event = %s, %v; want duplicate", prefix, again, err)
+				}
+			}
+		}
+	})
+}
