@@ -16,7 +16,7 @@ FUNCTIONS := PresignFunction FinalizeFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
 
-.PHONY: build dev test unit lint tools bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools web bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -33,6 +33,7 @@ tools:
 # The local stack. DEV_RIE=true runs the real bootstraps (built here for this
 # machine's architecture) under the Lambda Runtime Interface Emulator.
 dev: tools
+	@[ -f web/dist/index.html ] || $(MAKE) --no-print-directory web
 	$(GO) build -o .build/dev ./cmd/dev
 	@if [ "$${DEV_RIE:-false}" = true ]; then $(MAKE) --no-print-directory build LAMBDA_ARCH=$$($(GO) env GOARCH); fi
 	BOOTSTRAP_DIR=$(CURDIR)/.build/$$($(GO) env GOARCH) .build/dev
@@ -47,7 +48,7 @@ lint: tools
 # Unit and integration tests. Integration tests start the servers they need
 # (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
 # REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
-test: lint
+test: lint web
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
@@ -65,6 +66,11 @@ fuzz:
 		echo "fuzz $${t##*:} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
 	done
+
+# Browser client and demo (web/): pinned npm tools, build web/dist, unit
+# tests. go test ./web then drives Chromium against the local stack.
+web:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build && npm test
 
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing.
@@ -84,4 +90,4 @@ unit:
 	$(GO) test -count=1 ./...
 
 clean:
-	rm -rf .build
+	rm -rf .build web/dist web/.test-build web/test-results

@@ -103,6 +103,7 @@ export class Api {
     if (opts.signal?.aborted) throw abortError(opts.signal);
     const auth = await this.authorization?.();
     if (auth) headers = { ...headers, Authorization: auth };
+    if (opts.signal?.aborted) throw abortError(opts.signal);
     const { signal, done } = attemptSignal(opts.signal, opts.timeoutMs ?? Infinity);
     try {
       let res: Response;

@@ -103,7 +103,7 @@ export class UploadClient {
     this.store = opts.store ?? new IndexedDBStore();
     this.random = opts.random ?? Math.random;
     this.transport = opts.transport ?? xhrTransport;
-    this.newKey = opts.newKey ?? (() => crypto.randomUUID());
+    this.newKey = opts.newKey ?? mintKey;
     this.createPolicy = { ...DEFAULT_POLICY, ...opts.createPolicy };
     this.putPolicy = { ...DEFAULT_POLICY, ...DEFAULT_PUT_POLICY, ...opts.putPolicy };
     this.completion = { ...DEFAULT_COMPLETION, ...opts.completion };
@@ -368,6 +368,14 @@ export class UploadClient {
       await this.clock.sleep(delay, opts.signal);
     }
   }
+}
+
+/** A fresh Idempotency-Key: a random UUID (36 visible ASCII characters). */
+function mintKey(): string {
+  if (typeof globalThis.crypto?.randomUUID !== "function") {
+    throw new UploadError({ kind: "state", message: "This page needs a secure context (https, or http://localhost) to make upload keys." });
+  }
+  return globalThis.crypto.randomUUID();
 }
 
 function busy(): UploadError {

@@ -46,17 +46,30 @@ function formatBytes(n: number): string {
   return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
 }
 
-/** A tiny semaphore for CONCURRENCY. */
+/** Why an attempt failed, in a few words. */
+function retryReason(e: UploadError): string {
+  switch (e.kind) {
+    case "network":
+      return "no answer from the server";
+    case "timeout":
+      return "the server took too long";
+    default:
+      return e.code ? `HTTP ${e.status} ${e.code}` : `HTTP ${e.status}`;
+  }
+}
+
+/** A tiny semaphore for CONCURRENCY: a finished upload hands its slot to the next in line. */
 let active = 0;
 const waiting: (() => void)[] = [];
 async function slot<T>(fn: () => Promise<T>): Promise<T> {
-  if (active >= CONCURRENCY) await new Promise<void>((r) => waiting.push(r));
-  active++;
+  if (active < CONCURRENCY) active++;
+  else await new Promise<void>((r) => waiting.push(r));
   try {
     return await fn();
   } finally {
-    active--;
-    waiting.shift()?.();
+    const next = waiting.shift();
+    if (next) next();
+    else active--;
   }
 }
 
@@ -78,6 +91,7 @@ class Row {
   private readonly keyCode: HTMLElement;
   private readonly idCode: HTMLElement;
   private readonly idWrap: HTMLSpanElement;
+  private readonly details: HTMLParagraphElement;
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
@@ -101,13 +115,15 @@ class Row {
     this.idWrap = el("span", {}, "upload ", this.idCode);
     this.idWrap.hidden = true;
     this.actions = el("div", { className: "actions" });
+    this.details = el("p", { className: "details" }, el("span", {}, "key ", this.keyCode), this.idWrap);
+    this.details.hidden = true;
     this.li = el(
       "li",
       { className: "upload" },
       el("div", { className: "top" }, el("span", { className: "name", id: this.nameId }, filename), el("span", { className: "size" }, formatBytes(size))),
       this.progress,
       el("div", { className: "mid" }, this.status, this.percent),
-      el("p", { className: "details" }, el("span", {}, "key ", this.keyCode), this.idWrap),
+      this.details,
       this.actions,
     );
     list.prepend(this.li);
@@ -118,12 +134,15 @@ class Row {
     this.key = r.key;
     this.li.dataset.key = r.key;
     this.keyCode.textContent = r.key;
+    this.details.hidden = false;
     if (r.uploadId) {
       this.li.dataset.uploadId = r.uploadId;
       this.idCode.textContent = r.uploadId;
       this.idWrap.hidden = false;
     }
-    this.li.dataset.phase = r.phase;
+    // The end states (completed, failed, paused) are shown by their own
+    // handlers, with their text, in one go.
+    if (r.phase !== "completed" && r.phase !== "failed" && r.phase !== "paused") this.li.dataset.phase = r.phase;
   }
 
   setPhase(phase: string) {
@@ -135,10 +154,16 @@ class Row {
     if (this.status.textContent !== text) this.status.textContent = text;
   }
 
-  setProgress(loaded: number, total: number) {
+  /** The bar shows the step under way: hashing, then sending. */
+  setProgress(loaded: number, total: number, what = "") {
     const pct = total > 0 ? Math.floor((loaded / total) * 100) : 0;
     this.progress.value = pct;
-    this.percent.textContent = `${pct}%`;
+    this.percent.textContent = what ? `${what} ${pct}%` : `${pct}%`;
+  }
+
+  clearProgress() {
+    this.progress.value = 0;
+    this.percent.textContent = "";
   }
 
   retryCountdown(what: string, delayMs: number, reason: string) {
@@ -160,21 +185,35 @@ class Row {
 
   /** Buttons for the row's state. */
   setActions(kind: "running" | "resumable" | "final" | "done", rec?: UploadRecord) {
+    // Keyboard users keep their place: focus moves to the row's new first button (or the row).
+    const hadFocus = this.li.contains(document.activeElement) && document.activeElement !== this.li;
+    this.setButtons(kind, rec);
+    if (hadFocus) {
+      const first = this.actions.querySelector("button");
+      if (first) first.focus();
+      else {
+        this.li.tabIndex = -1;
+        this.li.focus();
+      }
+    }
+  }
+
+  private setButtons(kind: "running" | "resumable" | "final" | "done", rec?: UploadRecord) {
     this.actions.replaceChildren();
     const button = (text: string, label: string, onClick: () => void, primary = false) => {
       const b = el("button", { type: "button", textContent: text, className: primary ? "primary" : "" });
-      b.setAttribute("aria-label", `${label} ${this.filename}`);
+      b.setAttribute("aria-label", label.replace("%s", this.filename));
       b.addEventListener("click", onClick);
       this.actions.append(b);
       return b;
     };
     if (kind === "running") {
-      button("Cancel", "Cancel upload of", () => this.controller?.abort());
+      button("Cancel", "Cancel upload of %s", () => this.controller?.abort());
       return;
     }
     if (kind === "resumable" && rec) {
       if (rec.file) {
-        button("Resume", "Resume upload of", () => void this.run(), true);
+        button("Resume", "Resume upload of %s", () => void this.run(), true);
       } else {
         // The browser did not keep the file: the user picks it again, and it is checked against the record.
         const picker = el("input", { type: "file", hidden: true });
@@ -183,11 +222,11 @@ class Row {
           if (f) void this.run(f);
         });
         this.actions.append(picker);
-        button("Resume…", "Choose the file again and resume", () => picker.click(), true);
+        button("Resume…", "Resume upload of %s (choose the file again)", () => picker.click(), true);
       }
     }
     if (kind !== "done") {
-      button("Remove", "Remove", () => void this.remove());
+      button("Remove", "Remove %s", () => void this.remove());
     }
   }
 
@@ -204,9 +243,11 @@ class Row {
       this.setStatus("Interrupted. Resume continues with the same key.");
       this.setActions("resumable", rec);
     } else if (rec.phase === "paused") {
+      this.setPhase("paused");
       this.setStatus("Paused. Resume continues with the same key.");
       this.setActions("resumable", rec);
     } else {
+      this.setPhase(rec.phase);
       const err = rec.error ? UploadError.fromJSON(rec.error) : undefined;
       this.setStatus(`Failed: ${err ? describeError(err) : "unknown error"}`);
       this.setActions(err?.retryable ? "resumable" : "final", rec);
@@ -225,6 +266,7 @@ class Row {
             this.setStatus("Waiting to upload…");
             break;
           case "creating":
+            this.clearProgress();
             this.setStatus("Creating upload…");
             break;
           case "uploading":
@@ -236,6 +278,8 @@ class Row {
         }
         break;
       case "hash-progress":
+        this.setProgress(e.loaded, e.total, "SHA-256");
+        break;
       case "upload-progress":
         this.setProgress(e.loaded, e.total);
         break;
@@ -243,7 +287,7 @@ class Row {
         this.li.dataset.replay = String(e.replay);
         break;
       case "retry":
-        this.retryCountdown(e.step === "put" ? "upload" : e.step === "create" ? "create" : "status check", e.delayMs, describeError(e.error).replace(/\.$/, ""));
+        this.retryCountdown(e.step === "put" ? "upload" : e.step === "create" ? "create" : "status check", e.delayMs, retryReason(e.error));
         break;
       case "refresh":
         this.setStatus("The upload link expired; getting a fresh one with the same key…");
@@ -265,15 +309,14 @@ class Row {
 
   private async failed(e: unknown) {
     const err = toUploadError(e);
+    const rec = this.key ? await this.client.get(this.key).catch(() => undefined) : undefined;
     if (err.kind === "aborted") {
-      this.setPhase("paused");
       this.setStatus("Paused. Resume continues with the same key.");
     } else {
-      this.setPhase("failed");
       this.setStatus(`Failed: ${describeError(err)}`);
     }
-    const rec = this.key ? await this.client.get(this.key).catch(() => undefined) : undefined;
     this.setActions(rec && (err.kind === "aborted" || err.retryable) ? "resumable" : "final", rec);
+    this.setPhase(err.kind === "aborted" ? "paused" : "failed");
   }
 
   /** A freshly picked file: key, hash, upload. */

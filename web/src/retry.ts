@@ -78,6 +78,11 @@ export function backoffDelay(retry: number, policy: Pick<RetryPolicy, "baseMs" |
   return Math.floor(random() * ceiling);
 }
 
+// The three HTTP-date forms (RFC 9110 §5.6.7), all in GMT.
+const IMF_FIXDATE = /^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const ASCTIME_DATE = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+
 /**
  * A Retry-After header in ms: delta-seconds or an HTTP date (RFC 9110).
  * Undefined when absent or unreadable; a date in the past gives 0.
@@ -85,11 +90,10 @@ export function backoffDelay(retry: number, policy: Pick<RetryPolicy, "baseMs" |
 export function parseRetryAfter(value: string | null | undefined, nowMs: number): number | undefined {
   if (value == null) return undefined;
   const v = value.trim();
-  if (v === "") return undefined;
   if (/^\d+$/.test(v)) return Number(v) * 1000;
-  // Only the HTTP-date shapes, not anything Date.parse happens to accept.
-  if (!/^[A-Za-z]{3},? /.test(v) || !/GMT$|UTC$/.test(v)) return undefined;
-  const at = Date.parse(v);
+  let at = NaN;
+  if (IMF_FIXDATE.test(v) || RFC850_DATE.test(v)) at = Date.parse(v);
+  else if (ASCTIME_DATE.test(v)) at = Date.parse(v + " GMT");
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - nowMs);
 }

@@ -11,9 +11,9 @@
 //   OUT_DIR   where screenshots go (default test-results)
 //   CHROMIUM  the browser (default /usr/bin/chromium)
 //
-// Scenarios: upload, lost-response, reload, cors, several.
+// Scenarios: upload, lost-response, reload, restart, cors, several.
 import { createHash, randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -34,8 +34,9 @@ function required(name) {
   return v;
 }
 
+const t0 = Date.now();
 function log(/** @type {unknown[]} */ ...args) {
-  console.error("[e2e]", ...args);
+  console.error(`[e2e +${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...args);
 }
 
 /** @param {string} name @param {string} mimeType @param {number} size */
@@ -60,8 +61,8 @@ function pageURL() {
   return u.toString();
 }
 
-async function launch() {
-  const profile = mkdtempSync(join(tmpdir(), "onceupload-chromium-"));
+/** Starts Chromium on the given profile folder. @param {string} profile */
+async function launch(profile) {
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
@@ -73,14 +74,16 @@ async function launch() {
   page.on("console", (m) => log(`console ${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => log(`page error: ${e.message}`));
   page.setDefaultTimeout(WAIT);
-  return {
-    context,
-    page,
-    close: async () => {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
-    },
-  };
+  return { context, page };
+}
+
+const newProfile = () => mkdtempSync(join(tmpdir(), "onceupload-chromium-"));
+
+/** Logs what the page showed, when a scenario fails. @param {import("playwright-core").Page} page */
+async function diagnose(page) {
+  if (page.isClosed()) return;
+  log("rows when it failed:", JSON.stringify(await rows(page).catch((err) => String(err))));
+  log("status log:", JSON.stringify(await statusLog(page).catch((err) => String(err))));
 }
 
 /**
@@ -90,18 +93,27 @@ async function launch() {
  * @returns {Promise<T>}
  */
 async function withBrowser(fn) {
-  const { context, page, close } = await launch();
+  const profile = newProfile();
+  const { context, page } = await launch(profile);
   try {
     return await fn({ context, page });
   } catch (e) {
-    if (!page.isClosed()) {
-      log("rows when it failed:", JSON.stringify(await rows(page).catch((err) => String(err))));
-      log("status log:", JSON.stringify(await statusLog(page).catch((err) => String(err))));
-    }
+    await diagnose(page);
     throw e;
   } finally {
-    await close();
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
   }
+}
+
+function newObservations() {
+  return {
+    /** @type {{url: string, key: string | undefined, body: string | null}[]} */ posts: [],
+    /** @type {{url: string, headers: Record<string,string>, status?: number}[]} */ puts: [],
+    /** @type {{method: string, url: string, error: string}[]} */ failed: [],
+    /** @type {Preflight[]} */ preflights: [],
+    /** @type {string[]} */ console: [],
+  };
 }
 
 /**
@@ -110,27 +122,26 @@ async function withBrowser(fn) {
  * only place a page's preflights are visible), and each row's status texts.
  * @param {import("playwright-core").BrowserContext} context
  * @param {import("playwright-core").Page} page
+ * @param {ReturnType<typeof newObservations>} [obs] where to add them (a second browser on the same profile)
  */
-async function observe(context, page) {
-  const obs = {
-    /** @type {{url: string, key: string | undefined, body: string | null}[]} */ posts: [],
-    /** @type {{url: string, headers: Record<string,string>, status?: number}[]} */ puts: [],
-    /** @type {{method: string, url: string, error: string}[]} */ failed: [],
-    /** @type {Preflight[]} */ preflights: [],
-    /** @type {string[]} */ console: [],
-  };
+async function observe(context, page, obs = newObservations()) {
   page.on("console", (m) => obs.console.push(`${m.type()}: ${m.text()}`));
+
   page.on("pageerror", (e) => obs.console.push(`pageerror: ${e.message}`));
-  page.on("request", async (req) => {
+  // Recorded at once with the headers known then, completed with the full
+  // set when the browser still can (it may be closing: see "restart").
+  page.on("request", (req) => {
     const u = new URL(req.url());
     if (req.method() === "POST" && u.pathname.endsWith("/uploads")) {
-      const h = await req.allHeaders();
-      obs.posts.push({ url: req.url(), key: h["idempotency-key"], body: req.postData() });
+      const entry = { url: req.url(), key: req.headers()["idempotency-key"], body: req.postData() };
+      obs.posts.push(entry);
+      req.allHeaders().then((h) => void (entry.key = h["idempotency-key"]), () => {});
     }
     if (req.method() === "PUT") {
-      const entry = { url: req.url(), headers: await req.allHeaders(), status: /** @type {number|undefined} */ (undefined) };
+      const entry = { url: req.url(), headers: req.headers(), status: /** @type {number|undefined} */ (undefined) };
       obs.puts.push(entry);
-      req.response().then((r) => { if (r) entry.status = r.status(); }, () => {});
+      req.allHeaders().then((h) => void (entry.headers = h), () => {});
+      req.response().then((r) => void (entry.status = r?.status()), () => {});
     }
   });
   page.on("requestfailed", (req) => obs.failed.push({ method: req.method(), url: req.url(), error: req.failure()?.errorText ?? "" }));
@@ -247,6 +258,113 @@ async function pick(page, files) {
 /** @param {TestFile} f */
 const fileInfo = (f) => ({ name: f.name, size: f.size, sha256: f.sha256, contentType: f.mimeType });
 
+/**
+ * Kills the browser running on profile with SIGKILL, as a crash or a power
+ * cut would: no shutdown, no last requests. (A graceful close lets an upload
+ * in flight finish unthrottled, as DevTools detaches.) Playwright starts
+ * Chromium in its own process group; the whole group goes.
+ * @param {import("playwright-core").BrowserContext} context
+ * @param {string} profile
+ */
+async function kill(context, profile) {
+  let pid = 0;
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    let args;
+    try {
+      args = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    if (args.includes(`--user-data-dir=${profile}`) && !args.some((a) => a.startsWith("--type="))) pid = Number(d);
+  }
+  if (!pid) throw new Error(`no browser process runs on ${profile}`);
+  const closed = new Promise((resolve) => context.once("close", resolve));
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    process.kill(pid, "SIGKILL");
+  }
+  await closed;
+}
+
+const throttle = (/** @type {import("playwright-core").CDPSession} */ cdp, /** @type {number} */ bytesPerSecond) =>
+  cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: bytesPerSecond });
+
+/**
+ * Starts a 1 MiB upload on a throttled network, interrupts it in the middle
+ * of the PUT (reloads the page, or kills the browser and starts it again), then
+ * resumes it from the row listed after the interruption.
+ * @param {"reload" | "restart"} how
+ */
+async function interruptAndResume(how) {
+  const profile = newProfile();
+  let { context, page } = await launch(profile);
+  try {
+    let { obs, cdp } = await observe(context, page);
+    log("browser started");
+    await open(page);
+    log("page ready");
+    await throttle(cdp, 128 * 1024);
+    const file = makeFile("big.bin", "application/octet-stream", 1024 * 1024);
+    await pick(page, [file]);
+    log("file picked");
+    await page.locator("li.upload[data-phase=uploading]").waitFor();
+    log("PUT started");
+    await page.waitForFunction(() => {
+      const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
+      const p = /** @type {HTMLProgressElement | null} */ (li?.querySelector("progress") ?? null);
+      return li?.dataset.phase === "uploading" && p !== null && p.value >= 5;
+    });
+    const before = (await rows(page))[0];
+    const storedBefore = await storedRecords(page);
+    log(`${how} at ${before.progress}% of the PUT, key ${before.key}`);
+    if (how === "reload") {
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+    } else {
+      await kill(context, profile);
+      log("browser killed");
+      ({ context, page } = await launch(profile));
+      log("browser started again");
+      ({ cdp } = await observe(context, page, obs));
+      await open(page);
+    }
+    const listed = (await rows(page))[0];
+    log("listed after the", how, JSON.stringify(listed.status));
+    mkdirSync(OUT_DIR, { recursive: true });
+    await page.screenshot({ path: join(OUT_DIR, `${how}-interrupted.png`), fullPage: true });
+    const storedAfterReload = await storedRecords(page);
+    // The server has no object for it yet (GET /uploads/{id} would complete it if S3 had one).
+    const statusRes = await fetch(new URL(`/uploads/${before.uploadId}`, APP_URL));
+    const serverAfterReload = /** @type {{status: string}} */ (await statusRes.json()).status;
+
+    await throttle(cdp, -1);
+    const resume = page.locator("li.upload").getByRole("button", { name: /^Resume upload of big\.bin$/ });
+    await resume.focus();
+    await page.keyboard.press("Enter");
+    await waitSettled(page, 1);
+    return {
+      files: [fileInfo(file)],
+      before,
+      storedBefore,
+      listed,
+      storedAfterReload,
+      serverAfterReload,
+      rows: await rows(page),
+      statusLog: await statusLog(page),
+      stored: await storedRecords(page),
+      ...obs,
+    };
+  } catch (e) {
+    await diagnose(page);
+    throw e;
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 const scenarios = {
   /** A file uploads and shows completed. */
   async upload() {
@@ -278,49 +396,10 @@ const scenarios = {
    * the progress bar shows some bytes sent). The upload is listed again and
    * the Resume button, pressed from the keyboard, finishes it with the same key.
    */
-  async reload() {
-    return withBrowser(async ({ context, page }) => {
-      const { obs, cdp } = await observe(context, page);
-      await open(page);
-      await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: 256 * 1024 });
-      const file = makeFile("big.bin", "application/octet-stream", 2 * 1024 * 1024);
-      await pick(page, [file]);
-      const row = page.locator("li.upload");
-      await page.waitForFunction(() => {
-        const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
-        const p = /** @type {HTMLProgressElement | null} */ (li?.querySelector("progress") ?? null);
-        return li?.dataset.phase === "uploading" && p !== null && p.value >= 5;
-      });
-      const before = (await rows(page))[0];
-      const storedBefore = await storedRecords(page);
-      log("reloading at", before.progress, "%", before.key);
-      await page.reload();
-      await page.locator("html[data-ready=true]").waitFor();
-      const listed = (await rows(page))[0];
-      const storedAfterReload = await storedRecords(page);
-      // The server has no object for it yet (GET /uploads/{id} would complete it if S3 had one).
-      const statusRes = await fetch(new URL(`/uploads/${before.uploadId}`, APP_URL));
-      const serverAfterReload = /** @type {{status: string}} */ (await statusRes.json()).status;
+  reload: () => interruptAndResume("reload"),
 
-      await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
-      const resume = row.getByRole("button", { name: /^Resume upload of big\.bin$/ });
-      await resume.focus();
-      await page.keyboard.press("Enter");
-      await waitSettled(page, 1);
-      return {
-        files: [fileInfo(file)],
-        before,
-        storedBefore,
-        listed,
-        storedAfterReload,
-        serverAfterReload,
-        rows: await rows(page),
-        statusLog: await statusLog(page),
-        stored: await storedRecords(page),
-        ...obs,
-      };
-    });
-  },
+  /** The same, but the browser is killed mid-PUT and started again on its profile. */
+  restart: () => interruptAndResume("restart"),
 
   /** The page calls the API cross-origin (API_URL) and S3: the browser's own preflights, with the real headers. */
   async cors() {

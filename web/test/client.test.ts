@@ -1,0 +1,421 @@
+import assert from "node:assert/strict";
+import { setImmediate as tick } from "node:timers/promises";
+import { describe, it } from "node:test";
+import { IDBFactory } from "fake-indexeddb";
+import { UploadClient, type UploadClientOptions, type UploadEvent } from "../src/client.js";
+import { UploadError } from "../src/errors.js";
+import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
+import type { PutTransport } from "../src/transport.js";
+import { FakeClock, FakeServer, json, makeFile, sha256hex } from "./fakes.js";
+
+const API = "https://api.test";
+
+/** A page: a client over a shared server, clock and IndexedDB (a reload is a second page). */
+function world() {
+  const clock = new FakeClock();
+  const server = new FakeServer(clock);
+  const factory = new IDBFactory();
+  let minted = 0;
+  const page = (over: Partial<UploadClientOptions> = {}) => {
+    const events: UploadEvent[] = [];
+    const client = new UploadClient({
+      apiBase: API,
+      store: new IndexedDBStore({ indexedDB: factory }),
+      fetch: server.fetch,
+      transport: server.transport,
+      clock,
+      random: () => 0.5,
+      newKey: () => `key-${++minted}-${"0".repeat(16)}`,
+      locks: null,
+      ...over,
+    });
+    const onEvent = (e: UploadEvent) => events.push(e);
+    return { client, events, onEvent };
+  };
+  return { clock, server, factory, page, minted: () => minted };
+}
+
+async function failure(p: Promise<unknown>): Promise<UploadError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  assert.ok(e instanceof UploadError, `want an UploadError, got ${String(e)}`);
+  return e;
+}
+
+/** Waits (real event-loop turns, no time) until cond holds. */
+async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await cond()) return;
+    await tick();
+  }
+  assert.fail(`never happened: ${what}`);
+}
+
+function keysOf(server: FakeServer): string[] {
+  return server.creates.map((c) => c.key ?? "");
+}
+
+const retries = (events: UploadEvent[], step: string) => events.filter((e) => e.type === "retry" && e.step === step);
+
+describe("UploadClient: one key per logical upload", () => {
+  it("mints the key when the file is picked and stores it before hashing; uploads once", async () => {
+    const w = world();
+    const puts: UploadRecord[] = [];
+    const inner = new IndexedDBStore({ indexedDB: w.factory });
+    const store: UploadStore = { get: (k) => inner.get(k), delete: (k) => inner.delete(k), list: () => inner.list(), put: async (r) => (puts.push({ ...r }), inner.put(r)) };
+    const { client, events, onEvent } = w.page({ store });
+    const file = makeFile("photo.jpg", 100_000, "image/jpeg");
+
+    const rec = await client.add(file, { onEvent });
+    assert.equal(w.minted(), 1);
+    assert.equal(puts[0].key, rec.key);
+    assert.equal(puts[0].phase, "hashing");
+    assert.equal(puts[0].sha256, undefined, "the key is stored before the hash is known");
+    assert.equal(rec.sha256, sha256hex(new Uint8Array(await file.arrayBuffer())));
+    assert.equal(rec.contentType, "image/jpeg");
+
+    const done = await client.upload(rec.key, { onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(done.sha256, rec.sha256);
+    assert.deepEqual(keysOf(w.server), [rec.key]);
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(w.minted(), 1);
+    assert.deepEqual(await client.pending(), [], "a completed upload is forgotten");
+    const phases = events.filter((e) => e.type === "phase").map((e) => (e as { phase: string }).phase);
+    assert.deepEqual(phases, ["hashing", "ready", "creating", "uploading", "completing", "completed"]);
+    const progress = events.filter((e) => e.type === "upload-progress");
+    assert.deepEqual(progress.at(-1), { type: "upload-progress", loaded: 100_000, total: 100_000 });
+  });
+
+  it("hashes in bounded chunks and reports progress", async () => {
+    const w = world();
+    const { client, events, onEvent } = w.page({ hashChunkBytes: 1000 });
+    await client.add(makeFile("a.bin", 4_500), { onEvent });
+    const hp = events.filter((e) => e.type === "hash-progress").map((e) => (e as { loaded: number }).loaded);
+    assert.deepEqual(hp, [0, 1000, 2000, 3000, 4000, 4500]);
+  });
+
+  it("mints keys with crypto.randomUUID() by default, one per file", async () => {
+    const w = world();
+    const { client } = w.page({ newKey: undefined });
+    const a = await client.add(makeFile("a.bin", 10));
+    const b = await client.add(makeFile("a.bin", 10));
+    for (const k of [a.key, b.key]) assert.match(k, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.notEqual(a.key, b.key, "the same content picked twice is two logical uploads");
+  });
+
+  it("refuses an empty file without minting a key", async () => {
+    const w = world();
+    const err = await failure(w.page().client.add(new File([], "empty.txt")));
+    assert.equal(err.kind, "file");
+    assert.equal(w.minted(), 0);
+  });
+});
+
+describe("UploadClient: create with retries", () => {
+  it("retries a lost create answer with the same key: one claim, one object", async () => {
+    const w = world();
+    w.server.createFaults.push("lose-response");
+    const { client, events, onEvent } = w.page();
+    const done = await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(done.status, "completed");
+    const keys = keysOf(w.server);
+    assert.equal(keys.length, 2);
+    assert.equal(new Set(keys).size, 1, "the retry used the same key");
+    assert.equal(w.server.claims.size, 1);
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(retries(events, "create").length, 1);
+    assert.ok(events.some((e) => e.type === "created" && e.replay), "the retry was answered from the record");
+  });
+
+  it("retries network errors, 503 and 409 in progress, honouring Retry-After", async () => {
+    const w = world();
+    w.server.createFaults.push(
+      "network",
+      { status: 503, body: JSON.stringify({ error: "service_unavailable", message: "throttled" }), headers: { "Retry-After": "3" } },
+      { status: 409, body: JSON.stringify({ error: "idempotency_in_progress", message: "busy" }), headers: { "Retry-After": "1" } },
+      { status: 504 },
+    );
+    const { client, events, onEvent } = w.page({ createPolicy: { baseMs: 100, capMs: 1000 } });
+    await client.start(makeFile("a.bin", 10), { onEvent });
+    const waits = retries(events, "create").map((e) => (e as { delayMs: number }).delayMs);
+    // Full jitter with random() = 0.5 (the exponent counts every retry so far), or the server's Retry-After.
+    assert.deepEqual(waits, [50, 3_000, 1_000, 400]);
+    assert.equal(new Set(keysOf(w.server)).size, 1);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("never retries another 4xx, and keeps the failure for the UI", async () => {
+    const w = world();
+    w.server.createFaults.push({ status: 422, body: JSON.stringify({ error: "idempotency_key_reuse", message: "reused" }) });
+    const { client } = w.page();
+    const rec = await client.add(makeFile("a.bin", 10));
+    const err = await failure(client.upload(rec.key));
+    assert.equal(err.kind, "api");
+    assert.equal(err.status, 422);
+    assert.equal(err.code, "idempotency_key_reuse");
+    assert.equal(err.retryable, false);
+    assert.equal(err.attempts, 1);
+    assert.equal(w.server.creates.length, 1);
+    const [stored] = await client.pending();
+    assert.equal(stored.phase, "failed");
+    assert.equal(stored.error?.code, "idempotency_key_reuse");
+  });
+
+  it("gives up at the deadline, and a later resume succeeds with the same key", async () => {
+    const w = world();
+    for (let i = 0; i < 50; i++) w.server.createFaults.push({ status: 503, body: JSON.stringify({ error: "service_unavailable", message: "down" }) });
+    const { client } = w.page({ createPolicy: { baseMs: 1000, capMs: 4000, deadlineMs: 10_000, maxAttempts: 50 } });
+    const rec = await client.add(makeFile("a.bin", 10));
+    const started = w.clock.now();
+    const err = await failure(client.upload(rec.key));
+    assert.equal(err.kind, "deadline");
+    assert.equal(err.retryable, true);
+    assert.ok(w.clock.now() - started <= 10_000);
+    assert.equal((await client.pending())[0].phase, "failed");
+
+    w.server.createFaults.length = 0;
+    await client.upload(rec.key);
+    assert.equal(new Set(keysOf(w.server)).size, 1);
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(w.minted(), 1);
+  });
+});
+
+describe("UploadClient: PUT", () => {
+  it("sends the signed headers and retries a failed PUT to the same URL", async () => {
+    const w = world();
+    w.server.putFaults.push("network", { status: 503, body: "<Error><Code>SlowDown</Code></Error>" });
+    const { client, events, onEvent } = w.page();
+    const file = makeFile("a.txt", 1000, "text/plain");
+    await client.start(file, { onEvent });
+    assert.equal(w.server.puts.length, 3);
+    assert.equal(new Set(w.server.puts.map((p) => p.url)).size, 1);
+    const sha = sha256hex(new Uint8Array(await file.arrayBuffer()));
+    assert.deepEqual(w.server.puts[2].headers, { "Content-Type": "text/plain", "x-amz-checksum-sha256": Buffer.from(sha, "hex").toString("base64") });
+    assert.equal(retries(events, "put").length, 2);
+    assert.equal(w.server.creates.length, 1);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("retries a PUT whose answer was lost (PUT is idempotent): one object", async () => {
+    const w = world();
+    w.server.putFaults.push("lose-response");
+    const { client } = w.page();
+    await client.start(makeFile("a.bin", 10));
+    assert.equal(w.server.puts.length, 2);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("refreshes a URL that expires soon by replaying the create with the same key", async () => {
+    const w = world();
+    w.server.ttls.push(0);
+    const { client, events, onEvent } = w.page();
+    await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.ok(events.some((e) => e.type === "refresh" && e.reason === "expired"));
+    assert.equal(w.server.creates.length, 2);
+    assert.equal(new Set(keysOf(w.server)).size, 1);
+    assert.equal(w.server.puts.length, 1, "no PUT with the stale URL");
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("on a 403 (URL expired on the way), replays the create for a fresh URL", async () => {
+    const w = world();
+    const slowStart: PutTransport = async (req) => {
+      if (w.server.puts.length === 0) w.clock.t += 16 * 60_000; // the URL's 15 minutes pass
+      return w.server.transport(req);
+    };
+    const { client, events, onEvent } = w.page({ transport: slowStart });
+    await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.ok(events.some((e) => e.type === "refresh" && e.reason === "forbidden"));
+    assert.equal(w.server.puts.length, 2);
+    assert.notEqual(w.server.puts[0].url, w.server.puts[1].url, "the second PUT used a freshly signed URL");
+    assert.equal(new Set(keysOf(w.server)).size, 1);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("does not loop when a fresh URL is refused too", async () => {
+    const w = world();
+    const denied = { status: 403, body: "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>" };
+    w.server.putFaults.push(denied, denied, denied);
+    const { client } = w.page();
+    const err = await failure(client.start(makeFile("a.bin", 10)));
+    assert.equal(err.kind, "storage");
+    assert.equal(err.status, 403);
+    assert.equal(err.code, "AccessDenied");
+    assert.equal(w.server.puts.length, 2);
+    assert.equal(w.server.creates.length, 2);
+  });
+
+  it("reports a changed file (S3 BadDigest) as a file error, not retried", async () => {
+    const w = world();
+    w.server.putFaults.push({ status: 400, body: "<Error><Code>BadDigest</Code></Error>" });
+    const err = await failure(w.page().client.start(makeFile("a.bin", 10)));
+    assert.equal(err.kind, "file");
+    assert.equal(w.server.puts.length, 1);
+  });
+});
+
+describe("UploadClient: completion", () => {
+  it("polls GET /uploads/{id} with growing waits until completed", async () => {
+    const w = world();
+    w.server.pendingPolls = 3;
+    const { client } = w.page({ completion: { baseMs: 200, capMs: 1000, timeoutMs: 60_000 } });
+    const done = await client.start(makeFile("a.bin", 10));
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.requests.filter((r) => r.method === "GET").length, 4);
+    // Half-jittered exponential waits with random() = 0.5: 3/4 of 200, 400, 800.
+    assert.deepEqual(w.clock.sleeps, [150, 300, 600]);
+  });
+
+  it("retries a failed status poll", async () => {
+    const w = world();
+    w.server.getFaults.push("network", { status: 502 });
+    const { client, events, onEvent } = w.page();
+    await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(retries(events, "complete").length, 2);
+  });
+
+  it("gives up waiting after the completion timeout, resumable", async () => {
+    const w = world();
+    w.server.pendingPolls = 1_000;
+    const { client } = w.page({ completion: { baseMs: 1000, capMs: 5000, timeoutMs: 30_000 } });
+    const err = await failure(client.start(makeFile("a.bin", 10)));
+    assert.equal(err.kind, "deadline");
+    assert.equal(err.retryable, true);
+  });
+});
+
+describe("UploadClient: reloads and resuming", () => {
+  it("a reload mid-PUT lists the upload, and resuming uses the same key: one object", async () => {
+    const w = world();
+    w.server.putFaults.push("hang");
+    const first = w.page();
+    const rec = await first.client.add(makeFile("big.bin", 5_000));
+    void first.client.upload(rec.key).catch(() => undefined); // the page goes away mid-PUT
+    await until(async () => (await first.client.get(rec.key))?.phase === "uploading" && w.server.puts.length === 1, "the PUT started");
+
+    const second = w.page(); // the reloaded page
+    const [listed] = await second.client.pending();
+    assert.equal(listed.key, rec.key);
+    assert.equal(listed.phase, "uploading");
+    assert.ok(listed.file, "the file was kept");
+    const done = await second.client.upload(listed.key);
+    assert.equal(done.status, "completed");
+    assert.deepEqual(keysOf(w.server), [rec.key, rec.key]);
+    assert.equal(w.server.claims.size, 1);
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(w.minted(), 1);
+  });
+
+  it("after a reload between PUT and completion, the replayed create completes it without another PUT", async () => {
+    const w = world();
+    const first = w.page({
+      transport: async (req) => {
+        await w.server.transport(req);
+        return new Promise(() => {}); // stored, but the page is gone before the answer
+      },
+    });
+    const rec = await first.client.add(makeFile("a.bin", 10));
+    void first.client.upload(rec.key);
+    await until(() => w.server.objects.size === 1, "the object is stored");
+    const done = await w.page().client.upload(rec.key);
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.puts.length, 1);
+    assert.deepEqual(keysOf(w.server), [rec.key, rec.key]);
+  });
+
+  it("a file too large to keep is picked again: the same content resumes, other content is refused", async () => {
+    const w = world();
+    const original = makeFile("huge.iso", 3_000, "application/octet-stream", 7);
+    const rec = await w.page({ keepFileBytes: 1_000 }).client.add(original);
+    assert.equal((await w.page().client.get(rec.key))?.file, undefined);
+
+    const { client } = w.page({ keepFileBytes: 1_000 });
+    const needed = await failure(client.upload(rec.key));
+    assert.equal(needed.kind, "file");
+    assert.equal(needed.code, "file_needed");
+    assert.equal(needed.retryable, true);
+
+    const other = makeFile("huge.iso", 3_000, "application/octet-stream", 8);
+    const mismatch = await failure(client.upload(rec.key, { file: other }));
+    assert.equal(mismatch.code, "file_mismatch");
+    const shorter = await failure(client.upload(rec.key, { file: makeFile("huge.iso", 2_999) }));
+    assert.equal(shorter.code, "file_mismatch");
+    assert.equal(w.server.creates.length, 0, "nothing was sent for the wrong files");
+
+    const again = new File([await original.arrayBuffer()], "huge.iso", { type: original.type });
+    const done = await client.upload(rec.key, { file: again });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(keysOf(w.server), [rec.key]);
+    assert.equal(w.minted(), 1);
+  });
+
+  it("Cancel (AbortSignal) pauses; Resume continues with the same key", async () => {
+    const w = world();
+    w.server.putFaults.push("hang");
+    const { client } = w.page();
+    const rec = await client.add(makeFile("a.bin", 10));
+    const ctrl = new AbortController();
+    const run = failure(
+      client.upload(rec.key, {
+        signal: ctrl.signal,
+        onEvent: (e) => {
+          if (e.type === "phase" && e.phase === "uploading") setTimeout(() => ctrl.abort(), 0);
+        },
+      }),
+    );
+    const err = await run;
+    assert.equal(err.kind, "aborted");
+    assert.equal((await client.get(rec.key))?.phase, "paused");
+    await client.upload(rec.key);
+    assert.equal(new Set(keysOf(w.server)).size, 1);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("refuses to run one upload twice at once (page or other tab)", async () => {
+    const w = world();
+    w.server.putFaults.push("hang");
+    const { client } = w.page();
+    const rec = await client.add(makeFile("a.bin", 10));
+    const ctrl = new AbortController();
+    const first = client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    const err = await failure(client.upload(rec.key));
+    assert.equal(err.kind, "busy");
+    ctrl.abort();
+    await first;
+
+    const otherTab = w.page({ locks: { request: async (_n: string, _o: unknown, cb: (l: Lock | null) => unknown) => cb(null) } as unknown as LockManager });
+    assert.equal((await failure(otherTab.client.upload(rec.key))).kind, "busy");
+  });
+
+  it("keeps uploads of another API apart", async () => {
+    const w = world();
+    await w.page().client.add(makeFile("a.bin", 10));
+    assert.equal((await w.page({ apiBase: "https://other.test" }).client.pending()).length, 0);
+    assert.equal((await w.page().client.pending()).length, 1);
+  });
+});
+
+describe("UploadClient: answers that break the contract", () => {
+  it("refuses an answer for another file", async () => {
+    const w = world();
+    const { client } = w.page({
+      fetch: async () =>
+        json(201, {
+          uploadId: "u",
+          status: "pending",
+          storageKey: "uploads/u",
+          filename: "x",
+          contentType: "x/y",
+          bytes: 999,
+          sha256: "0".repeat(64),
+          upload: { method: "PUT", url: "https://s3/u", headers: {}, expiresAt: "2099-01-01T00:00:00Z" },
+        }),
+    });
+    const err = await failure(client.start(makeFile("a.bin", 10)));
+    assert.equal(err.kind, "protocol");
+  });
+});

@@ -1,0 +1,202 @@
+// Test doubles: a virtual clock, and a small simulation of the API and the
+// bucket with the contract's idempotency semantics, whose faults are
+// scripted per request.
+import { createHash } from "node:crypto";
+import { UploadError, abortError } from "../src/errors.js";
+import type { Clock } from "../src/retry.js";
+import type { PutRequest, PutResponse } from "../src/transport.js";
+
+/** Virtual time: sleep records the wait and moves the clock at once. */
+export class FakeClock implements Clock {
+  sleeps: number[] = [];
+  constructor(public t = Date.UTC(2026, 0, 15, 9, 0, 0)) {}
+  now(): number {
+    return this.t;
+  }
+  async sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw abortError(signal);
+    this.sleeps.push(ms);
+    this.t += ms;
+    await Promise.resolve();
+    if (signal?.aborted) throw abortError(signal);
+  }
+}
+
+/** A scripted fault for the next request of a kind. */
+export type Fault =
+  | "network" // fails before reaching the server
+  | "lose-response" // the server does the work, the client sees a network error
+  | "hang" // never answers (until aborted)
+  | { status: number; body?: string; headers?: Record<string, string> };
+
+interface Claim {
+  key: string;
+  fingerprint: string;
+  uploadId: string;
+  filename: string;
+  contentType: string;
+  size: number;
+  sha256: string;
+  expiresAt: number;
+  url: string;
+}
+
+export interface SeenRequest {
+  method: string;
+  path: string;
+  key?: string;
+  body?: string;
+  fault?: Fault;
+}
+
+/**
+ * The API (POST /uploads, GET /uploads/{id}) and the bucket, in memory.
+ * Creates are idempotent per key; a PUT stores an object only with the
+ * signed headers and the exact bytes, before the URL expires.
+ */
+export class FakeServer {
+  readonly requests: SeenRequest[] = [];
+  readonly puts: { url: string; headers: Record<string, string>; size: number; fault?: Fault }[] = [];
+  readonly createFaults: Fault[] = [];
+  readonly putFaults: Fault[] = [];
+  readonly getFaults: Fault[] = [];
+  /** Lifetimes of the URLs of the next first-time creates and refreshes (default 15 min). */
+  readonly ttls: number[] = [];
+  /** Status polls that still answer pending (a late S3 event). */
+  pendingPolls = 0;
+  readonly claims = new Map<string, Claim>();
+  readonly objects = new Map<string, { sha256: string; size: number; contentType: string }>();
+  private seq = 0;
+
+  constructor(private readonly clock: Clock) {}
+
+  get creates(): SeenRequest[] {
+    return this.requests.filter((r) => r.method === "POST");
+  }
+
+  fetch: typeof fetch = async (input, init) => {
+    const url = new URL(String(input));
+    const method = init?.method ?? "GET";
+    const headers = new Headers(init?.headers);
+    const signal = init?.signal ?? undefined;
+    const seen: SeenRequest = { method, path: url.pathname, key: headers.get("Idempotency-Key") ?? undefined, body: init?.body as string | undefined };
+    this.requests.push(seen);
+    if (method === "POST" && url.pathname.endsWith("/uploads")) {
+      return this.withFault(this.createFaults.shift(), seen, signal, () => this.create(seen.key, seen.body ?? ""));
+    }
+    const m = /\/uploads\/([^/]+)$/.exec(url.pathname);
+    if (method === "GET" && m) return this.withFault(this.getFaults.shift(), seen, signal, () => this.status(m[1]));
+    return json(404, { error: "not_found", message: "no route" });
+  };
+
+  transport = async (req: PutRequest): Promise<PutResponse> => {
+    const size = req.body.size;
+    const fault = this.putFaults.shift();
+    this.puts.push({ url: req.url, headers: { ...req.headers }, size, fault });
+    if (fault === "network") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+    if (fault === "hang") {
+      return new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(abortError(req.signal)), { once: true }));
+    }
+    if (fault && fault !== "lose-response") return { status: fault.status, text: fault.body ?? "", etag: null };
+    req.onProgress?.(Math.floor(size / 2), size);
+    const res = await this.put(req);
+    req.onProgress?.(size, size);
+    if (fault === "lose-response") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+    return res;
+  };
+
+  private async withFault(fault: Fault | undefined, seen: SeenRequest, signal: AbortSignal | undefined, handle: () => Response | Promise<Response>): Promise<Response> {
+    seen.fault = fault;
+    if (signal?.aborted) throw signal.reason;
+    if (fault === "network") throw new TypeError("Failed to fetch");
+    if (fault === "hang") {
+      return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true }));
+    }
+    if (fault === "lose-response") {
+      await handle();
+      throw new TypeError("Failed to fetch");
+    }
+    if (fault) return new Response(fault.body ?? "", { status: fault.status, headers: fault.headers });
+    return handle();
+  }
+
+  private sign(c: Claim): void {
+    c.expiresAt = this.clock.now() + (this.ttls.shift() ?? 15 * 60_000);
+    c.url = `https://bucket.test/uploads/${c.uploadId}?exp=${c.expiresAt}&sig=${++this.seq}`;
+  }
+
+  private create(key: string | undefined, body: string): Response {
+    if (!key) return json(400, { error: "idempotency_key_required", message: "Idempotency-Key is required" });
+    const req = JSON.parse(body) as { filename: string; contentType: string; size: number; sha256: string };
+    const fingerprint = JSON.stringify([req.filename, req.contentType, req.size, req.sha256.toLowerCase()]);
+    let c = this.claims.get(key);
+    if (c && c.fingerprint !== fingerprint) return json(422, { error: "idempotency_key_reuse", message: "this key was used with another request" });
+    const replay = !!c;
+    if (!c) {
+      c = { key, fingerprint, uploadId: `u${++this.seq}`.padEnd(16, "0"), ...req, sha256: req.sha256.toLowerCase(), expiresAt: 0, url: "" };
+      this.sign(c);
+      this.claims.set(key, c);
+    } else if (c.expiresAt <= this.clock.now()) {
+      this.sign(c);
+    }
+    return json(201, this.body(c), replay ? { "Idempotent-Replay": "true" } : {});
+  }
+
+  private status(uploadId: string): Response {
+    const c = [...this.claims.values()].find((x) => x.uploadId === uploadId);
+    if (!c) return json(404, { error: "not_found", message: "no such upload" });
+    if (this.pendingPolls > 0) {
+      this.pendingPolls--;
+      return json(200, this.body(c, true));
+    }
+    return json(200, this.body(c));
+  }
+
+  private body(c: Claim, stillPending = false) {
+    const base = { uploadId: c.uploadId, storageKey: `uploads/${c.uploadId}`, filename: c.filename, contentType: c.contentType, bytes: c.size, sha256: c.sha256 };
+    if (this.objects.has(c.uploadId) && !stillPending) return { ...base, status: "completed", etag: '"etag"', completedAt: new Date(this.clock.now()).toISOString() };
+    const checksum = Buffer.from(c.sha256, "hex").toString("base64");
+    return {
+      ...base,
+      status: "pending",
+      upload: { method: "PUT", url: c.url, headers: { "Content-Type": c.contentType, "x-amz-checksum-sha256": checksum }, expiresAt: new Date(c.expiresAt).toISOString() },
+    };
+  }
+
+  private async put(req: PutRequest): Promise<PutResponse> {
+    const c = [...this.claims.values()].find((x) => x.url === req.url);
+    if (!c) return s3Error(403, "AccessDenied", "signature does not match");
+    if (this.clock.now() >= c.expiresAt) return s3Error(403, "AccessDenied", "Request has expired");
+    if (req.headers["Content-Type"] !== c.contentType || req.body.size !== c.size) return s3Error(403, "SignatureDoesNotMatch", "signed headers differ");
+    const bytes = Buffer.from(await req.body.arrayBuffer());
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    if (Buffer.from(sha256, "hex").toString("base64") !== req.headers["x-amz-checksum-sha256"] || sha256 !== c.sha256) {
+      return s3Error(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.");
+    }
+    this.objects.set(c.uploadId, { sha256, size: bytes.length, contentType: c.contentType });
+    return { status: 200, text: "", etag: '"etag"' };
+  }
+}
+
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
+}
+
+function s3Error(status: number, code: string, message: string): PutResponse {
+  return { status, text: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message></Error>`, etag: null };
+}
+
+export function sha256hex(data: Uint8Array | string): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/** A File with deterministic content. */
+export function makeFile(name: string, size: number, type = "application/octet-stream", seed = 1): File {
+  const bytes = new Uint8Array(size);
+  let x = seed;
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    bytes[i] = x >>> 24;
+  }
+  return new File([bytes], name, { type, lastModified: 1_700_000_000_000 });
+}

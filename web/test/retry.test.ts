@@ -1,0 +1,266 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { UploadError } from "../src/errors.js";
+import { backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
+import { FakeClock } from "./fakes.js";
+
+const transient = (status = 503, retryAfterMs?: number) =>
+  new UploadError({ kind: "api", status, code: "service_unavailable", message: "try later", retryable: true, retryAfterMs });
+
+describe("backoffDelay (full jitter)", () => {
+  const policy = { baseMs: 250, capMs: 10_000 };
+  it("is 0 when random() is 0", () => {
+    for (let n = 0; n < 10; n++) assert.equal(backoffDelay(n, policy, () => 0), 0);
+  });
+  it("stays below min(cap, base·2^attempt)", () => {
+    const justBelowOne = () => 0.999999;
+    const ceilings = [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000];
+    ceilings.forEach((ceiling, n) => {
+      const d = backoffDelay(n, policy, justBelowOne);
+      assert.ok(d < ceiling && d >= ceiling - 1, `retry ${n}: ${d} vs ${ceiling}`);
+    });
+  });
+  it("is uniform over the whole range, not base plus jitter", () => {
+    assert.equal(backoffDelay(3, policy, () => 0.5), 1000);
+    assert.equal(backoffDelay(3, policy, () => 0.1), 200);
+  });
+  it("does not overflow for huge attempt numbers", () => {
+    assert.equal(backoffDelay(5000, policy, () => 0.5), 5000);
+  });
+});
+
+describe("parseRetryAfter", () => {
+  const now = Date.UTC(2026, 0, 15, 9, 0, 0);
+  it("reads delta-seconds", () => {
+    assert.equal(parseRetryAfter("120", now), 120_000);
+    assert.equal(parseRetryAfter(" 3 ", now), 3_000);
+    assert.equal(parseRetryAfter("0", now), 0);
+  });
+  it("reads the three HTTP-date forms as GMT", () => {
+    assert.equal(parseRetryAfter("Thu, 15 Jan 2026 09:00:10 GMT", now), 10_000);
+    assert.equal(parseRetryAfter("Thursday, 15-Jan-26 09:00:07 GMT", now), 7_000);
+    assert.equal(parseRetryAfter("Thu Jan 15 09:00:05 2026", now), 5_000);
+  });
+  it("gives 0 for a date in the past", () => {
+    assert.equal(parseRetryAfter("Thu, 15 Jan 2026 08:00:00 GMT", now), 0);
+  });
+  it("ignores what is neither", () => {
+    for (const v of [null, undefined, "", "soon", "-1", "1.5", "2026-01-15T09:00:10Z", "10 seconds"]) {
+      assert.equal(parseRetryAfter(v, now), undefined, String(v));
+    }
+  });
+});
+
+describe("isRetryableStatus", () => {
+  it("retries only what may succeed when repeated", () => {
+    for (const s of [408, 425, 429, 500, 502, 503, 504]) assert.equal(isRetryableStatus(s), true, String(s));
+    for (const s of [400, 401, 403, 404, 405, 409, 410, 413, 415, 422, 501, 505]) assert.equal(isRetryableStatus(s), false, String(s));
+  });
+  it("retries 409 only as idempotency_in_progress", () => {
+    assert.equal(isRetryableStatus(409, "idempotency_in_progress"), true);
+    assert.equal(isRetryableStatus(409, "conflict"), false);
+    assert.equal(isRetryableStatus(422, "idempotency_in_progress"), false);
+  });
+});
+
+describe("retry", () => {
+  it("retries transient failures with full-jitter backoff, then succeeds", async () => {
+    const clock = new FakeClock();
+    const infos: RetryInfo[] = [];
+    let calls = 0;
+    const out = await retry(
+      async () => {
+        if (++calls < 4) throw transient();
+        return "ok";
+      },
+      { clock, random: () => 0.5, policy: { baseMs: 100, capMs: 1000 }, onRetry: (i) => infos.push(i) },
+    );
+    assert.equal(out, "ok");
+    assert.equal(calls, 4);
+    assert.deepEqual(clock.sleeps, [50, 100, 200]);
+    assert.deepEqual(
+      infos.map((i) => [i.attempt, i.delayMs, i.fromRetryAfter]),
+      [
+        [1, 50, false],
+        [2, 100, false],
+        [3, 200, false],
+      ],
+    );
+  });
+
+  it("honours Retry-After instead of the backoff, capped", async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    await retry(
+      async () => {
+        calls++;
+        if (calls === 1) throw transient(503, 2_000);
+        if (calls === 2) throw transient(429, 3_600_000);
+        return "ok";
+      },
+      { clock, random: () => 0.5, policy: { retryAfterCapMs: 20_000, deadlineMs: 60_000 } },
+    );
+    assert.deepEqual(clock.sleeps, [2_000, 20_000]);
+  });
+
+  it("never retries other client errors", async () => {
+    for (const [status, code] of [
+      [400, "invalid_request"],
+      [401, "unauthenticated"],
+      [409, "conflict"],
+      [413, "file_too_large"],
+      [422, "idempotency_key_reuse"],
+    ] as const) {
+      const clock = new FakeClock();
+      let calls = 0;
+      const err = await retry(
+        async () => {
+          calls++;
+          throw new UploadError({ kind: "api", status, code, message: "no", retryable: isRetryableStatus(status, code) });
+        },
+        { clock },
+      ).catch((e: unknown) => e);
+      assert.ok(err instanceof UploadError);
+      assert.equal(err.code, code);
+      assert.equal(err.attempts, 1);
+      assert.equal(calls, 1, `${status} ${code} was retried`);
+      assert.deepEqual(clock.sleeps, []);
+    }
+  });
+
+  it("retries 409 idempotency_in_progress after its Retry-After", async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    await retry(
+      async () => {
+        if (++calls === 1) {
+          throw new UploadError({ kind: "api", status: 409, code: "idempotency_in_progress", message: "busy", retryable: isRetryableStatus(409, "idempotency_in_progress"), retryAfterMs: 1_000 });
+        }
+      },
+      { clock },
+    );
+    assert.equal(calls, 2);
+    assert.deepEqual(clock.sleeps, [1_000]);
+  });
+
+  it("does not retry errors it does not know", async () => {
+    let calls = 0;
+    await assert.rejects(
+      retry(
+        async () => {
+          calls++;
+          throw new RangeError("bug");
+        },
+        { clock: new FakeClock() },
+      ),
+      RangeError,
+    );
+    assert.equal(calls, 1);
+  });
+
+  it("stops at maxAttempts with the last error and its attempt count", async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    const err = await retry(
+      async () => {
+        calls++;
+        throw transient();
+      },
+      { clock, random: () => 0, policy: { maxAttempts: 4 } },
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "api");
+    assert.equal(err.attempts, 4);
+    assert.equal(calls, 4);
+  });
+
+  it("gives up before a wait would cross the overall deadline", async () => {
+    const clock = new FakeClock();
+    const start = clock.now();
+    let calls = 0;
+    const err = await retry(
+      async () => {
+        calls++;
+        clock.t += 100; // each attempt takes 100 ms
+        throw transient();
+      },
+      { clock, random: () => 0.999, policy: { baseMs: 500, capMs: 2_000, deadlineMs: 5_000, maxAttempts: 100 } },
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "deadline");
+    assert.equal(err.retryable, true);
+    assert.equal(err.status, 503);
+    assert.equal(err.attempts, calls);
+    assert.ok(clock.now() - start <= 5_000, `ran ${clock.now() - start} ms past a 5 s deadline`);
+    assert.ok(calls >= 3 && calls < 10, `${calls} attempts`);
+    assert.ok(err.cause instanceof UploadError);
+  });
+
+  it("gives each attempt what is left of the deadline as its time limit", async () => {
+    const clock = new FakeClock();
+    const limits: number[] = [];
+    await retry(
+      async (ctx) => {
+        limits.push(ctx.timeoutMs);
+        clock.t += 4_000;
+        if (ctx.attempt < 3) throw transient(503, 0);
+      },
+      { clock, policy: { attemptTimeoutMs: 5_000, deadlineMs: 10_000 } },
+    );
+    assert.deepEqual(limits, [5_000, 5_000, 2_000]);
+  });
+
+  it("stops at once when aborted before or between attempts", async () => {
+    const ctrl = new AbortController();
+    ctrl.abort();
+    let calls = 0;
+    const err = await retry(async () => void calls++, { clock: new FakeClock(), signal: ctrl.signal }).catch((e: unknown) => e);
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "aborted");
+    assert.equal(calls, 0);
+  });
+
+  it("stops a real backoff sleep when aborted (mock timers)", async (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    const ctrl = new AbortController();
+    let calls = 0;
+    const p = retry(
+      async () => {
+        calls++;
+        throw transient();
+      },
+      { clock: systemClock, random: () => 0.5, policy: { baseMs: 10_000, capMs: 10_000, deadlineMs: Infinity }, signal: ctrl.signal },
+    );
+    const settled = p.then(
+      () => "resolved",
+      (e: unknown) => e,
+    );
+    await new Promise<void>((r) => queueMicrotask(r));
+    await Promise.resolve();
+    t.mock.timers.tick(4_999); // not yet time for the second attempt
+    assert.equal(calls, 1);
+    ctrl.abort();
+    const err = await settled;
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "aborted");
+    assert.equal(calls, 1);
+  });
+
+  it("waits for real with systemClock (mock timers)", async (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    let calls = 0;
+    const p = retry(
+      async () => {
+        if (++calls === 1) throw transient(503, 7_000);
+        return calls;
+      },
+      { clock: systemClock, policy: { deadlineMs: Infinity } },
+    );
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    t.mock.timers.tick(6_999);
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    assert.equal(calls, 1);
+    t.mock.timers.tick(1);
+    assert.equal(await p, 2);
+  });
+});
