@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,10 +54,23 @@ type benchLine struct {
 func main() {
 	count := flag.Int("count", 1000, "requests per load run")
 	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (front door and in-process functions included) here")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, *count, *out); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

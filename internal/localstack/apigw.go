@@ -130,26 +130,58 @@ func buildEvent(r *http.Request, route Route, params map[string]string, claims m
 	return ev
 }
 
-// eventJSON encodes ev as API Gateway sends it. events.APIGatewayV2HTTPRequest
-// would add requestContext.authentication (sent only with mutual TLS) and
-// drop jwt.scopes, which AWS sends as null.
+// eventJSON encodes ev as API Gateway sends it, in one pass:
+// events.APIGatewayV2HTTPRequest alone would add requestContext.authentication
+// (sent only with mutual TLS) and drop jwt.scopes, which AWS sends as null.
 func eventJSON(ev events.APIGatewayV2HTTPRequest) ([]byte, error) {
-	raw, err := json.Marshal(ev)
-	if err != nil {
-		return nil, err
+	type jwt struct {
+		Claims map[string]string `json:"claims"`
+		Scopes []string          `json:"scopes"`
 	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+	type authorizer struct {
+		JWT *jwt `json:"jwt,omitempty"`
 	}
-	rc := m["requestContext"].(map[string]any)
-	delete(rc, "authentication")
-	if a, ok := rc["authorizer"].(map[string]any); ok {
-		if jwt, ok := a["jwt"].(map[string]any); ok && jwt["scopes"] == nil {
-			jwt["scopes"] = nil
-		}
+	type requestContext struct {
+		RouteKey     string                                               `json:"routeKey"`
+		AccountID    string                                               `json:"accountId"`
+		Stage        string                                               `json:"stage"`
+		RequestID    string                                               `json:"requestId"`
+		Authorizer   *authorizer                                          `json:"authorizer,omitempty"`
+		APIID        string                                               `json:"apiId"`
+		DomainName   string                                               `json:"domainName"`
+		DomainPrefix string                                               `json:"domainPrefix"`
+		Time         string                                               `json:"time"`
+		TimeEpoch    int64                                                `json:"timeEpoch"`
+		HTTP         events.APIGatewayV2HTTPRequestContextHTTPDescription `json:"http"`
 	}
-	return json.Marshal(m)
+	type event struct {
+		Version               string            `json:"version"`
+		RouteKey              string            `json:"routeKey"`
+		RawPath               string            `json:"rawPath"`
+		RawQueryString        string            `json:"rawQueryString"`
+		Cookies               []string          `json:"cookies,omitempty"`
+		Headers               map[string]string `json:"headers"`
+		QueryStringParameters map[string]string `json:"queryStringParameters,omitempty"`
+		PathParameters        map[string]string `json:"pathParameters,omitempty"`
+		RequestContext        requestContext    `json:"requestContext"`
+		Body                  string            `json:"body,omitempty"`
+		IsBase64Encoded       bool              `json:"isBase64Encoded"`
+	}
+	rc := ev.RequestContext
+	out := event{
+		Version: ev.Version, RouteKey: ev.RouteKey, RawPath: ev.RawPath, RawQueryString: ev.RawQueryString,
+		Cookies: ev.Cookies, Headers: ev.Headers, QueryStringParameters: ev.QueryStringParameters,
+		PathParameters: ev.PathParameters, Body: ev.Body, IsBase64Encoded: ev.IsBase64Encoded,
+		RequestContext: requestContext{
+			RouteKey: rc.RouteKey, AccountID: rc.AccountID, Stage: rc.Stage, RequestID: rc.RequestID,
+			APIID: rc.APIID, DomainName: rc.DomainName, DomainPrefix: rc.DomainPrefix, Time: rc.Time,
+			TimeEpoch: rc.TimeEpoch, HTTP: rc.HTTP,
+		},
+	}
+	if rc.Authorizer != nil && rc.Authorizer.JWT != nil {
+		out.RequestContext.Authorizer = &authorizer{JWT: &jwt{Claims: rc.Authorizer.JWT.Claims, Scopes: rc.Authorizer.JWT.Scopes}}
+	}
+	return json.Marshal(out)
 }
 
 // isTextual: API Gateway passes these bodies as text, others base64.
@@ -204,16 +236,15 @@ func jwtClaims(authorization string) (map[string]string, error) {
 // writeResponse writes a function's payload format 2.0 response. A result
 // without a statusCode is, as API Gateway treats it, a 200 JSON body.
 func writeResponse(w http.ResponseWriter, payload []byte) error {
-	var resp events.APIGatewayV2HTTPResponse
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(payload, &probe) != nil || probe["statusCode"] == nil {
+	var resp struct {
+		events.APIGatewayV2HTTPResponse
+		StatusCode *int `json:"statusCode"` // nil: not a proxy response
+	}
+	if json.Unmarshal(payload, &resp) != nil || resp.StatusCode == nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(payload)
 		return err
-	}
-	if err := json.Unmarshal(payload, &resp); err != nil {
-		return fmt.Errorf("function response: %w", err)
 	}
 	for k, v := range resp.Headers {
 		w.Header().Set(k, v)
@@ -236,7 +267,7 @@ func writeResponse(w http.ResponseWriter, payload []byte) error {
 	if w.Header().Get("Content-Type") == "" && len(body) > 0 {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(*resp.StatusCode)
 	_, err := w.Write(body)
 	return err
 }
