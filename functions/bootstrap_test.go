@@ -120,15 +120,9 @@ func TestBootstrapsUnderRIE(t *testing.T) {
 	}
 
 	// PUT the bytes to the presigned URL.
-	req, _ := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
-	for k, v := range u.Upload.Headers {
-		req.Header.Set(k, v)
+	if code, err := testenv.PutPresigned(u, content, nil); err != nil || code != 200 {
+		t.Fatalf("PUT: %d %v", code, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
-	resp.Body.Close()
 	head, err := s3Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &u.StorageKey})
 	if err != nil {
 		t.Fatal(err)

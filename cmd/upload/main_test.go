@@ -61,14 +61,7 @@ func TestStateFile(t *testing.T) {
 // The CLI against a real local stack: uploads, replays with the same key,
 // resumes after being killed mid-PUT, and exits with the documented codes.
 func TestCLIEndToEnd(t *testing.T) {
-	for _, tool := range []string{"dynoxide", "versitygw"} {
-		if _, err := services.Binary(tool); err != nil {
-			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	testenv.RequireTools(t, "dynoxide", "versitygw")
 	st, err := localstack.Start(context.Background(), localstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli", Bucket: "uploads-cli",
 		Env: func(k string) (string, bool) {

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -199,12 +198,8 @@ func TestFaultsDuringCompletion(t *testing.T) {
 			created := r.post(t, "complete-fault-"+kind.String())
 			var u upload.Upload
 			_ = json.Unmarshal([]byte(created.Body), &u)
-			req, _ := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
-			for k, v := range u.Upload.Headers {
-				req.Header.Set(k, v)
-			}
-			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-				t.Fatalf("PUT: %v %v", resp, err)
+			if code, err := testenv.PutPresigned(u, content, nil); err != nil || code != 200 {
+				t.Fatalf("PUT: %d %v", code, err)
 			}
 			ev := events.S3Event{Records: []events.S3EventRecord{{
 				EventName: "ObjectCreated:Put", EventTime: time.Now(),

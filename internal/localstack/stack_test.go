@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -27,14 +26,7 @@ import (
 
 func startStack(t *testing.T, rie bool) *Stack {
 	t.Helper()
-	for _, tool := range []string{"dynoxide", "versitygw", "aws-lambda-rie"} {
-		if _, err := services.Binary(tool); err != nil {
-			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
 	cfg := Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
@@ -108,15 +100,9 @@ func TestWalkthrough(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			req, _ := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
-			for k, v := range u.Upload.Headers {
-				req.Header.Set(k, v)
+			if code, err := testenv.PutPresigned(u, content, nil); err != nil || code != 200 {
+				t.Fatalf("PUT: %d %v", code, err)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("PUT: %v %v", resp, err)
-			}
-			resp.Body.Close()
 
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
@@ -165,13 +151,7 @@ func TestWalkthrough(t *testing.T) {
 					// Once one PUT has been finalized, replays carry the completed
 					// body, without upload instructions.
 					if v.Upload != nil {
-						put, _ := http.NewRequest(v.Upload.Method, v.Upload.URL, bytes.NewReader(raced))
-						for k, h := range v.Upload.Headers {
-							put.Header.Set(k, h)
-						}
-						if resp, err := http.DefaultClient.Do(put); err == nil {
-							resp.Body.Close()
-						}
+						_, _ = testenv.PutPresigned(v, raced, nil)
 					}
 				})
 			}

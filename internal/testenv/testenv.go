@@ -7,9 +7,13 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -23,6 +27,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Region, AccessKey and SecretKey are the local servers' static settings.
@@ -200,4 +205,40 @@ func (s *Shared) Stop() {
 	if s.proc != nil {
 		_ = s.proc.Stop()
 	}
+}
+
+// RequireTools skips t (or, under REQUIRE_INTEGRATION=1, fails it) unless
+// the named tools are installed.
+func RequireTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		_, err := services.Binary(tool)
+		need(t, err)
+	}
+}
+
+// PutPresigned sends body to an upload's presigned URL with plain net/http
+// and the headers the upload lists, changed by tweak (if not nil), and
+// returns S3's status code.
+func PutPresigned(u upload.Upload, body []byte, tweak func(*http.Request)) (int, error) {
+	if u.Upload == nil {
+		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
+	}
+	req, err := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range u.Upload.Headers {
+		req.Header.Set(k, v)
+	}
+	if tweak != nil {
+		tweak(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/localstack"
-	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/client"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -26,14 +25,7 @@ import (
 
 func startStack(t *testing.T, env map[string]string) *localstack.Stack {
 	t.Helper()
-	for _, tool := range []string{"dynoxide", "versitygw"} {
-		if _, err := services.Binary(tool); err != nil {
-			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	testenv.RequireTools(t, "dynoxide", "versitygw")
 	st, err := localstack.Start(context.Background(), localstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test",
