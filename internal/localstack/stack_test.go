@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -189,5 +190,41 @@ func TestCORSPreflights(t *testing.T) {
 		if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") == "" {
 			t.Errorf("%s preflight: %d %v", name, resp.StatusCode, resp.Header)
 		}
+	}
+}
+
+// Close stops every child: a second stack on the same ports and data
+// directory starts cleanly (a leftover server would hold a port), and
+// finds the first one's data.
+func TestRestartOnSamePorts(t *testing.T) {
+	testenv.RequireTools(t, "dynoxide", "versitygw")
+	var ports [3]int
+	for i := range ports {
+		p, err := services.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	cfg := Config{
+		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-restart", Bucket: "uploads-restart",
+		APIPort: ports[0], DynamoPort: ports[1], S3Port: ports[2],
+	}
+	first, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := call(t, "POST", first.APIURL+"/uploads", "restart-key-000001", createBody([]byte("kept")))
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("second start on the same ports: %v", err)
+	}
+	defer second.Close()
+	replay := call(t, "POST", second.APIURL+"/uploads", "restart-key-000001", createBody([]byte("kept")))
+	if created.status != 201 || replay.status != 201 || !bytes.Equal(created.body, replay.body) {
+		t.Fatalf("before %d %s, after restart %d %s", created.status, created.body, replay.status, replay.body)
 	}
 }
