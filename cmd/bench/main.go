@@ -16,14 +16,18 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/callcount"
@@ -67,7 +71,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	ctx, stop := signalContext()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *count, *out); err != nil {
 		pprof.StopCPUProfile()
@@ -86,7 +90,7 @@ func run(ctx context.Context, count int, out string) error {
 	defer os.RemoveAll(dir)
 	st, err := localstack.Start(ctx, localstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
-		APIOptions: append([]func(*middlewareStack) error(nil), calls.Middleware),
+		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -306,5 +310,5 @@ func machine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s, %d cores shared by the load generator, the front door, the functions and both servers", cpu, numCPU())
+	return fmt.Sprintf("%s, %d cores shared by the load generator, the front door, the functions and both servers", cpu, runtime.NumCPU())
 }

@@ -1,27 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"runtime"
-	"syscall"
 	"time"
-
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/bench"
 )
-
-type middlewareStack = middleware.Stack
-
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-func numCPU() int { return runtime.NumCPU() }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
