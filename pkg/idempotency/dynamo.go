@@ -62,11 +62,31 @@ type DynamoStore struct {
 
 // NewDynamoStore returns a store on table.
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
+	return &DynamoStore{client: client, table: table, opts: newOptions(optFns)}
+}
+
+func newOptions(optFns []func(*Options)) Options {
 	o := Options{TTL: 24 * time.Hour, Lease: 30 * time.Second, Now: time.Now}
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	return &DynamoStore{client: client, table: table, opts: o}
+	return o
+}
+
+// stamp sets what a claim at now records besides the caller's fields:
+// timestamps, expiry, the lease of an in-progress claim, and a non-nil Data.
+// Times have the precision they are stored with.
+func (o *Options) stamp(rec Record, now time.Time) Record {
+	rec.CreatedAt, rec.UpdatedAt = truncMillis(now), truncMillis(now)
+	rec.ExpiresAt = time.Unix(now.Add(o.TTL).Unix(), 0)
+	rec.LeaseExpiresAt = time.Time{}
+	if rec.State == StateInProgress {
+		rec.LeaseExpiresAt = truncMillis(now.Add(o.Lease))
+	}
+	if rec.Data == nil {
+		rec.Data = map[string]string{}
+	}
+	return rec
 }
 
 // Attribute names of a stored Record. expires_at (epoch seconds) is the
@@ -185,15 +205,7 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 	// released) before the fallback read sees it.
 	for attempt := 0; ; attempt++ {
 		now := s.opts.Now()
-		rec.CreatedAt, rec.UpdatedAt = truncMillis(now), truncMillis(now)
-		rec.ExpiresAt = time.Unix(now.Add(s.opts.TTL).Unix(), 0)
-		rec.LeaseExpiresAt = time.Time{}
-		if rec.State == StateInProgress {
-			rec.LeaseExpiresAt = truncMillis(now.Add(s.opts.Lease))
-		}
-		if rec.Data == nil {
-			rec.Data = map[string]string{}
-		}
+		rec = s.opts.stamp(rec, now)
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           &s.table,
 			Item:                                toItem(rec),

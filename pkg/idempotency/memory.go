@@ -22,11 +22,7 @@ var _ Store = (*MemoryStore)(nil)
 // NewMemoryStore returns an empty store with the same Options as
 // NewDynamoStore.
 func NewMemoryStore(optFns ...func(*Options)) *MemoryStore {
-	o := Options{TTL: 24 * time.Hour, Lease: 30 * time.Second, Now: time.Now}
-	for _, fn := range optFns {
-		fn(&o)
-	}
-	return &MemoryStore{opts: o, records: map[ID]Record{}}
+	return &MemoryStore{opts: newOptions(optFns), records: map[ID]Record{}}
 }
 
 // Len returns how many records are stored, live or expired.
@@ -48,16 +44,7 @@ func (m *MemoryStore) Claim(_ context.Context, rec Record) (ClaimResult, error) 
 		(holder.State != StateInProgress || !holder.LeaseExpiresAt.Before(truncMillis(now))) {
 		return judgeHolder(rec, clone(holder), now)
 	}
-	rec.CreatedAt, rec.UpdatedAt = truncMillis(now), truncMillis(now)
-	rec.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
-	rec.LeaseExpiresAt = time.Time{}
-	if rec.State == StateInProgress {
-		rec.LeaseExpiresAt = truncMillis(now.Add(m.opts.Lease))
-	}
-	if rec.Data == nil {
-		rec.Data = map[string]string{}
-	}
-	rec = clone(rec)
+	rec = clone(m.opts.stamp(rec, now))
 	m.records[rec.ID] = rec
 	return ClaimResult{Record: clone(rec)}, nil
 }
