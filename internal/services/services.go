@@ -48,9 +48,6 @@ func (p *Process) Stop() error {
 	return nil
 }
 
-// Exited is closed when the server process ends.
-func (p *Process) Exited() <-chan struct{} { return p.done }
-
 // ToolsDir is where the pinned binaries live: $TOOLS_DIR, else .tools at the
 // module root found by walking up from the working directory.
 func ToolsDir() (string, error) {

@@ -70,15 +70,6 @@ func Dynoxide(t testing.TB) string {
 	return p.Endpoint
 }
 
-// Dynalite starts a dynalite server and returns its endpoint.
-func Dynalite(t testing.TB) string {
-	t.Helper()
-	p, err := services.StartDynalite(context.Background(), services.Options{})
-	need(t, err)
-	stopAtEnd(t, p)
-	return p.Endpoint
-}
-
 // Versity starts an S3 server on a temporary directory and returns its
 // endpoint.
 func Versity(t testing.TB) string {
