@@ -99,7 +99,7 @@ func run(ctx context.Context, count int, out string) error {
 	defer st.Close()
 
 	fmt.Fprintln(os.Stderr, "bench: round trips")
-	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.S3URL); err != nil {
+	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.Table, st.S3URL, st.Bucket); err != nil {
 		return err
 	}
 

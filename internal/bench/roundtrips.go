@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/callcount"
@@ -46,10 +45,10 @@ func (r RoundTrips) Line() string {
 		r.Create, r.ReplayPending, r.ReplayCompleted, r.Status, r.Finalize)
 }
 
-// MeasureRoundTrips runs each path once against the DynamoDB and S3 servers
-// at the endpoints (creating a table and a bucket there) with every SDK
+// MeasureRoundTrips runs each path once against an existing table and
+// bucket on the DynamoDB and S3 servers at the endpoints, with every SDK
 // call counted.
-func MeasureRoundTrips(ctx context.Context, dynamoURL, s3URL string) (RoundTrips, error) {
+func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
 	var calls callcount.Counter
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "localsecret", "")}
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
@@ -60,19 +59,6 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, s3URL string) (RoundTrips
 		o.BaseEndpoint, o.UsePathStyle = &s3URL, true
 		o.APIOptions = append(o.APIOptions, calls.Middleware)
 	})
-	suffix := fmt.Sprint(time.Now().UnixNano())
-	table, bucket := "bench-rt-"+suffix, "bench-rt-"+suffix
-	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            &table,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		return RoundTrips{}, fmt.Errorf("create table: %w", err)
-	}
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
-		return RoundTrips{}, fmt.Errorf("create bucket: %w", err)
-	}
 	presigner, err := upload.NewSigV4Presigner(ctx, s3c, bucket)
 	if err != nil {
 		return RoundTrips{}, err

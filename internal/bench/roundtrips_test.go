@@ -11,7 +11,10 @@ import (
 // The design's round-trip budget, held exactly: this test fails the day any
 // path needs one more call.
 func TestRoundTripBudget(t *testing.T) {
-	rt, err := MeasureRoundTrips(context.Background(), testenv.Dynoxide(t), testenv.Versity(t))
+	dynamoURL, s3URL := testenv.Dynoxide(t), testenv.Versity(t)
+	table := testenv.NewTable(t, testenv.DynamoClient(dynamoURL, nil))
+	bucket := testenv.NewBucket(t, testenv.S3Client(s3URL, nil))
+	rt, err := MeasureRoundTrips(context.Background(), dynamoURL, table, s3URL, bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
