@@ -3,7 +3,7 @@
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build both Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start
-#   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged
+#   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -82,7 +82,8 @@ bench: tools
 
 # Chaos: clients upload through the local stack while faults are injected;
 # prints "chaos: R requests, F faults, U uploads, D duplicate objects,
-# L lost uploads, W wedged keys" and fails unless D, L and W are 0.
+# L lost uploads, W wedged keys, M misdirected answers" and fails unless D,
+# L, W and M are 0.
 # Longer: make chaos CHAOS_FLAGS="--duration 5m".
 chaos: tools
 	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)

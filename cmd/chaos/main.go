@@ -6,14 +6,17 @@
 // reordered) or dropped. It then checks every key against the bucket and
 // the table and prints one line:
 //
-//	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys
+//	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys, M misdirected answers
 //
-// D, L and W must be 0; the exit status is 1 otherwise.
+// D, L, W and M must be 0; the exit status is 1 otherwise. M counts answers
+// that belong to another request: the client refuses a create answer that
+// does not echo its own request, and every upload id must be its key's.
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +40,7 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/localstack"
 	"github.com/onceupload/onceupload/pkg/client"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -95,7 +99,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	var eventsTotal, eventFaults atomic.Int64
+	var eventsTotal, eventFaults, misdirected atomic.Int64
 	var dynamoProxy *faults.Proxy
 	var rndMu sync.Mutex
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
@@ -187,7 +191,16 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			defer cancel()
 		}
 		res, err := c.Upload(uctx, l.path, client.UploadInput{Key: l.key})
-		if err == nil {
+		var e *client.Error
+		switch {
+		case errors.As(err, &e) && e.Code == client.CodeAnswerMismatch:
+			misdirected.Add(1)
+			fmt.Fprintf(os.Stderr, "chaos: key %s got another request's answer: %v\n", l.key, err)
+		case err == nil:
+			if !ownedBy(res.Upload.UploadID, l.key) {
+				misdirected.Add(1)
+				fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
+			}
 			l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
 		}
 	}
@@ -235,6 +248,10 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			fmt.Fprintf(os.Stderr, "chaos: wedged key %s: %v\n", l.key, err)
 			continue
 		}
+		if !ownedBy(res.Upload.UploadID, l.key) {
+			misdirected.Add(1)
+			fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
+		}
 		l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
 	}
 
@@ -266,9 +283,16 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	}
 	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load()
 	injected := dynamoProxy.Faults() + s3Proxy.Faults() + eventFaults.Load()
-	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads, %d duplicate objects, %d lost uploads, %d wedged keys\n",
-		requests, injected, len(uploads), duplicates, lost, wedged)
-	return duplicates+lost+wedged > 0, nil
+	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads, %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers\n",
+		requests, injected, len(uploads), duplicates, lost, wedged, misdirected.Load())
+	return duplicates+lost+wedged+int(misdirected.Load()) > 0, nil
+}
+
+// ownedBy reports whether uploadID belongs to key: upload ids start with
+// the hash of (tenant, key), and every chaos client is the local tenant.
+func ownedBy(uploadID, key string) bool {
+	id, err := upload.ParseUploadID(uploadID)
+	return err == nil && id == idempotency.NewID(localstack.LocalTenant, key)
 }
 
 func newLogical(dir string, i int64) (*logical, error) {

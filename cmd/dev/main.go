@@ -42,6 +42,7 @@ func main() {
 		Env:          os.LookupEnv,
 		Logger:       logger,
 		StaticDir:    env("STATIC_DIR", "web/dist"),
+		Concurrency:  number("DEV_CONCURRENCY", localstack.DefaultConcurrency, 1, 1024),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,11 +70,13 @@ func env(name, def string) string {
 	return def
 }
 
-func port(name string, def int) int {
-	p, err := strconv.Atoi(env(name, strconv.Itoa(def)))
-	if err != nil || p < 0 || p > 65535 {
-		fmt.Fprintf(os.Stderr, "dev: %s=%q is not a port\n", name, os.Getenv(name))
+func port(name string, def int) int { return number(name, def, 0, 65535) }
+
+func number(name string, def, lo, hi int) int {
+	n, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+	if err != nil || n < lo || n > hi {
+		fmt.Fprintf(os.Stderr, "dev: %s=%q: want a whole number from %d to %d\n", name, os.Getenv(name), lo, hi)
 		os.Exit(2)
 	}
-	return p
+	return n
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// ObjectCreated function: how many copies (0 drops it) and after what
 	// delay (a later one overtakes an earlier one). Defaults to once, now.
 	Deliver func() (copies int, delay time.Duration)
+	// Concurrency caps the instances of each function, as a reserved
+	// concurrency does; more invocations wait for a free instance. Each
+	// instance serves one invocation at a time. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
 }
 
 // Stack is a running local system.
@@ -96,9 +101,9 @@ type Stack struct {
 	cfg               Config
 	spec              *Spec
 	functionDynamoURL string
-	procs             []*services.Process
+	procs             procList
 	servers           []*http.Server
-	invokers          map[string]Invoker
+	invokers          map[string]*functionPool
 	pending           sync.WaitGroup // asynchronous finalize invocations
 	closed            chan struct{}
 }
@@ -115,6 +120,9 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
 	if cfg.Env == nil {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
@@ -128,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			return nil, err
 		}
 	}
-	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]Invoker{}, closed: make(chan struct{}), Mode: "in-process"}
+	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]*functionPool{}, closed: make(chan struct{}), Mode: "in-process"}
 	if cfg.RIE {
 		st.Mode = "Runtime Interface Emulator"
 	}
@@ -144,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err != nil {
 		return st, err
 	}
-	st.procs = append(st.procs, ddb)
+	_ = st.procs.add(ddb)
 	st.DynamoURL, st.functionDynamoURL = ddb.Endpoint, ddb.Endpoint
 	if cfg.FunctionDynamo != nil {
 		if st.functionDynamoURL, err = cfg.FunctionDynamo(ddb.Endpoint); err != nil {
@@ -165,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err != nil {
 		return st, err
 	}
-	st.procs = append(st.procs, gw)
+	_ = st.procs.add(gw)
 	st.S3URL = gw.Endpoint
 
 	if err := st.createResources(ctx); err != nil {
@@ -275,41 +283,61 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 	}
 	if st.cfg.RIE {
 		for _, fn := range functions {
-			bootstrap := filepath.Join(st.cfg.BootstrapDir, fn, "bootstrap")
-			vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_LAMBDA_LOG_FORMAT=JSON"}
-			for k, v := range env {
-				vars = append(vars, k+"="+v)
-			}
-			p, err := services.StartRIE(ctx, services.RIEOptions{
-				Options:   services.Options{LogPath: filepath.Join(st.cfg.DataDir, "logs", fn+".log")},
-				Bootstrap: bootstrap, Env: vars,
-			})
-			if err != nil {
-				return fmt.Errorf("%s under the emulator (build it with make build LAMBDA_ARCH=amd64): %w", fn, err)
-			}
-			st.procs = append(st.procs, p)
-			st.invokers[fn] = &rieInvoker{url: p.Endpoint + services.InvokePath}
+			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, st.rieStarter(fn, env))
 		}
-		return nil
+	} else {
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
+			config.WithRegion(Region),
+			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
+			config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil),
+			config.WithAPIOptions(st.cfg.APIOptions))
+		if err != nil {
+			return err
+		}
+		// Each logical id gets the handler of its kind, as its bootstrap
+		// would; every instance has its own, sharing the service (its AWS
+		// clients are safe for concurrent use).
+		for _, fn := range functions {
+			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger}).Handle
+			if fn == st.spec.ObjectCreatedFunction {
+				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger}).Handle
+			}
+			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
+				return lambda.NewHandler(handler), nil
+			})
+		}
 	}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
-		config.WithRegion(Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
-		config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil),
-		config.WithAPIOptions(st.cfg.APIOptions))
-	if err != nil {
-		return err
-	}
-	// Each logical id gets the handler of its kind, as its bootstrap would.
+	// One warm instance each, so that a missing or broken bootstrap fails
+	// the start rather than the first request.
 	for _, fn := range functions {
-		if fn == st.spec.ObjectCreatedFunction {
-			st.invokers[fn] = lambda.NewHandler((&finalize.Handler{Service: svc, Logger: st.cfg.Logger}).Handle)
-		} else {
-			st.invokers[fn] = lambda.NewHandler((&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger}).Handle)
+		if err := st.invokers[fn].warm(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// rieStarter starts instances of fn: its bootstrap under its own emulator.
+func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.Context) (Invoker, error) {
+	bootstrap := filepath.Join(st.cfg.BootstrapDir, fn, "bootstrap")
+	vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_LAMBDA_LOG_FORMAT=JSON"}
+	for k, v := range env {
+		vars = append(vars, k+"="+v)
+	}
+	return func(ctx context.Context) (Invoker, error) {
+		p, err := services.StartRIE(ctx, services.RIEOptions{
+			Options:   services.Options{LogPath: filepath.Join(st.cfg.DataDir, "logs", fn+".log")},
+			Bootstrap: bootstrap, Env: vars,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s under the emulator (build it with make build LAMBDA_ARCH=amd64): %w", fn, err)
+		}
+		if err := st.procs.add(p); err != nil {
+			return nil, err
+		}
+		return &rieInvoker{url: p.Endpoint + services.InvokePath}, nil
+	}
 }
 
 // handleAPI is API Gateway: route, CORS, authorizer, event, invoke, answer.
@@ -429,9 +457,7 @@ func (st *Stack) Close() error {
 		_ = srv.Shutdown(ctx)
 	}
 	st.pending.Wait()
-	for _, p := range slices.Backward(st.procs) {
-		_ = p.Stop()
-	}
+	st.procs.stopAll()
 	return nil
 }
 

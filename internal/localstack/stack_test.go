@@ -130,15 +130,19 @@ func TestWalkthrough(t *testing.T) {
 				t.Fatalf("status %d %s\nreplay %d %s", status.status, status.body, done.status, done.body)
 			}
 
-			// 50 clients race one new key: one upload id, one object.
+			// 50 clients race each of two new keys at once: one upload id and
+			// one object per key, and every client gets its own key's upload
+			// (with one key, a swapped answer would look the same).
 			const n = 50
-			ids := make([]string, n)
+			keys := [2]string{"walkthrough-key-0002", "walkthrough-key-0003"}
+			ids := make([]string, 2*n)
 			var wg sync.WaitGroup
-			raced := []byte("raced by fifty clients")
-			for i := range n {
+			for i := range 2 * n {
 				wg.Go(func() {
+					key := keys[i%2]
+					raced := []byte("raced by fifty clients: " + key)
 					req, _ := http.NewRequest("POST", st.APIURL+"/uploads", bytes.NewReader(createBody(raced)))
-					req.Header.Set("Idempotency-Key", "walkthrough-key-0002")
+					req.Header.Set("Idempotency-Key", key)
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {
 						return
@@ -157,15 +161,16 @@ func TestWalkthrough(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			for i := range n {
-				if ids[i] == "" || ids[i] != ids[0] {
-					t.Fatalf("client %d got upload %q, client 0 %q", i, ids[i], ids[0])
+			for i := range 2 * n {
+				id, err := upload.ParseUploadID(ids[i])
+				if err != nil || ids[i] != ids[i%2] || id != idempotency.NewID(LocalTenant, keys[i%2]) {
+					t.Fatalf("client %d of key %s got upload %q; the first client of that key got %q", i, keys[i%2], ids[i], ids[i%2])
 				}
 			}
 			s3c := testenv.S3Client(st.S3URL, nil)
 			list, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(st.Bucket)})
-			if err != nil || len(list.Contents) != 2 {
-				t.Fatalf("objects: %d, %v; want exactly 2 (one per key)", len(list.Contents), err)
+			if err != nil || len(list.Contents) != 3 {
+				t.Fatalf("objects: %d, %v; want exactly 3 (one per key)", len(list.Contents), err)
 			}
 		})
 	}

@@ -231,7 +231,32 @@ func (c *Client) Create(ctx context.Context, key string, req upload.CreateReques
 	if err := json.Unmarshal(body, &out.Upload); err != nil {
 		return nil, &Error{Op: "create", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
 	}
+	if field := mismatch(&out.Upload, req); field != "" {
+		return nil, &Error{Op: "create", StatusCode: resp.StatusCode, Code: CodeAnswerMismatch,
+			Message: "the answer is for another request (its " + field + " differs); a proxy or the server mixed up responses"}
+	}
 	return out, nil
+}
+
+// CodeAnswerMismatch is the Error.Code of a create whose answer describes
+// another request. It is never retried: the same path may mix it up again,
+// and sending bytes to another upload's URL must not happen.
+const CodeAnswerMismatch = "answer_mismatch"
+
+// mismatch names the first field in which u, an answer to req, differs from
+// what the server echoes back for req; "" when it is req's.
+func mismatch(u *upload.Upload, req upload.CreateRequest) string {
+	switch {
+	case u.Filename != req.Filename:
+		return "filename"
+	case u.ContentType != req.ContentType:
+		return "contentType"
+	case u.Bytes != req.Size:
+		return "size"
+	case !strings.EqualFold(u.SHA256, req.SHA256):
+		return "sha256"
+	}
+	return ""
 }
 
 // Status returns an upload's current state.

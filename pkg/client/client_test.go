@@ -87,7 +87,7 @@ func status(code int, headers map[string]string, body string) func(w http.Respon
 	}
 }
 
-const created = `{"uploadId":"u1","status":"pending","storageKey":"uploads/u1","filename":"a.txt","contentType":"text/plain","bytes":1,"sha256":"x","upload":{"method":"PUT","url":"http://s3.invalid/u1","headers":{},"expiresAt":"x"}}`
+const created = `{"uploadId":"u1","status":"pending","storageKey":"uploads/u1","filename":"a.txt","contentType":"text/plain","bytes":1,"sha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","upload":{"method":"PUT","url":"http://s3.invalid/u1","headers":{},"expiresAt":"x"}}`
 
 // testClient has a fixed random source (0.5) and a sleeper that records
 // the waits instead of waiting.
@@ -172,6 +172,38 @@ func TestFinalAnswersAreNotRetried(t *testing.T) {
 		if len(s.keys) != 1 || len(*waits) != 0 {
 			t.Errorf("%d: %d requests, %d waits; want 1 and 0", tc.status, len(s.keys), len(*waits))
 		}
+	}
+}
+
+// A 201 that describes another request (a mixed-up proxy or server) is an
+// error, not retried, so no byte goes to another upload's URL.
+func TestAnswerForAnotherRequestIsRefused(t *testing.T) {
+	t.Parallel()
+	for field, other := range map[string]string{
+		"filename":    strings.Replace(created, `"a.txt"`, `"b.txt"`, 1),
+		"contentType": strings.Replace(created, `"text/plain"`, `"text/html"`, 1),
+		"size":        strings.Replace(created, `"bytes":1`, `"bytes":2`, 1),
+		"sha256":      strings.Replace(created, `"aaaaaaaa`, `"baaaaaaa`, 1),
+	} {
+		s := &script{answers: []func(http.ResponseWriter){status(201, nil, other)}}
+		srv := httptest.NewServer(s)
+		c, _ := testClient(t, srv.URL)
+		_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+		srv.Close()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeAnswerMismatch || !strings.Contains(e.Message, field) || len(s.keys) != 1 {
+			t.Errorf("%s differs: err = %v after %d requests; want %s naming it, not retried", field, err, len(s.keys), CodeAnswerMismatch)
+		}
+	}
+	// The sha256 is compared without regard to case (the server lower-cases it).
+	s := &script{answers: []func(http.ResponseWriter){status(201, nil, created)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c, _ := testClient(t, srv.URL)
+	upper := req
+	upper.SHA256 = strings.ToUpper(req.SHA256)
+	if _, err := c.Create(context.Background(), "key-0123456789abcdef", upper); err != nil {
+		t.Errorf("upper-case sha256: %v", err)
 	}
 }
 
