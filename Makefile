@@ -59,7 +59,7 @@ test: lint web
 # testdata/fuzz/ and runs as an ordinary test from then on.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
-	./pkg/upload/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
+	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
 	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/localstack/:FuzzEncodeS3EventKey ./internal/localstack/:FuzzTranslateS3Event

@@ -19,12 +19,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // build compiles a function as the Makefile does, for this machine's
@@ -114,7 +115,7 @@ func TestBootstrapsUnderRIE(t *testing.T) {
 	if first.StatusCode != 201 || replay.StatusCode != 201 || replay.Body != first.Body || replay.Headers["Idempotent-Replay"] != "true" {
 		t.Fatalf("create %d %s\nreplay %d %v %s", first.StatusCode, first.Body, replay.StatusCode, replay.Headers, replay.Body)
 	}
-	var u upload.Upload
+	var u api.Upload
 	if err := json.Unmarshal([]byte(first.Body), &u); err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +141,11 @@ func TestBootstrapsUnderRIE(t *testing.T) {
 
 	var done events.APIGatewayV2HTTPResponse
 	invoke(t, presign, create, &done)
-	var completed upload.Upload
+	var completed api.Upload
 	if err := json.Unmarshal([]byte(done.Body), &completed); err != nil {
 		t.Fatal(err)
 	}
-	if done.StatusCode != 201 || completed.Status != upload.StatusCompleted || completed.ETag != obj.Object.ETag || completed.UploadID != u.UploadID {
+	if done.StatusCode != 201 || completed.Status != api.StatusCompleted || completed.ETag != obj.Object.ETag || completed.UploadID != u.UploadID {
 		t.Fatalf("replay after finalize: %d %s", done.StatusCode, done.Body)
 	}
 

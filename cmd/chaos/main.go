@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -201,7 +203,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 				misdirected.Add(1)
 				fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
 			}
-			l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
+			l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
 		}
 	}
 	sem := make(chan struct{}, s.clients)
@@ -252,7 +254,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			misdirected.Add(1)
 			fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
 		}
-		l.saw(res.Upload.UploadID, res.Upload.Status == upload.StatusCompleted)
+		l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
 	}
 
 	// Check every key against the bucket.

@@ -25,11 +25,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/onceupload/onceupload/pkg/client"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Exit codes.
@@ -106,7 +107,7 @@ Flags:
 		return exitUsage
 	}
 	if o.key != "" {
-		if _, err := upload.ParseIdempotencyKey(o.key); err != nil {
+		if _, err := api.ParseIdempotencyKey(o.key); err != nil {
 			fmt.Fprintf(stderr, "upload: --key: %v\n", err)
 			return exitUsage
 		}
@@ -193,10 +194,10 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	}
 	if o.json {
 		line, _ := json.Marshal(struct {
-			File     string        `json:"file"`
-			Key      string        `json:"key"`
-			Replayed bool          `json:"replayed"`
-			Upload   upload.Upload `json:"upload"`
+			File     string     `json:"file"`
+			Key      string     `json:"key"`
+			Replayed bool       `json:"replayed"`
+			Upload   api.Upload `json:"upload"`
 		}{file, res.Key, res.Replayed, res.Upload})
 		fmt.Fprintln(stdout, string(line))
 	} else {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -82,8 +84,8 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 	}
 	content := []byte("round trips")
 	sum := sha256.Sum256(content)
-	req := upload.CreateRequest{Filename: "rt.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
-	var created upload.Upload
+	req := api.CreateRequest{Filename: "rt.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+	var created api.Upload
 	steps := []struct {
 		path string
 		dst  *int
@@ -121,7 +123,7 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 		}},
 		{"status-heal", &rt.StatusHeal, func() error {
 			r, err := svc.Create(ctx, "bench", "round-trip-key-0002", req)
-			var u upload.Upload
+			var u api.Upload
 			if err == nil {
 				err = json.Unmarshal(r.Body, &u)
 			}
@@ -144,7 +146,7 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 }
 
 // put sends content to an upload's presigned URL.
-func put(ctx context.Context, u upload.Upload, content []byte) error {
+func put(ctx context.Context, u api.Upload, content []byte) error {
 	req, err := http.NewRequestWithContext(ctx, u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
 	if err != nil {
 		return err

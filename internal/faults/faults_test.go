@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -171,7 +173,7 @@ func TestFaultsDuringReplay(t *testing.T) {
 func TestFaultsDuringStatus(t *testing.T) {
 	r := newRig(t)
 	created := r.post(t, "status-fault-000001")
-	var u upload.Upload
+	var u api.Upload
 	_ = json.Unmarshal([]byte(created.Body), &u)
 	for _, kind := range dynamoFaults {
 		r.proxy.SetRule(faults.Always(kind, "GetItem"))
@@ -196,7 +198,7 @@ func TestFaultsDuringCompletion(t *testing.T) {
 	for _, kind := range dynamoFaults {
 		t.Run(kind.String(), func(t *testing.T) {
 			created := r.post(t, "complete-fault-"+kind.String())
-			var u upload.Upload
+			var u api.Upload
 			_ = json.Unmarshal([]byte(created.Body), &u)
 			if code, err := testenv.PutPresigned(u, content, nil); err != nil || code != 200 {
 				t.Fatalf("PUT: %d %v", code, err)
@@ -264,7 +266,7 @@ type crashing struct {
 	crashed bool
 }
 
-func (c *crashing) Create(ctx context.Context, tenant, key string, req upload.CreateRequest) (upload.Reply, error) {
+func (c *crashing) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Reply, error) {
 	reply, err := c.Service.Create(ctx, tenant, key, req)
 	if !c.crashed {
 		c.crashed = true

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -138,8 +140,8 @@ func ownBody(worker, seq int, content []byte) []byte {
 
 // checkOwn reports whether a is the answer to the create (or status) of
 // this tenant's key with this content: every field that identifies it.
-func checkOwn(a answer, status int, tenant, key string, worker, seq int, content []byte) (upload.Upload, bool) {
-	var u upload.Upload
+func checkOwn(a answer, status int, tenant, key string, worker, seq int, content []byte) (api.Upload, bool) {
+	var u api.Upload
 	if a.status != status || json.Unmarshal(a.body, &u) != nil {
 		return u, false
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 )
@@ -79,6 +80,10 @@ func TestPoolOneInvocationPerInstance(t *testing.T) {
 				errs <- err
 			}
 		})
+	}
+	// Nothing answers until three instances are busy: the limit.
+	for deadline := time.Now().Add(5 * time.Second); started.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	for range 10 {
 		release <- struct{}{}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -96,7 +98,7 @@ func TestWalkthrough(t *testing.T) {
 			if other := call(t, "POST", st.APIURL+"/uploads", key, createBody([]byte("other"))); other.status != 422 {
 				t.Fatalf("other body: %d %s, want 422", other.status, other.body)
 			}
-			var u upload.Upload
+			var u api.Upload
 			if err := json.Unmarshal(first.body, &u); err != nil {
 				t.Fatal(err)
 			}
@@ -124,9 +126,9 @@ func TestWalkthrough(t *testing.T) {
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)
 			done := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))
-			var completed upload.Upload
+			var completed api.Upload
 			_ = json.Unmarshal(done.body, &completed)
-			if status.status != 200 || done.status != 201 || !bytes.Equal(status.body, done.body) || completed.Status != upload.StatusCompleted {
+			if status.status != 200 || done.status != 201 || !bytes.Equal(status.body, done.body) || completed.Status != api.StatusCompleted {
 				t.Fatalf("status %d %s\nreplay %d %s", status.status, status.body, done.status, done.body)
 			}
 
@@ -147,7 +149,7 @@ func TestWalkthrough(t *testing.T) {
 					if err != nil {
 						return
 					}
-					var v upload.Upload
+					var v api.Upload
 					err = json.NewDecoder(resp.Body).Decode(&v)
 					resp.Body.Close()
 					if resp.StatusCode == 201 && err == nil {

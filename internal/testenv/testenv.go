@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -27,7 +29,6 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Region, AccessKey and SecretKey are the local servers' static settings.
@@ -211,7 +212,7 @@ func RequireTools(t testing.TB, tools ...string) {
 // PutPresigned sends body to an upload's presigned URL with plain net/http
 // and the headers the upload lists, changed by tweak (if not nil), and
 // returns S3's status code.
-func PutPresigned(u upload.Upload, body []byte, tweak func(*http.Request)) (int, error) {
+func PutPresigned(u api.Upload, body []byte, tweak func(*http.Request)) (int, error) {
 	if u.Upload == nil {
 		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
 	}

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // Options configure a Client.
@@ -203,14 +203,14 @@ func errorCode(body []byte) string {
 
 // Created is the answer to a create.
 type Created struct {
-	Upload upload.Upload
+	Upload api.Upload
 	// Replayed is true when the server answered from an earlier request
 	// with the same key.
 	Replayed bool
 }
 
 // Create asks for an upload, retrying with the same key.
-func (c *Client) Create(ctx context.Context, key string, req upload.CreateRequest) (*Created, error) {
+func (c *Client) Create(ctx context.Context, key string, req api.CreateRequest) (*Created, error) {
 	payload, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("create: %w", err)
@@ -245,7 +245,7 @@ const CodeAnswerMismatch = "answer_mismatch"
 
 // mismatch names the first field in which u, an answer to req, differs from
 // what the server echoes back for req; "" when it is req's.
-func mismatch(u *upload.Upload, req upload.CreateRequest) string {
+func mismatch(u *api.Upload, req api.CreateRequest) string {
 	switch {
 	case u.Filename != req.Filename:
 		return "filename"
@@ -260,7 +260,7 @@ func mismatch(u *upload.Upload, req upload.CreateRequest) string {
 }
 
 // Status returns an upload's current state.
-func (c *Client) Status(ctx context.Context, uploadID string) (*upload.Upload, error) {
+func (c *Client) Status(ctx context.Context, uploadID string) (*api.Upload, error) {
 	resp, body, err := c.do(ctx, "status", func() (*http.Request, error) {
 		r, err := http.NewRequest(http.MethodGet, c.base.String()+"/uploads/"+url.PathEscape(uploadID), nil)
 		if err != nil {
@@ -271,7 +271,7 @@ func (c *Client) Status(ctx context.Context, uploadID string) (*upload.Upload, e
 	if err != nil {
 		return nil, err
 	}
-	var u upload.Upload
+	var u api.Upload
 	if err := json.Unmarshal(body, &u); err != nil {
 		return nil, &Error{Op: "status", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
 	}
@@ -301,7 +301,7 @@ type PutOptions struct {
 // Put sends size bytes of body to the upload's presigned URL with the
 // signed headers, retrying as any request (S3 PUTs are idempotent). A 403
 // usually means the URL expired: Upload then replays the create.
-func (c *Client) Put(ctx context.Context, u *upload.Upload, body io.ReaderAt, size int64, po PutOptions) error {
+func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size int64, po PutOptions) error {
 	if u.Upload == nil {
 		return &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
 	}
@@ -354,13 +354,13 @@ func (p *progressReader) Read(b []byte) (int, error) {
 
 // Wait polls the upload until it is completed, with the same backoff as
 // retries, until ctx ends.
-func (c *Client) Wait(ctx context.Context, uploadID string) (*upload.Upload, error) {
+func (c *Client) Wait(ctx context.Context, uploadID string) (*api.Upload, error) {
 	for poll := 0; ; poll++ {
 		u, err := c.Status(ctx, uploadID)
 		if err != nil {
 			return nil, err
 		}
-		if u.Status == upload.StatusCompleted {
+		if u.Status == api.StatusCompleted {
 			return u, nil
 		}
 		wait := max(c.opts.Backoff(poll, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random()), c.opts.BaseDelay/2)
@@ -396,12 +396,12 @@ type UploadInput struct {
 	RateLimit int64
 	// OnCreated is called once the server holds the key, with the key and
 	// the upload (for example to persist the key before sending bytes).
-	OnCreated func(key string, u *upload.Upload)
+	OnCreated func(key string, u *api.Upload)
 }
 
 // Result is a finished upload.
 type Result struct {
-	Upload upload.Upload
+	Upload api.Upload
 	Key    string
 	// Replayed is true when the server already knew the key.
 	Replayed bool
@@ -424,7 +424,7 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	req := upload.CreateRequest{Filename: in.Filename, ContentType: in.ContentType, Size: size, SHA256: sum}
+	req := api.CreateRequest{Filename: in.Filename, ContentType: in.ContentType, Size: size, SHA256: sum}
 	if req.Filename == "" {
 		req.Filename = filepath.Base(path)
 	}
@@ -446,7 +446,7 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		in.OnCreated(key, &created.Upload)
 	}
 	// An expired URL is refreshed by replaying the create with the same key.
-	for refreshes := 0; res.Upload.Status == upload.StatusPending; refreshes++ {
+	for refreshes := 0; res.Upload.Status == api.StatusPending; refreshes++ {
 		err := c.Put(ctx, &res.Upload, f, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
 		if err == nil {
 			break
@@ -461,7 +461,7 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		}
 		res.Upload = created.Upload
 	}
-	if res.Upload.Status != upload.StatusCompleted {
+	if res.Upload.Status != api.StatusCompleted {
 		done, err := c.Wait(ctx, res.Upload.UploadID)
 		if err != nil {
 			return nil, err

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 func TestFullJitter(t *testing.T) {
@@ -106,7 +106,7 @@ func testClient(t *testing.T, url string, optFns ...func(*Options)) (*Client, *[
 	return c, &waits
 }
 
-var req = upload.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: 1, SHA256: strings.Repeat("a", 64)}
+var req = api.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: 1, SHA256: strings.Repeat("a", 64)}
 
 // 503, then 429 with Retry-After: 1, then 201: three requests, one key,
 // waits of exactly the backoff and then the server's Retry-After.
@@ -313,7 +313,7 @@ func TestNewKey(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		k := NewKey()
-		if _, err := upload.ParseIdempotencyKey(k); err != nil || len(k) != 36 || k[14] != '4' || seen[k] {
+		if _, err := api.ParseIdempotencyKey(k); err != nil || len(k) != 36 || k[14] != '4' || seen[k] {
 			t.Fatalf("NewKey() = %q (%v, dup %v)", k, err, seen[k])
 		}
 		seen[k] = true

@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/localstack"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/client"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 func startStack(t *testing.T, env map[string]string) *localstack.Stack {
@@ -74,7 +75,7 @@ func TestUploadAgainstTheLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Upload.Status != upload.StatusCompleted || res.Upload.ContentType != "image/jpeg" || res.Upload.Bytes != 300<<10 || last != 300<<10 {
+	if res.Upload.Status != api.StatusCompleted || res.Upload.ContentType != "image/jpeg" || res.Upload.Bytes != 300<<10 || last != 300<<10 {
 		t.Fatalf("result %+v, progress %d", res.Upload, last)
 	}
 	// Uploading again with the same key is a replay of the same upload.
@@ -146,7 +147,7 @@ func TestLostPutResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if puts.Load() != 2 || res.Upload.Status != upload.StatusCompleted {
+	if puts.Load() != 2 || res.Upload.Status != api.StatusCompleted {
 		t.Fatalf("%d PUTs, status %s", puts.Load(), res.Upload.Status)
 	}
 	if n := objectCount(t, st); n != 1 {
@@ -169,7 +170,7 @@ func TestExpiredURLIsRefreshed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Upload.Status != upload.StatusCompleted || objectCount(t, st) != 1 {
+	if res.Upload.Status != api.StatusCompleted || objectCount(t, st) != 1 {
 		t.Fatalf("status %s, %d objects", res.Upload.Status, objectCount(t, st))
 	}
 }
@@ -185,7 +186,7 @@ func TestRefusedUploadFailsAtOnce(t *testing.T) {
 	}
 }
 
-func createRequest(t *testing.T, path string) upload.CreateRequest {
+func createRequest(t *testing.T, path string) api.CreateRequest {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -197,7 +198,7 @@ func createRequest(t *testing.T, path string) upload.CreateRequest {
 		t.Fatal(err)
 	}
 	ct, _ := client.DetectContentType(f, path)
-	return upload.CreateRequest{Filename: filepath.Base(path), ContentType: ct, Size: size, SHA256: sum}
+	return api.CreateRequest{Filename: filepath.Base(path), ContentType: ct, Size: size, SHA256: sum}
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -23,13 +24,11 @@ type Config struct {
 	AllowAnonymous bool
 	// Upload holds BUCKET_NAME (required), UPLOAD_PREFIX (default
 	// "uploads/"), PRESIGN_TTL (default 15m), MAX_UPLOAD_BYTES (default
-	// 5368709120, a single PUT's limit) and ALLOWED_CONTENT_TYPES (comma
+	// 53687091200000, S3's largest object; a single PUT is capped at 5 GiB
+	// whatever the setting) and ALLOWED_CONTENT_TYPES (comma
 	// list, "image/*" wildcards; empty allows any valid type).
 	Upload upload.Config
 }
-
-// MaxSinglePut is S3's limit for one PUT, 5 GiB.
-const MaxSinglePut = 5 << 30
 
 // Load reads the configuration through lookup (os.LookupEnv in main). It
 // returns every problem found, not just the first.
@@ -73,10 +72,10 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		errs = append(errs, fmt.Errorf("PRESIGN_TTL=%s: SigV4 presigned URLs last at most 7 days", c.Upload.PresignTTL))
 	}
 
-	maxBytes := get("MAX_UPLOAD_BYTES", strconv.Itoa(MaxSinglePut))
+	maxBytes := get("MAX_UPLOAD_BYTES", strconv.FormatInt(api.MaxMultipartBytes, 10))
 	n, err := strconv.ParseInt(maxBytes, 10, 64)
-	if err != nil || n < 1 || n > MaxSinglePut {
-		errs = append(errs, fmt.Errorf("MAX_UPLOAD_BYTES=%q: want a whole number from 1 to %d", maxBytes, MaxSinglePut))
+	if err != nil || n < 1 || n > api.MaxMultipartBytes {
+		errs = append(errs, fmt.Errorf("MAX_UPLOAD_BYTES=%q: want a whole number from 1 to %d (10,000 parts of 5 GiB)", maxBytes, int64(api.MaxMultipartBytes)))
 	}
 	c.Upload.MaxUploadBytes = n
 

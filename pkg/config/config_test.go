@@ -20,7 +20,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{
-		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5368709120,
+		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 53687091200000,
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load = %+v\nwant %+v", got, want)
@@ -49,7 +49,7 @@ func TestLoadOverrides(t *testing.T) {
 func TestLoadReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := Load(env(map[string]string{
-		"IDEMPOTENCY_TTL": "1 day", "PRESIGN_TTL": "-1m", "MAX_UPLOAD_BYTES": "6000000000",
+		"IDEMPOTENCY_TTL": "1 day", "PRESIGN_TTL": "-1m", "MAX_UPLOAD_BYTES": "53687091200001",
 		"ALLOWED_CONTENT_TYPES": "image", "ALLOW_ANONYMOUS": "maybe", "UPLOAD_PREFIX": "/abs",
 	}))
 	if err == nil {

@@ -7,41 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
-
-// Statuses of an upload as the API reports them.
-const (
-	StatusPending   = "pending"
-	StatusCompleted = "completed"
-)
-
-// Upload is the body of a 201 from POST /uploads and of a 200 from
-// GET /uploads/{uploadId}. Clients decode it too.
-type Upload struct {
-	UploadID    string `json:"uploadId"`
-	Status      string `json:"status"`
-	StorageKey  string `json:"storageKey"`
-	Filename    string `json:"filename"`
-	ContentType string `json:"contentType"`
-	Bytes       int64  `json:"bytes"`
-	SHA256      string `json:"sha256"`
-	// Upload says how to send the bytes; only while pending.
-	Upload *PutInstructions `json:"upload,omitempty"`
-	// ETag and CompletedAt are set once completed.
-	ETag        string `json:"etag,omitempty"`
-	CompletedAt string `json:"completedAt,omitempty"`
-}
-
-// PutInstructions describe the presigned PUT. Headers lists every header
-// the client must send besides Content-Length, which HTTP clients set from
-// the body (and browsers forbid setting).
-type PutInstructions struct {
-	Method    string            `json:"method"`
-	URL       string            `json:"url"`
-	Headers   map[string]string `json:"headers"`
-	ExpiresAt string            `json:"expiresAt"` // RFC 3339, UTC
-}
 
 // Keys of the attributes the service records in idempotency.Record.Data.
 const (
@@ -76,20 +44,20 @@ func completedBody(rec idempotency.Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.Status = StatusCompleted
+	u.Status = api.StatusCompleted
 	u.ETag = rec.Data[dataETag]
 	u.CompletedAt = rec.Data[dataCompletedAt]
 	return encode(u)
 }
 
-func uploadFromRecord(rec idempotency.Record) (Upload, error) {
+func uploadFromRecord(rec idempotency.Record) (api.Upload, error) {
 	d := rec.Data
 	size, err := strconv.ParseInt(d[dataSize], 10, 64)
 	if err != nil {
-		return Upload{}, fmt.Errorf("record %s: bad size %q", rec.ClaimID, d[dataSize])
+		return api.Upload{}, fmt.Errorf("record %s: bad size %q", rec.ClaimID, d[dataSize])
 	}
-	return Upload{
-		UploadID: rec.ClaimID, Status: StatusPending, StorageKey: d[dataObjectKey], Filename: d[dataFilename],
+	return api.Upload{
+		UploadID: rec.ClaimID, Status: api.StatusPending, StorageKey: d[dataObjectKey], Filename: d[dataFilename],
 		ContentType: d[dataContentType], Bytes: size, SHA256: d[dataSHA256],
 	}, nil
 }

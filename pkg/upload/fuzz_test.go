@@ -1,8 +1,8 @@
 package upload
 
 // Fuzz targets for everything the service parses from clients and from S3:
-// the Idempotency-Key header, the create body and its fingerprint, upload
-// ids, and the object keys of S3 events. Each also runs as a plain test over
+// the create body and its fingerprint, upload ids, and the object keys of S3
+// events (the Idempotency-Key header's is in package api). Each also runs as a plain test over
 // its f.Add seeds and testdata/fuzz/<FuzzName>/; fuzz longer with e.g.
 //
 //	go test -run '^$' -fuzz '^FuzzDecodeCreateRequest$' -fuzztime 5m ./pkg/upload/
@@ -29,79 +29,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
-
-func visibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-func FuzzParseIdempotencyKey(f *testing.F) {
-	for _, seed := range []string{
-		"3f0c9d1e-6b0a-4c43-9a55-1b9f1f1e2a77",
-		`"3f0c9d1e-6b0a-4c43-9a55-1b9f1f1e2a77"`,
-		" \t3f0c9d1e-6b0a-4c43 \t",
-		strings.Repeat("k", 15), strings.Repeat("k", 16), strings.Repeat("k", 255), strings.Repeat("k", 256),
-		`"` + strings.Repeat("k", 255) + `"`, `"` + strings.Repeat("k", 15) + `"`,
-		"", " ", `"`, `""`, `"abcdefghijklmnop`, `abcdefghijklmnop"`, `"abc"defghijklmnop"`, `"abc\defghijklmnop"`,
-		"abcdefgh ijklmnop", "abcdefgh\tijklmnop", "abcdefghijklmnop\x7f", "abcdefghijklmnop\x00", "clé-idempotente-0001",
-		"abcdefghijklmnop\r\nX-Injected: 1",
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, header string) {
-		key, err := ParseIdempotencyKey(header)
-		v := strings.TrimFunc(header, func(r rune) bool { return r == ' ' || r == '\t' })
-		switch {
-		case err != nil && !errors.Is(err, ErrKeyMissing) && !errors.Is(err, ErrKeyInvalid):
-			t.Fatalf("ParseIdempotencyKey(%q): unexpected error %v", header, err)
-		case errors.Is(err, ErrKeyMissing) != (v == ""):
-			t.Fatalf("ParseIdempotencyKey(%q) = %v; missing must mean blank", header, err)
-		case err != nil:
-			if key != "" {
-				t.Fatalf("ParseIdempotencyKey(%q) refused but returned %q", header, key)
-			}
-		default:
-			if len(key) < MinKeyLen || len(key) > MaxKeyLen || !visibleASCII(key) {
-				t.Fatalf("ParseIdempotencyKey(%q) accepted %q: want %d-%d visible ASCII characters", header, key, MinKeyLen, MaxKeyLen)
-			}
-			if v != key && v != `"`+key+`"` {
-				t.Fatalf("ParseIdempotencyKey(%q) = %q: neither the trimmed value nor its unquoted form", header, key)
-			}
-			if key[0] != '"' {
-				if again, err := ParseIdempotencyKey(key); err != nil || again != key {
-					t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; an accepted key must parse as itself", key, again, err)
-				}
-			}
-			if !strings.ContainsAny(key, `"\`) {
-				if q, err := ParseIdempotencyKey(" \t\"" + key + "\"\t "); err != nil || q != key {
-					t.Fatalf("quoted %q parsed as %q, %v; want the key", key, q, err)
-				}
-			}
-		}
-
-		// What the contract accepts must be accepted: 16-255 visible
-		// characters, either bare or wrapped in quotes with no quote or
-		// backslash inside.
-		want, quoted := v, false
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			want, quoted = v[1:len(v)-1], true
-		}
-		valid := len(want) >= MinKeyLen && len(want) <= MaxKeyLen && visibleASCII(want) &&
-			(quoted && !strings.ContainsAny(want, `"\`) || !quoted && v[0] != '"')
-		if valid && (err != nil || key != want) {
-			t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want %q", header, key, err, want)
-		}
-		if !valid && err == nil {
-			t.Fatalf("ParseIdempotencyKey(%q) accepted %q", header, key)
-		}
-	})
-}
 
 // goErrorText is text of Go or SDK errors that must never reach a client.
 var goErrorText = []string{"json:", "strconv", "operation error", "%!", "invalid character", "unexpected end of JSON",
@@ -119,7 +49,7 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 		t.Fatalf("body %q: refused with %T %v, not a client error", body, err, err)
 	}
 	switch v.Field {
-	case "body", "filename", "contentType", "size", "sha256":
+	case "body", "filename", "contentType", "size", "sha256", "partSize":
 	default:
 		t.Fatalf("body %q: ValidationError names field %q", body, v.Field)
 	}
@@ -144,7 +74,7 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 
 // jsonString encodes s as a JSON string; escapeAll writes every character
 // as \uXXXX (a surrogate pair above U+FFFF), another valid spelling.
-func jsonString(s string, escapeAll bool) string {
+func jsonQuote(s string, escapeAll bool) string {
 	if !escapeAll {
 		b, _ := json.Marshal(s) // HTML-escaped: yet another spelling
 		return string(b)
@@ -165,12 +95,12 @@ func jsonString(s string, escapeAll bool) string {
 
 // respell writes r as another body for the same request: the fields in
 // the given order, ws between every token, the digest in the given case.
-func respell(r CreateRequest, order [4]int, ws string, escapeAll bool, digestCase func(string) string) []byte {
+func respell(r api.CreateRequest, order [4]int, ws string, escapeAll bool, digestCase func(string) string) []byte {
 	fields := [4]string{
-		`"filename"` + ws + ":" + ws + jsonString(r.Filename, escapeAll),
-		`"contentType"` + ws + ":" + ws + jsonString(r.ContentType, escapeAll),
+		`"filename"` + ws + ":" + ws + jsonQuote(r.Filename, escapeAll),
+		`"contentType"` + ws + ":" + ws + jsonQuote(r.ContentType, escapeAll),
 		`"size"` + ws + ":" + ws + strconv.FormatInt(r.Size, 10),
-		`"sha256"` + ws + ":" + ws + jsonString(digestCase(r.SHA256), escapeAll),
+		`"sha256"` + ws + ":" + ws + jsonQuote(digestCase(r.SHA256), escapeAll),
 	}
 	parts := make([]string, 4)
 	for i, j := range order {
@@ -217,13 +147,13 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	f.Add(bytes.Repeat([]byte(" "), MaxBodyBytes+1))
+	f.Add(bytes.Repeat([]byte(" "), api.MaxBodyBytes+1))
 	anyType := &Config{MaxUploadBytes: 5 << 30}
 	small := &Config{MaxUploadBytes: 1000, AllowedContentTypes: []string{"image/*", "application/pdf"}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := DecodeCreateRequest(body)
-		if (len(body) > MaxBodyBytes) != errors.Is(err, ErrBodyTooLarge) {
-			t.Fatalf("%d-byte body: %v; want ErrBodyTooLarge exactly when over %d bytes", len(body), err, MaxBodyBytes)
+		if (len(body) > api.MaxBodyBytes) != errors.Is(err, ErrBodyTooLarge) {
+			t.Fatalf("%d-byte body: %v; want ErrBodyTooLarge exactly when over %d bytes", len(body), err, api.MaxBodyBytes)
 		}
 		if err != nil {
 			checkRefusal(t, body, err)
@@ -232,14 +162,14 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if !utf8.Valid(body) || !json.Valid(body) {
 			t.Fatalf("accepted a body that is not UTF-8 JSON: %q", body)
 		}
-		canon, err := req.canonical(anyType)
+		canon, err := canonical(req, anyType)
 		if err != nil {
 			checkRefusal(t, body, err)
 			return
 		}
 
 		name := canon.Filename
-		if name == "" || len(name) > MaxFilenameLen || !utf8.ValidString(name) || name == "." || name == ".." ||
+		if name == "" || len(name) > api.MaxFilenameLen || !utf8.ValidString(name) || name == "." || name == ".." ||
 			strings.ContainsAny(name, `/\`) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 			t.Fatalf("accepted filename %q", name)
 		}
@@ -247,7 +177,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 			t.Fatalf("contentType %q changed to %q; it is signed exactly as sent", req.ContentType, canon.ContentType)
 		}
 		mt, _, err := mime.ParseMediaType(canon.ContentType)
-		if err != nil || strings.Count(mt, "/") != 1 || len(canon.ContentType) > MaxMediaTypeLen || strings.ContainsAny(canon.ContentType, "\r\n\x00") {
+		if err != nil || strings.Count(mt, "/") != 1 || len(canon.ContentType) > api.MaxMediaTypeLen || strings.ContainsAny(canon.ContentType, "\r\n\x00") {
 			t.Fatalf("accepted contentType %q (%q, %v)", canon.ContentType, mt, err)
 		}
 		if canon.Size < 1 || canon.Size > anyType.MaxUploadBytes {
@@ -266,7 +196,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		} {
 			r2, err := DecodeCreateRequest(other)
 			if err == nil {
-				r2, err = r2.canonical(anyType)
+				r2, err = canonical(r2, anyType)
 			}
 			if err != nil {
 				t.Fatalf("spelling %d of an accepted request refused: %v\nfirst %q\nthen  %q", i, err, body, other)
@@ -286,7 +216,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 
 		// A narrower deployment refuses by its limits only, never by a
 		// different reading of the same request.
-		narrow, err := req.canonical(small)
+		narrow, err := canonical(req, small)
 		switch {
 		case canon.Size > small.MaxUploadBytes:
 			if !errors.Is(err, ErrFileTooLarge) {
@@ -367,7 +297,7 @@ func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string) (*Serv
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	reply, err := svc.Create(context.Background(), fuzzFinalizeTenant, fuzzFinalizeKey,
-		CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: fuzzFinalizeSize, SHA256: fuzzDigest})
+		api.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: fuzzFinalizeSize, SHA256: fuzzDigest})
 	if err != nil {
 		t.Fatal(err)
 	}

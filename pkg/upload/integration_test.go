@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -93,14 +95,14 @@ func (e *env) wantCalls(t *testing.T, what string, dynamo, objects map[string]in
 	}
 }
 
-func requestFor(content []byte, contentType string) upload.CreateRequest {
+func requestFor(content []byte, contentType string) api.CreateRequest {
 	sum := sha256.Sum256(content)
-	return upload.CreateRequest{Filename: "report.pdf", ContentType: contentType, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+	return api.CreateRequest{Filename: "report.pdf", ContentType: contentType, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
 }
 
-func decode(t *testing.T, body []byte) upload.Upload {
+func decode(t *testing.T, body []byte) api.Upload {
 	t.Helper()
-	var u upload.Upload
+	var u api.Upload
 	if err := json.Unmarshal(body, &u); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
@@ -109,7 +111,7 @@ func decode(t *testing.T, body []byte) upload.Upload {
 
 // put sends body to the presigned URL with plain net/http and the headers
 // the response lists, changed by tweak.
-func put(t *testing.T, u upload.Upload, body []byte, tweak func(*http.Request)) int {
+func put(t *testing.T, u api.Upload, body []byte, tweak func(*http.Request)) int {
 	t.Helper()
 	code, err := testenv.PutPresigned(u, body, tweak)
 	if err != nil {
@@ -248,7 +250,7 @@ func TestFinalizeAndReplayCompleted(t *testing.T) {
 	}
 	e.wantCalls(t, "replay completed", map[string]int{"PutItem": 1}, map[string]int{})
 	done := decode(t, replay.Body)
-	if done.Status != upload.StatusCompleted || done.UploadID != u.UploadID || done.ETag != obj.ETag || done.Upload != nil || done.CompletedAt == "" {
+	if done.Status != api.StatusCompleted || done.UploadID != u.UploadID || done.ETag != obj.ETag || done.Upload != nil || done.CompletedAt == "" {
 		t.Fatalf("completed replay = %+v", done)
 	}
 	e.resetCounts()
@@ -291,7 +293,7 @@ func TestStatusCompletesWhenTheEventIsLost(t *testing.T) {
 	}
 	e.wantCalls(t, "status heal", map[string]int{"GetItem": 1, "UpdateItem": 1}, map[string]int{"HeadObject": 1})
 	done := decode(t, healed.Body)
-	if done.Status != upload.StatusCompleted || done.ETag != strings.Trim(aws.ToString(e.head(t, u.StorageKey).ETag), `"`) {
+	if done.Status != api.StatusCompleted || done.ETag != strings.Trim(aws.ToString(e.head(t, u.StorageKey).ETag), `"`) {
 		t.Fatalf("healed = %+v", done)
 	}
 	// The late event is now a duplicate.
@@ -335,7 +337,7 @@ func TestLateEventCannotCompleteANewClaim(t *testing.T) {
 		t.Fatalf("late event for the old id = %s, %v; want skipped", out, err)
 	}
 	status, err := e.svc.Status(ctx, "tenant", newU.UploadID)
-	if err != nil || decode(t, status.Body).Status != upload.StatusPending {
+	if err != nil || decode(t, status.Body).Status != api.StatusPending {
 		t.Fatalf("new claim after the late event: %s, %v; want pending", status.Body, err)
 	}
 }
@@ -373,7 +375,7 @@ func TestSizeMismatchIsRejectedAndRemoved(t *testing.T) {
 		t.Fatalf("the right object was removed by a stale event (%d objects)", n)
 	}
 	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
-	if err != nil || decode(t, status.Body).Status != upload.StatusCompleted {
+	if err != nil || decode(t, status.Body).Status != api.StatusCompleted {
 		t.Fatalf("status = %s, %v; want completed", status.Body, err)
 	}
 }

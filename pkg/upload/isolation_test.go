@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -22,7 +24,7 @@ const (
 	bob   = "bob"
 )
 
-func (e *env) create(t *testing.T, tenant, key string, req upload.CreateRequest) (upload.Reply, upload.Upload) {
+func (e *env) create(t *testing.T, tenant, key string, req api.CreateRequest) (upload.Reply, api.Upload) {
 	t.Helper()
 	reply, err := e.svc.Create(context.Background(), tenant, key, req)
 	if err != nil {
@@ -42,7 +44,7 @@ func (e *env) wantNotFound(t *testing.T, tenant, uploadID string) {
 	e.wantCalls(t, tenant+"'s status of a foreign upload", map[string]int{"GetItem": 1}, map[string]int{})
 }
 
-func (e *env) statusOf(t *testing.T, tenant, uploadID string) upload.Upload {
+func (e *env) statusOf(t *testing.T, tenant, uploadID string) api.Upload {
 	t.Helper()
 	reply, err := e.svc.Status(context.Background(), tenant, uploadID)
 	if err != nil {
@@ -66,7 +68,7 @@ func TestTenantCannotReadAnotherTenantsUpload(t *testing.T) {
 				t.Fatalf("alice's PUT: %d", code)
 			}
 		case "completed":
-			if got := e.statusOf(t, alice, a.UploadID); got.Status != upload.StatusCompleted {
+			if got := e.statusOf(t, alice, a.UploadID); got.Status != api.StatusCompleted {
 				t.Fatalf("alice's own status after her PUT = %s, want completed", got.Status)
 			}
 		}
@@ -119,7 +121,7 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 		Size: int64(len(content)), ETag: aws.ToString(head.ETag), Time: e.Now()}); err != nil || out != upload.OutcomeCompleted {
 		t.Fatalf("finalize alice's upload = %s, %v", out, err)
 	}
-	if done, _ := e.create(t, alice, key, req); !done.Replayed || decode(t, done.Body).Status != upload.StatusCompleted {
+	if done, _ := e.create(t, alice, key, req); !done.Replayed || decode(t, done.Body).Status != api.StatusCompleted {
 		t.Fatalf("alice's replay after completion: %s", done.Body)
 	}
 	bAgain, _ := e.create(t, bob, key, req)
@@ -127,7 +129,7 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 		t.Fatalf("bob's replay after alice completed = %s, want his pending body %s", bAgain.Body, bReply.Body)
 	}
 	dReply, d := e.create(t, "dave", key, req)
-	if dReply.Replayed || d.Status != upload.StatusPending || d.UploadID == a.UploadID || bytes.Contains(dReply.Body, []byte(a.UploadID)) {
+	if dReply.Replayed || d.Status != api.StatusPending || d.UploadID == a.UploadID || bytes.Contains(dReply.Body, []byte(a.UploadID)) {
 		t.Fatalf("a newcomer's create under alice's key = %s", dReply.Body)
 	}
 }
@@ -158,7 +160,7 @@ func TestTenantCannotCompleteAnotherTenantsUpload(t *testing.T) {
 	// Bob cannot write alice's object with his own presigned URL: the
 	// signature covers the object key.
 	bobsURLForAlicesKey := b
-	bobsURLForAlicesKey.Upload = &upload.PutInstructions{Method: b.Upload.Method, Headers: b.Upload.Headers,
+	bobsURLForAlicesKey.Upload = &api.PutInstructions{Method: b.Upload.Method, Headers: b.Upload.Headers,
 		URL: strings.Replace(b.Upload.URL, b.StorageKey, a.StorageKey, 1)}
 	if bobsURLForAlicesKey.Upload.URL == b.Upload.URL {
 		t.Fatal("the URL does not contain the storage key")
@@ -190,7 +192,7 @@ func TestTenantCannotCompleteAnotherTenantsUpload(t *testing.T) {
 		ETag: aws.ToString(head.ETag), Time: e.Now()}); err != nil || out != upload.OutcomeCompleted {
 		t.Fatalf("Finalize(alice's object) = %s, %v", out, err)
 	}
-	if got := e.statusOf(t, alice, a.UploadID); got.Status != upload.StatusCompleted {
+	if got := e.statusOf(t, alice, a.UploadID); got.Status != api.StatusCompleted {
 		t.Fatalf("alice's status after her event = %s, want completed", got.Status)
 	}
 	// Bob's record is untouched: his replay is still his first answer,
@@ -198,7 +200,7 @@ func TestTenantCannotCompleteAnotherTenantsUpload(t *testing.T) {
 	if again, _ := e.create(t, bob, key, req); !again.Replayed || !bytes.Equal(again.Body, bReply.Body) {
 		t.Fatalf("bob's replay after alice's event = %s, want his first answer %s", again.Body, bReply.Body)
 	}
-	if got := e.statusOf(t, bob, b.UploadID); got.Status != upload.StatusPending || got.UploadID != b.UploadID {
+	if got := e.statusOf(t, bob, b.UploadID); got.Status != api.StatusPending || got.UploadID != b.UploadID {
 		t.Fatalf("bob's own status after alice completed = %+v, want pending", got)
 	}
 	e.wantNotFound(t, bob, a.UploadID)

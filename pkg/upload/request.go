@@ -10,31 +10,50 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-)
 
-// Limits of the HTTP contract.
-const (
-	MaxBodyBytes    = 16 << 10 // raw bytes of a create request's body
-	MinKeyLen       = 16
-	MaxKeyLen       = 255
-	MaxFilenameLen  = 255 // bytes
-	MaxMediaTypeLen = 255
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // Errors for requests the service refuses; the handler maps each to its
 // status and error code.
 var (
-	ErrKeyMissing       = errors.New("the Idempotency-Key header is required")
-	ErrKeyInvalid       = errors.New("the Idempotency-Key header must be 16 to 255 visible ASCII characters")
-	ErrBodyTooLarge     = fmt.Errorf("the request body is larger than %d bytes", MaxBodyBytes)
+	ErrBodyTooLarge     = fmt.Errorf("the request body is larger than %d bytes", api.MaxBodyBytes)
 	ErrFileTooLarge     = errors.New("size is larger than this deployment accepts")
+	ErrNeedsParts       = errors.New("size is larger than S3 accepts in one PUT (5 GiB); send partSize to upload it in parts")
 	ErrUnsupportedMedia = errors.New("contentType is not allowed by this deployment")
 	ErrNotFound         = errors.New("no such upload")
+	// ErrNotPending: the upload is completed or aborted; its parts can no
+	// longer be signed, listed or completed.
+	ErrNotPending = errors.New("the upload is no longer pending")
+	// ErrCompleted: an abort of an upload that is already completed.
+	ErrCompleted = errors.New("the upload is completed and cannot be aborted")
 )
+
+// PartsMissingError is a complete of a multipart upload that S3 does not
+// hold every part of (or holds one of the wrong size).
+type PartsMissingError struct {
+	// Missing lists the first part numbers missing (at most ten).
+	Missing []int
+	// Count is how many parts are missing in all.
+	Count int
+}
+
+func (e *PartsMissingError) Error() string {
+	nums := make([]string, len(e.Missing))
+	for i, n := range e.Missing {
+		nums[i] = strconv.Itoa(n)
+	}
+	more := ""
+	if e.Count > len(e.Missing) {
+		more = fmt.Sprintf(" and %d more", e.Count-len(e.Missing))
+	}
+	return fmt.Sprintf("parts missing or of the wrong size: %s%s", strings.Join(nums, ", "), more)
+}
 
 // ValidationError is a create request with a bad field. Its message is
 // written for the client and names the field.
@@ -49,106 +68,161 @@ func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// ParseIdempotencyKey returns the key carried by an Idempotency-Key header
-// value. Surrounding spaces are not part of a header value. A value wrapped
-// in double quotes (the IETF draft's structured-field string) is unquoted;
-// the length is counted after unquoting.
-func ParseIdempotencyKey(header string) (string, error) {
-	k := strings.Trim(header, " \t")
-	if k == "" {
-		return "", ErrKeyMissing
+// DecodeCreateRequest parses a raw create body strictly: at most
+// api.MaxBodyBytes of valid UTF-8 holding one JSON object whose members are
+// exactly the contract's (case-sensitive, none twice, none unknown). It
+// checks shape and types; [Service.Create] checks the values.
+func DecodeCreateRequest(body []byte) (api.CreateRequest, error) {
+	var r api.CreateRequest
+	if len(body) > api.MaxBodyBytes {
+		return r, ErrBodyTooLarge
 	}
-	if k[0] == '"' {
-		if len(k) < 2 || k[len(k)-1] != '"' {
-			return "", ErrKeyInvalid
+	m, err := members(body, "filename", "contentType", "size", "sha256", "partSize")
+	if err != nil {
+		return r, err
+	}
+	for _, f := range []struct {
+		name string
+		into *string
+	}{{"filename", &r.Filename}, {"contentType", &r.ContentType}, {"size", nil}, {"sha256", &r.SHA256}} {
+		if _, ok := m[f.name]; !ok {
+			return r, invalid(f.name, "%s is required", f.name)
 		}
-		k = k[1 : len(k)-1]
-		if strings.ContainsAny(k, `"\`) {
-			return "", ErrKeyInvalid
+		if f.into == nil {
+			r.Size, err = jsonInt(m, f.name)
+		} else {
+			*f.into, err = jsonString(m, f.name)
+		}
+		if err != nil {
+			return r, err
 		}
 	}
-	if len(k) < MinKeyLen || len(k) > MaxKeyLen {
-		return "", ErrKeyInvalid
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e {
-			return "", ErrKeyInvalid
+	if _, ok := m["partSize"]; ok {
+		if r.PartSize, err = jsonInt(m, "partSize"); err != nil {
+			return r, err
+		}
+		if r.PartSize == 0 {
+			return r, invalid("partSize", "partSize must be from %d to %d bytes", api.MinPartSize, api.MaxPartSize)
 		}
 	}
-	return k, nil
+	return r, nil
 }
 
-// CreateRequest is the body of POST /uploads.
-type CreateRequest struct {
-	Filename    string `json:"filename"`
-	ContentType string `json:"contentType"`
-	Size        int64  `json:"size"`
-	SHA256      string `json:"sha256"` // 64 hex characters
-}
-
-// wireRequest tells a missing field from a zero one and keeps size exact.
-type wireRequest struct {
-	Filename    *string         `json:"filename"`
-	ContentType *string         `json:"contentType"`
-	Size        json.RawMessage `json:"size"`
-	SHA256      *string         `json:"sha256"`
-}
-
-// DecodeCreateRequest parses a raw create body: at most MaxBodyBytes of
-// UTF-8 JSON holding one object with exactly the four fields. It checks
-// shape and types; [Service.Create] checks the values.
-func DecodeCreateRequest(body []byte) (CreateRequest, error) {
-	if len(body) > MaxBodyBytes {
-		return CreateRequest{}, ErrBodyTooLarge
+// DecodeSignPartsRequest parses a raw sign body as strictly as
+// DecodeCreateRequest: {"parts": [{"partNumber": n, "sha256": "…"}, …]}
+// with 1 to api.MaxPartsPerSign entries. Part numbers are checked against
+// the upload by [Service.SignParts].
+func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
+	var r api.SignPartsRequest
+	if len(body) > api.MaxBodyBytes {
+		return r, ErrBodyTooLarge
 	}
+	m, err := members(body, "parts")
+	if err != nil {
+		return r, err
+	}
+	raw, ok := m["parts"]
+	if !ok {
+		return r, invalid("parts", "parts is required")
+	}
+	var entries []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &entries) != nil {
+		return r, invalid("parts", "parts must be an array")
+	}
+	if len(entries) == 0 || len(entries) > api.MaxPartsPerSign {
+		return r, invalid("parts", "parts must list 1 to %d parts", api.MaxPartsPerSign)
+	}
+	seen := make(map[int]bool, len(entries))
+	for i, e := range entries {
+		pm, err := members(e, "partNumber", "sha256")
+		if err != nil {
+			return r, invalid("parts", "parts[%d] must be an object with partNumber and sha256", i)
+		}
+		n, err := jsonInt(pm, "partNumber")
+		if err != nil {
+			return r, invalid("parts", "parts[%d].partNumber must be a whole number", i)
+		}
+		sum, err := jsonString(pm, "sha256")
+		if err != nil || len(sum) != 64 || !isHex(sum) {
+			return r, invalid("parts", "parts[%d].sha256 must be 64 hex characters", i)
+		}
+		if seen[int(n)] {
+			return r, invalid("parts", "part %d is listed twice", n)
+		}
+		seen[int(n)] = true
+		r.Parts = append(r.Parts, api.PartToSign{PartNumber: int(n), SHA256: strings.ToLower(sum)})
+	}
+	return r, nil
+}
+
+// members splits one JSON object into its members' raw values, refusing
+// what encoding/json would let through: invalid UTF-8 (it would become
+// U+FFFD), a name that matches only without regard to case, a member given
+// twice, an unknown member, and anything after the object.
+func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(body) {
-		return CreateRequest{}, invalid("body", "the request body is not valid UTF-8")
+		return nil, invalid("body", "the request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	var w wireRequest
-	if err := dec.Decode(&w); err != nil {
-		return CreateRequest{}, decodeError(err)
+	notObject := invalid("body", "the request body must be a JSON object")
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notObject
+	}
+	m := make(map[string]json.RawMessage, len(known))
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, notObject
+		}
+		if !slices.Contains(known, name) {
+			return nil, invalid("body", "unknown field %q", name)
+		}
+		if _, dup := m[name]; dup {
+			return nil, invalid(name, "%s is given twice", name)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, invalid(name, "%s is not valid JSON", name)
+		}
+		m[name] = raw
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, notObject
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return CreateRequest{}, invalid("body", "the request body must hold exactly one JSON object")
+		return nil, invalid("body", "the request body must hold exactly one JSON object")
 	}
-	switch {
-	case w.Filename == nil:
-		return CreateRequest{}, invalid("filename", "filename is required")
-	case w.ContentType == nil:
-		return CreateRequest{}, invalid("contentType", "contentType is required")
-	case w.Size == nil || string(w.Size) == "null":
-		return CreateRequest{}, invalid("size", "size is required")
-	case w.SHA256 == nil:
-		return CreateRequest{}, invalid("sha256", "sha256 is required")
-	}
-	// ParseInt refuses what JSON also allows but a byte count is not:
-	// strings, fractions, exponents.
-	size, err := strconv.ParseInt(string(w.Size), 10, 64)
-	if err != nil {
-		if errors.Is(err, strconv.ErrRange) && w.Size[0] != '-' {
-			return CreateRequest{}, ErrFileTooLarge
-		}
-		return CreateRequest{}, invalid("size", "size must be a whole number of bytes")
-	}
-	return CreateRequest{Filename: *w.Filename, ContentType: *w.ContentType, Size: size, SHA256: *w.SHA256}, nil
+	return m, nil
 }
 
-func decodeError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return invalid(typeErr.Field, "%s has the wrong type", typeErr.Field)
+// jsonString reads member name as a JSON string (null is not one).
+func jsonString(m map[string]json.RawMessage, name string) (string, error) {
+	var s string
+	if raw := m[name]; len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", invalid(name, "%s must be a string", name)
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalid("body", "unknown field %s", name)
+	return s, nil
+}
+
+// jsonInt reads member name as a whole number. ParseInt refuses what JSON
+// also allows but a count is not: strings, fractions, exponents. A number
+// beyond int64 is a file too large, not a malformed one.
+func jsonInt(m map[string]json.RawMessage, name string) (int64, error) {
+	raw := m[name]
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) && len(raw) > 0 && raw[0] != '-' && name == "size" {
+			return 0, ErrFileTooLarge
+		}
+		return 0, invalid(name, "%s must be a whole number", name)
 	}
-	return invalid("body", "the request body must be a JSON object")
+	return n, nil
 }
 
 // canonical validates r against the contract and the deployment's limits and
 // returns it in canonical form (sha256 in lower case).
-func (r CreateRequest) canonical(cfg *Config) (CreateRequest, error) {
+func canonical(r api.CreateRequest, cfg *Config) (api.CreateRequest, error) {
 	if err := validFilename(r.Filename); err != nil {
 		return r, err
 	}
@@ -162,9 +236,21 @@ func (r CreateRequest) canonical(cfg *Config) (CreateRequest, error) {
 	if len(r.SHA256) != 64 || !isHex(r.SHA256) {
 		return r, invalid("sha256", "sha256 must be 64 hex characters")
 	}
+	if r.PartSize != 0 {
+		if r.PartSize < api.MinPartSize || r.PartSize > api.MaxPartSize {
+			return r, invalid("partSize", "partSize must be from %d (5 MiB) to %d (5 GiB) bytes", api.MinPartSize, api.MaxPartSize)
+		}
+		if n := api.PartCount(r.Size, r.PartSize); n > api.MaxParts {
+			return r, invalid("partSize", "partSize %d cuts size %d into %d parts; at most %d are allowed, so use at least %d",
+				r.PartSize, r.Size, n, api.MaxParts, (r.Size+api.MaxParts-1)/api.MaxParts)
+		}
+	}
 	// Malformed fields (400) first, then the deployment's limits (413, 415).
 	if r.Size > cfg.MaxUploadBytes {
 		return r, ErrFileTooLarge
+	}
+	if r.PartSize == 0 && r.Size > api.MaxSinglePutBytes {
+		return r, ErrNeedsParts
 	}
 	if !cfg.allows(mediaType) {
 		return r, ErrUnsupportedMedia
@@ -177,8 +263,8 @@ func validFilename(name string) error {
 	switch {
 	case name == "":
 		return invalid("filename", "filename must not be empty")
-	case len(name) > MaxFilenameLen:
-		return invalid("filename", "filename must be at most %d bytes", MaxFilenameLen)
+	case len(name) > api.MaxFilenameLen:
+		return invalid("filename", "filename must be at most %d bytes", api.MaxFilenameLen)
 	case !utf8.ValidString(name):
 		return invalid("filename", "filename must be valid UTF-8")
 	case name == "." || name == "..":
@@ -194,8 +280,8 @@ func validFilename(name string) error {
 // validMediaType checks contentType is a type/subtype (parameters allowed)
 // that can be sent as a header, and returns the lower-case type/subtype.
 func validMediaType(ct string) (string, error) {
-	if ct == "" || len(ct) > MaxMediaTypeLen {
-		return "", invalid("contentType", "contentType must be a media type of 1 to %d characters", MaxMediaTypeLen)
+	if ct == "" || len(ct) > api.MaxMediaTypeLen {
+		return "", invalid("contentType", "contentType must be a media type of 1 to %d characters", api.MaxMediaTypeLen)
 	}
 	for i := 0; i < len(ct); i++ {
 		if ct[i] < 0x20 || ct[i] > 0x7e {
@@ -210,6 +296,9 @@ func validMediaType(ct string) (string, error) {
 	if !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
 		return "", invalid("contentType", "contentType must be a media type such as image/jpeg")
 	}
+	if strings.Contains(mediaType, "*") {
+		return "", invalid("contentType", "contentType must be one media type, not a range such as image/*")
+	}
 	return mediaType, nil
 }
 
@@ -221,9 +310,14 @@ func isHex(s string) bool {
 // fingerprint identifies a request for one key: method, route, tenant and
 // the canonical fields, each length-prefixed so no field can bleed into the
 // next. Never the raw JSON text, so whitespace and key order do not count.
-func fingerprint(tenant string, r CreateRequest) string {
+// partSize counts only when set, so single-PUT fingerprints are as before.
+func fingerprint(tenant string, r api.CreateRequest) string {
 	h := sha256.New()
-	for _, part := range []string{"POST", "/uploads", tenant, r.Filename, r.ContentType, strconv.FormatInt(r.Size, 10), r.SHA256} {
+	parts := []string{"POST", "/uploads", tenant, r.Filename, r.ContentType, strconv.FormatInt(r.Size, 10), r.SHA256}
+	if r.PartSize != 0 {
+		parts = append(parts, "partSize", strconv.FormatInt(r.PartSize, 10))
+	}
+	for _, part := range parts {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])

@@ -4,44 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-)
 
-func TestParseIdempotencyKey(t *testing.T) {
-	t.Parallel()
-	valid := "a3f0c9d1-6b0a-4c43"
-	cases := []struct {
-		in   string
-		want string
-		err  error
-	}{
-		{valid, valid, nil},
-		{"  " + valid + "\t", valid, nil},
-		{`"` + valid + `"`, valid, nil},
-		{strings.Repeat("k", 16), strings.Repeat("k", 16), nil},
-		{strings.Repeat("k", 255), strings.Repeat("k", 255), nil},
-		{`"` + strings.Repeat("k", 255) + `"`, strings.Repeat("k", 255), nil}, // length counted after unquoting
-		{"!~" + strings.Repeat("x", 14), "!~" + strings.Repeat("x", 14), nil},
-		{"", "", ErrKeyMissing},
-		{"   ", "", ErrKeyMissing},
-		{strings.Repeat("k", 15), "", ErrKeyInvalid},
-		{strings.Repeat("k", 256), "", ErrKeyInvalid},
-		{`"` + strings.Repeat("k", 15) + `"`, "", ErrKeyInvalid},
-		{`""`, "", ErrKeyInvalid},
-		{`"` + valid, "", ErrKeyInvalid},
-		{`"abc"def-0123456789"`, "", ErrKeyInvalid},
-		{`"abc\def-0123456789"`, "", ErrKeyInvalid},
-		{"abc def-0123456789", "", ErrKeyInvalid},
-		{"abcdef-0123456789\x00", "", ErrKeyInvalid},
-		{"abcdef-0123456789\x7f", "", ErrKeyInvalid},
-		{"abcdef-0123456789é", "", ErrKeyInvalid},
-	}
-	for _, tc := range cases {
-		got, err := ParseIdempotencyKey(tc.in)
-		if got != tc.want || !errors.Is(err, tc.err) {
-			t.Errorf("ParseIdempotencyKey(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
-		}
-	}
-}
+	"github.com/onceupload/onceupload/pkg/api"
+)
 
 const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -60,7 +25,15 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"not json", `filename=a`, "body", nil},
 		{"empty", ``, "body", nil},
 		{"array", `[]`, "body", nil},
-		{"null", `null`, "filename", nil},
+		{"null", `null`, "body", nil},
+		{"member twice", `{"filename":"a.png","filename":"b.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "filename", nil},
+		{"member name in another case", `{"Filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "body", nil},
+		{"null filename", `{"filename":null,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "filename", nil},
+		{"media range", `{"filename":"a.png","contentType":"image/*","size":1,"sha256":"` + sha + `"}`, "contentType", nil},
+		{"any media", `{"filename":"a.png","contentType":"*/*","size":1,"sha256":"` + sha + `"}`, "contentType", nil},
+		{"part size too small", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `","partSize":5242879}`, "partSize", nil},
+		{"part size zero", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `","partSize":0}`, "partSize", nil},
+		{"part size not a number", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `","partSize":"5MiB"}`, "partSize", nil},
 		{"two objects", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `"} {}`, "body", nil},
 		{"unknown field", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `","extra":1}`, "body", nil},
 		{"invalid utf-8", "{\"filename\":\"a\xff.png\",\"contentType\":\"image/png\",\"size\":1,\"sha256\":\"" + sha + "\"}", "body", nil},
@@ -89,12 +62,12 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"size over max", `{"filename":"a.png","contentType":"image/png","size":1001,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
 		{"size over int64", `{"filename":"a.png","contentType":"image/png","size":99999999999999999999999,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
 		{"type not allowed", `{"filename":"a.txt","contentType":"text/plain","size":1,"sha256":"` + sha + `"}`, "", ErrUnsupportedMedia},
-		{"body too large", `{"filename":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, "", ErrBodyTooLarge},
+		{"body too large", `{"filename":"` + strings.Repeat("a", api.MaxBodyBytes) + `"}`, "", ErrBodyTooLarge},
 	}
 	for _, tc := range cases {
 		req, err := DecodeCreateRequest([]byte(tc.body))
 		if err == nil {
-			_, err = req.canonical(cfg)
+			_, err = canonical(req, cfg)
 		}
 		var v *ValidationError
 		switch {
@@ -118,7 +91,7 @@ func TestFingerprint(t *testing.T) {
 		t.Helper()
 		req, err := DecodeCreateRequest([]byte(body))
 		if err == nil {
-			req, err = req.canonical(cfg)
+			req, err = canonical(req, cfg)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
@@ -147,7 +120,7 @@ func TestFingerprint(t *testing.T) {
 			t.Errorf("changing %s did not change the fingerprint", field)
 		}
 	}
-	if fingerprint("ab", CreateRequest{Filename: "c"}) == fingerprint("a", CreateRequest{Filename: "bc"}) {
+	if fingerprint("ab", api.CreateRequest{Filename: "c"}) == fingerprint("a", api.CreateRequest{Filename: "bc"}) {
 		t.Error("field boundaries are ambiguous")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -110,8 +111,8 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // replays the answer recorded for the key. Errors: *ValidationError,
 // ErrFileTooLarge, ErrUnsupportedMedia, and the store's ErrKeyReused,
 // ErrInProgress and ErrUnavailable (test with errors.Is).
-func (s *Service) Create(ctx context.Context, tenant, key string, req CreateRequest) (Reply, error) {
-	r, err := req.canonical(&s.cfg)
+func (s *Service) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (Reply, error) {
+	r, err := canonical(req, &s.cfg)
 	if err != nil {
 		return Reply{}, err
 	}
@@ -122,8 +123,8 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req CreateRequ
 	}
 	// Everything the record holds is computed before the one put, so no
 	// record ever exists without its response.
-	pending := Upload{
-		UploadID: uploadID, Status: StatusPending, StorageKey: s.cfg.Prefix + uploadID,
+	pending := api.Upload{
+		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
 	body, urlExpires, err := s.pendingBody(ctx, pending)
@@ -176,7 +177,7 @@ func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byt
 }
 
 // pendingBody presigns the PUT for u and renders the pending body.
-func (s *Service) pendingBody(ctx context.Context, u Upload) ([]byte, time.Time, error) {
+func (s *Service) pendingBody(ctx context.Context, u api.Upload) ([]byte, time.Time, error) {
 	sum, err := hex.DecodeString(u.SHA256)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
@@ -210,7 +211,7 @@ func (s *Service) pendingBody(ctx context.Context, u Upload) ([]byte, time.Time,
 			headers[name] = values[0]
 		}
 	}
-	u.Upload = &PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}
+	u.Upload = &api.PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}
 	body, err := encode(u)
 	return body, expires, err
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -53,7 +55,7 @@ func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	svc := upload.New(store, presigner, emptyBucket{}, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16)), quiet()
 	})
-	reply, err := svc.Create(context.Background(), "tenant-a", "fuzz-finalize-key-0001", upload.CreateRequest{
+	reply, err := svc.Create(context.Background(), "tenant-a", "fuzz-finalize-key-0001", api.CreateRequest{
 		Filename: "a.txt", ContentType: "text/plain", Size: fuzzLiveSize,
 		SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -75,8 +77,8 @@ func FuzzHandle(f *testing.F) {
 		if route%routeCount != routePost || stored != 1 {
 			t.Fatalf("201 on route %d with %d records stored", route%routeCount, stored)
 		}
-		var u upload.Upload
-		if err := json.Unmarshal([]byte(resp.Body), &u); err != nil || u.Status != upload.StatusPending || u.Upload == nil {
+		var u api.Upload
+		if err := json.Unmarshal([]byte(resp.Body), &u); err != nil || u.Status != api.StatusPending || u.Upload == nil {
 			t.Fatalf("201 body %s: %v", resp.Body, err)
 		}
 		if _, err := upload.ParseUploadID(u.UploadID); err != nil || resp.Headers["Location"] != "/uploads/"+u.UploadID ||

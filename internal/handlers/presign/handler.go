@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -26,7 +28,7 @@ const AnonymousTenant = "anonymous"
 
 // Service is what the handler needs of *upload.Service.
 type Service interface {
-	Create(ctx context.Context, tenant, key string, req upload.CreateRequest) (upload.Reply, error)
+	Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Reply, error)
 	Status(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
 }
 
@@ -59,13 +61,13 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if !ok {
 		return errorResponse(http.StatusUnauthorized, "unauthenticated", "This API needs an authenticated principal.")
 	}
-	key, err := upload.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
+	key, err := api.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
 	if err != nil {
 		return h.fail(ctx, err)
 	}
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
-		if base64.StdEncoding.DecodedLen(len(req.Body)) > upload.MaxBodyBytes+3 {
+		if base64.StdEncoding.DecodedLen(len(req.Body)) > api.MaxBodyBytes+3 {
 			return h.fail(ctx, upload.ErrBodyTooLarge)
 		}
 		if body, err = base64.StdEncoding.DecodeString(req.Body); err != nil {
@@ -126,15 +128,15 @@ func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPRe
 	var validation *upload.ValidationError
 	var inProgress *idempotency.InProgressError
 	switch {
-	case errors.Is(err, upload.ErrKeyMissing):
+	case errors.Is(err, api.ErrKeyMissing):
 		return errorResponse(http.StatusBadRequest, "idempotency_key_required", err.Error()+".")
-	case errors.Is(err, upload.ErrKeyInvalid):
+	case errors.Is(err, api.ErrKeyInvalid):
 		return errorResponse(http.StatusBadRequest, "idempotency_key_invalid", err.Error()+".")
 	case errors.As(err, &validation):
 		return errorResponse(http.StatusBadRequest, "invalid_request", validation.Message+".")
 	case errors.Is(err, upload.ErrBodyTooLarge):
 		return errorResponse(http.StatusRequestEntityTooLarge, "request_too_large", err.Error()+".")
-	case errors.Is(err, upload.ErrFileTooLarge):
+	case errors.Is(err, upload.ErrFileTooLarge), errors.Is(err, upload.ErrNeedsParts):
 		return errorResponse(http.StatusRequestEntityTooLarge, "file_too_large", err.Error()+".")
 	case errors.Is(err, upload.ErrUnsupportedMedia):
 		return errorResponse(http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error()+".")

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/pkg/api"
+
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -210,7 +212,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 	first := f.do(t, post(key, photo))
 	wantStatus(t, first, 201, "")
 	golden(t, "create-201", first.Body)
-	var created upload.Upload
+	var created api.Upload
 	_ = json.Unmarshal([]byte(first.Body), &created)
 	if loc := first.Headers["Location"]; loc != "/uploads/"+created.UploadID {
 		t.Errorf("Location = %q, want /uploads/%s", loc, created.UploadID)
@@ -268,7 +270,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 }
 
 func TestErrorRows(t *testing.T) {
-	big := `{"filename":"` + strings.Repeat("a", upload.MaxBodyBytes) + `"}`
+	big := `{"filename":"` + strings.Repeat("a", api.MaxBodyBytes) + `"}`
 	noPrincipal := post(key, photo)
 	noPrincipal.RequestContext.Authorizer = nil
 	b64 := post(key, base64.StdEncoding.EncodeToString([]byte("{not json")))
@@ -404,7 +406,7 @@ func TestStoreFailures(t *testing.T) {
 func TestStatus(t *testing.T) {
 	f := newFixture(t, nil)
 	created := f.do(t, post(key, photo))
-	var u upload.Upload
+	var u api.Upload
 	_ = json.Unmarshal([]byte(created.Body), &u)
 
 	own := f.do(t, get(u.UploadID, "user-1"))

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
+	"github.com/onceupload/onceupload/pkg/api"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/aws/aws-lambda-go/events"
 )
 
 // statusOf is the status of every error code of DESIGN.md's table.
@@ -118,6 +118,7 @@ func TestHostileInput(t *testing.T) {
 		{"key quoted 15 chars", post(`"`+strings.Repeat("k", 15)+`"`, photo), 400, "idempotency_key_invalid", ""},
 		{"key quoted 256 chars", post(`"`+strings.Repeat("k", 256)+`"`, photo), 400, "idempotency_key_invalid", ""},
 		{"key with space", post("abcdefgh ijklmnop", photo), 400, "idempotency_key_invalid", ""},
+		{"two keys joined by a proxy", post("abcdefgh-ijklmnop,abcdefgh-ijklmnop", photo), 400, "idempotency_key_invalid", ""},
 		{"key with tab", post("abcdefgh\tijklmnop", photo), 400, "idempotency_key_invalid", ""},
 		{"key with DEL", post("abcdefghijklmnop\x7f", photo), 400, "idempotency_key_invalid", ""},
 		{"key with NUL", post("abcdefgh\x00ijklmnop", photo), 400, "idempotency_key_invalid", ""},
@@ -136,10 +137,10 @@ func TestHostileInput(t *testing.T) {
 		{"key 100 KB mixed-case header", withHeader("Idempotency-Key", huge), 400, "idempotency_key_invalid", ""},
 
 		// Oversized bodies: the limit counts raw (decoded) bytes.
-		{"body 16 KiB + 1", post(key, padTo(photo, upload.MaxBodyBytes+1)), 413, "request_too_large", ""},
+		{"body 16 KiB + 1", post(key, padTo(photo, api.MaxBodyBytes+1)), 413, "request_too_large", ""},
 		{"body 1 MiB", post(key, padTo(photo, 1<<20)), 413, "request_too_large", ""},
-		{"base64 body decoding to 16 KiB + 1", base64Post(key, padTo(photo, upload.MaxBodyBytes+1)), 413, "request_too_large", ""},
-		{"base64 body decoding to 16 KiB + 2", base64Post(key, padTo(photo, upload.MaxBodyBytes+2)), 413, "request_too_large", ""},
+		{"base64 body decoding to 16 KiB + 1", base64Post(key, padTo(photo, api.MaxBodyBytes+1)), 413, "request_too_large", ""},
+		{"base64 body decoding to 16 KiB + 2", base64Post(key, padTo(photo, api.MaxBodyBytes+2)), 413, "request_too_large", ""},
 		{"base64 body decoding to 1 MiB", base64Post(key, padTo(photo, 1<<20)), 413, "request_too_large", ""},
 		{"base64 body not base64", func() events.APIGatewayV2HTTPRequest {
 			r := post(key, "{not base64!}")
@@ -235,8 +236,8 @@ func TestHostileInput(t *testing.T) {
 func TestHostileInputLimitsAreExact(t *testing.T) {
 	t.Parallel()
 	cases := map[string]events.APIGatewayV2HTTPRequest{
-		"body 16 KiB":             post(key, padTo(photo, upload.MaxBodyBytes)),
-		"base64 body 16 KiB":      base64Post(key, padTo(photo, upload.MaxBodyBytes)),
+		"body 16 KiB":             post(key, padTo(photo, api.MaxBodyBytes)),
+		"base64 body 16 KiB":      base64Post(key, padTo(photo, api.MaxBodyBytes)),
 		"filename 255 bytes":      post(key, body(`"`+strings.Repeat("é", 127)+`x"`, `"image/jpeg"`)),
 		"key 255 chars quoted":    post(`"`+strings.Repeat("k", 255)+`"`, photo),
 		"key 16 chars":            post(strings.Repeat("k", 16), photo),
@@ -264,7 +265,7 @@ func TestHostileInputLimitsAreExact(t *testing.T) {
 func visibleASCII() string {
 	var b strings.Builder
 	for c := byte(0x21); c <= 0x7e; c++ {
-		if c != '"' {
+		if c != '"' && c != ',' {
 			b.WriteByte(c)
 		}
 	}

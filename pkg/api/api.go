@@ -1,0 +1,220 @@
+// Package api is the HTTP contract of onceupload: the request and response
+// bodies, statuses, error codes and limits that the server and every client
+// share. It has no AWS dependency, so a program that only uploads files
+// links none of the server's SDK clients.
+//
+// The routes (docs/api.md has the whole contract):
+//
+//	POST   /uploads                      create (Idempotency-Key), 201 Upload
+//	GET    /uploads/{uploadId}           status, 200 Upload
+//	POST   /uploads/{uploadId}/parts     sign parts, 200 SignedParts
+//	GET    /uploads/{uploadId}/parts     list stored parts, 200 PartList
+//	POST   /uploads/{uploadId}/complete  complete a multipart upload, 200 Upload
+//	DELETE /uploads/{uploadId}           abort a multipart upload, 200 Upload
+package api
+
+import (
+	"errors"
+	"strings"
+)
+
+// Limits of the contract.
+const (
+	// MaxBodyBytes is the largest create or sign request body, in raw bytes.
+	MaxBodyBytes = 16 << 10
+	// MinKeyLen and MaxKeyLen bound an Idempotency-Key, counted after
+	// unquoting.
+	MinKeyLen = 16
+	MaxKeyLen = 255
+	// MaxFilenameLen is in bytes of UTF-8.
+	MaxFilenameLen = 255
+	// MaxMediaTypeLen bounds contentType.
+	MaxMediaTypeLen = 255
+
+	// MaxSinglePutBytes is S3's limit for one PUT: larger files need
+	// partSize.
+	MaxSinglePutBytes = 5 << 30
+	// MinPartSize and MaxPartSize bound partSize: S3 refuses a part under
+	// 5 MiB (but the last) and over 5 GiB.
+	MinPartSize = 5 << 20
+	MaxPartSize = 5 << 30
+	// MaxParts is S3's limit of parts per upload.
+	MaxParts = 10000
+	// MaxMultipartBytes is the largest object S3 stores: 10,000 parts of
+	// 5 GiB.
+	MaxMultipartBytes = MaxParts * MaxPartSize
+	// MaxPartsPerSign is how many parts one sign request may list.
+	MaxPartsPerSign = 100
+)
+
+// Statuses of an upload.
+const (
+	StatusPending   = "pending"
+	StatusCompleted = "completed"
+	StatusAborted   = "aborted"
+)
+
+// Error codes: the "error" member of every error body. They are stable API.
+const (
+	CodeKeyRequired          = "idempotency_key_required" // 400
+	CodeKeyInvalid           = "idempotency_key_invalid"  // 400
+	CodeInvalidRequest       = "invalid_request"          // 400
+	CodeUnauthenticated      = "unauthenticated"          // 401
+	CodeNotFound             = "not_found"                // 404
+	CodeInProgress           = "idempotency_in_progress"  // 409, with Retry-After
+	CodeUploadNotPending     = "upload_not_pending"       // 409
+	CodeUploadCompleted      = "upload_completed"         // 409
+	CodePartsMissing         = "parts_missing"            // 409
+	CodeRequestTooLarge      = "request_too_large"        // 413
+	CodeFileTooLarge         = "file_too_large"           // 413
+	CodeUnsupportedMediaType = "unsupported_media_type"   // 415
+	CodeKeyReuse             = "idempotency_key_reuse"    // 422
+	CodeInternal             = "internal_error"           // 500
+	CodeUnavailable          = "service_unavailable"      // 503, with Retry-After
+)
+
+// Error is every error body.
+type Error struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// CreateRequest is the body of POST /uploads.
+type CreateRequest struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"` // of the whole file, 64 hex characters
+	// PartSize, if set, makes the upload multipart: parts of this many
+	// bytes (the last one the remainder), MinPartSize to MaxPartSize, at
+	// most MaxParts of them.
+	PartSize int64 `json:"partSize,omitempty"`
+}
+
+// Upload is the body of a 201 from POST /uploads and of the 200s of
+// GET /uploads/{uploadId}, complete and abort.
+type Upload struct {
+	UploadID    string `json:"uploadId"`
+	Status      string `json:"status"`
+	StorageKey  string `json:"storageKey"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256"`
+	// Upload says how to send the bytes of a pending single-PUT upload.
+	Upload *PutInstructions `json:"upload,omitempty"`
+	// Multipart is set for uploads in parts.
+	Multipart *Multipart `json:"multipart,omitempty"`
+	// ETag and CompletedAt are set once completed.
+	ETag        string `json:"etag,omitempty"`
+	CompletedAt string `json:"completedAt,omitempty"`
+	// CompositeSHA256 is S3's checksum of a completed multipart object:
+	// base64(SHA-256 of the parts' SHA-256 digests in order), "-", the part
+	// count. S3 verified every part against it; it is not the SHA-256 of
+	// the whole file, which is the client's declaration (SHA256).
+	CompositeSHA256 string `json:"compositeSha256,omitempty"`
+}
+
+// PutInstructions describe a presigned PUT. Headers lists every header the
+// client must send besides Content-Length, which HTTP clients set from the
+// body (and browsers forbid setting).
+type PutInstructions struct {
+	Method    string            `json:"method"`
+	URL       string            `json:"url"`
+	Headers   map[string]string `json:"headers"`
+	ExpiresAt string            `json:"expiresAt"` // RFC 3339, UTC
+}
+
+// Multipart describes how a multipart upload is cut.
+type Multipart struct {
+	PartSize  int64 `json:"partSize"`
+	PartCount int   `json:"partCount"`
+}
+
+// PartCount is the number of parts of size bytes cut into partSize pieces.
+func PartCount(size, partSize int64) int {
+	if size <= 0 || partSize <= 0 {
+		return 0
+	}
+	return int((size + partSize - 1) / partSize)
+}
+
+// PartLength is the length of part n (1-based): partSize, or the remainder
+// for the last part.
+func PartLength(size, partSize int64, n int) int64 {
+	start := int64(n-1) * partSize
+	return min(partSize, size-start)
+}
+
+// SignPartsRequest is the body of POST /uploads/{uploadId}/parts.
+type SignPartsRequest struct {
+	Parts []PartToSign `json:"parts"`
+}
+
+// PartToSign names a part and the SHA-256 (64 hex) of its bytes.
+type PartToSign struct {
+	PartNumber int    `json:"partNumber"`
+	SHA256     string `json:"sha256"`
+}
+
+// SignedParts is the 200 body of POST /uploads/{uploadId}/parts.
+type SignedParts struct {
+	Parts []SignedPart `json:"parts"`
+}
+
+// SignedPart is a presigned PUT of one part: its exact length and SHA-256
+// are signed, so S3 refuses any other bytes.
+type SignedPart struct {
+	PartNumber int `json:"partNumber"`
+	PutInstructions
+}
+
+// PartList is the 200 body of GET /uploads/{uploadId}/parts: the parts S3
+// holds, in order.
+type PartList struct {
+	Parts []StoredPart `json:"parts"`
+}
+
+// StoredPart is one part S3 holds.
+type StoredPart struct {
+	PartNumber int    `json:"partNumber"`
+	Size       int64  `json:"size"`
+	SHA256     string `json:"sha256"` // 64 lower-case hex
+	ETag       string `json:"etag"`
+}
+
+// Errors of ParseIdempotencyKey.
+var (
+	ErrKeyMissing = errors.New("the Idempotency-Key header is required")
+	ErrKeyInvalid = errors.New("the Idempotency-Key header must be 16 to 255 visible ASCII characters other than a comma")
+)
+
+// ParseIdempotencyKey returns the key carried by an Idempotency-Key header
+// value. Surrounding spaces are not part of a header value. A value wrapped
+// in double quotes (the IETF draft's structured-field string) is unquoted;
+// the length is counted after unquoting. A comma is refused: two headers
+// joined by a proxy must never make a new key.
+func ParseIdempotencyKey(header string) (string, error) {
+	k := strings.Trim(header, " \t")
+	if k == "" {
+		return "", ErrKeyMissing
+	}
+	if k[0] == '"' {
+		if len(k) < 2 || k[len(k)-1] != '"' {
+			return "", ErrKeyInvalid
+		}
+		k = k[1 : len(k)-1]
+		if strings.ContainsAny(k, `"\`) {
+			return "", ErrKeyInvalid
+		}
+	}
+	if len(k) < MinKeyLen || len(k) > MaxKeyLen {
+		return "", ErrKeyInvalid
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e || k[i] == ',' {
+			return "", ErrKeyInvalid
+		}
+	}
+	return k, nil
+}
