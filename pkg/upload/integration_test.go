@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
 	svc     *upload.Service
+	store   *idempotency.DynamoStore
+	cfg     upload.Config
+	signer  *upload.SigV4Presigner
 	s3      *s3.Client
 	bucket  string
 	dynamo  testenv.Counter
@@ -62,7 +65,7 @@ func (e *env) advance(d time.Duration) {
 	e.now = e.now.Add(d)
 }
 
-func newEnv(t *testing.T, presignTTL time.Duration) *env {
+func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Config)) *env {
 	t.Helper()
 	e := &env{now: time.Now()}
 	ddb := testenv.DynamoClient(dynoxide.Endpoint(t), &e.dynamo)
@@ -71,11 +74,15 @@ func newEnv(t *testing.T, presignTTL time.Duration) *env {
 	store := idempotency.NewDynamoStore(ddb, testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
-	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}
+	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	presigner, err := upload.NewSigV4Presigner(context.Background(), e.s3, e.bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.store, e.cfg, e.signer = store, cfg, presigner
 	e.svc = upload.New(store, presigner, e.s3, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -384,7 +391,7 @@ func TestFinalizeSkipsWhatIsNotAnUpload(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
 	// What is not an upload costs no call. An unknown claim costs the
-	// conditional update plus the consistent read DESIGN.md asks for when a
+	// conditional update plus the consistent read the store falls back to when a
 	// failed condition returns no item: from outside, a missing item and a
 	// server that ignores ALL_OLD look the same. S3 is never touched.
 	for _, tc := range []struct {
