@@ -433,3 +433,50 @@ func TestConcurrentCreatesOneUpload(t *testing.T) {
 		}
 	}
 }
+
+// replacingObjects stores the right bytes right after the mismatch check
+// reads the wrong ones: the window between finalize's check and its delete.
+type replacingObjects struct {
+	upload.ObjectAPI
+	replace func()
+	once    sync.Once
+}
+
+func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	out, err := r.ObjectAPI.HeadObject(ctx, in, optFns...)
+	r.once.Do(r.replace)
+	return out, err
+}
+
+// A correct object that lands between finalize's check of a wrong-size
+// object and its delete survives: the delete is conditional on the checked
+// ETag.
+func TestMismatchRemovalSparesAReplacement(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 15*time.Minute)
+	content := []byte("twelve bytes")
+	reply, err := e.svc.Create(ctx, "tenant", "key-mismatch-race01", requestFor(content, "text/plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, reply.Body)
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: strings.NewReader("short")}); err != nil {
+		t.Fatal(err)
+	}
+	racing := &replacingObjects{ObjectAPI: e.s3, replace: func() {
+		if code := put(t, u, content, nil); code != http.StatusOK {
+			t.Errorf("the right bytes: %d", code)
+		}
+	}}
+	svc := upload.New(e.store, e.signer, racing, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()})
+	if err != nil || out != upload.OutcomeRejected {
+		t.Fatalf("Finalize = %s, %v; want rejected", out, err)
+	}
+	if head := e.head(t, u.StorageKey); aws.ToInt64(head.ContentLength) != int64(len(content)) {
+		t.Fatalf("the object is %d bytes; the right one (%d) was removed", aws.ToInt64(head.ContentLength), len(content))
+	}
+}

@@ -428,7 +428,9 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 
 // removeMismatch deletes an object whose size is not the claimed one, after
 // checking that the object there now is still the wrong one: an event can
-// be late, and a correct PUT may have replaced the object since.
+// be late, and a correct PUT may have replaced the object since. The delete
+// is conditional on the ETag that was checked, so a correct object landing
+// between the check and the delete is never the one removed.
 func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idempotency.Record, obj ObjectCreated) error {
 	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Data[dataSize], "stored", obj.Size)
 	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key})
@@ -442,7 +444,12 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idem
 		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
 		return nil
 	}
-	if _, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key}); err != nil {
+	_, err = s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, IfMatch: head.ETag})
+	switch {
+	case apiErrorCode(err) == "PreconditionFailed":
+		log.InfoContext(ctx, "finalize: the object was replaced while it was checked; kept")
+		return nil
+	case err != nil:
 		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, err)
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
