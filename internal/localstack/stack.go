@@ -31,7 +31,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -291,11 +290,11 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		}
 	} else {
 		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
-			config.WithRegion(Region),
-			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
-			config.WithSharedConfigFiles(nil), config.WithSharedCredentialsFiles(nil),
-			config.WithAPIOptions(st.cfg.APIOptions))
+		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger, func(c *aws.Config) {
+			c.Region = Region
+			c.Credentials = credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")
+			c.APIOptions = append(c.APIOptions, st.cfg.APIOptions...)
+		})
 		if err != nil {
 			return err
 		}

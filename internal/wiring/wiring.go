@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -18,13 +18,14 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// Service builds the upload service. Endpoints come from the SDK's standard
-// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3), and
+// Service builds the upload service. The SDK configuration comes from
+// [AWSConfig]; endpoints from the SDK's standard variables
+// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3), and
 // S3_FORCE_PATH_STYLE=true selects path-style S3 addressing for local
-// servers. awsOpts adjust the SDK's configuration (the local stack passes
-// static credentials). No network call is made here, so cold starts stay
-// short.
-func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, awsOpts ...func(*config.LoadOptions) error) (*upload.Service, appconfig.Config, error) {
+// servers. awsOpts adjust the SDK configuration afterwards (the local stack
+// sets static credentials and its call counter). No network call is made
+// here, so cold starts stay short.
+func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, awsOpts ...func(*aws.Config)) (*upload.Service, appconfig.Config, error) {
 	cfg, err := appconfig.Load(lookup)
 	if err != nil {
 		return nil, cfg, err
@@ -38,12 +39,13 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
 		}
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, awsOpts...)
+	awsCfg, err := AWSConfig(lookup)
 	if err != nil {
-		return nil, cfg, fmt.Errorf("load AWS config: %w", err)
+		return nil, cfg, err
 	}
-	// The SDK reads these from the process environment too; reading them
-	// through lookup lets an in-process caller set them per service.
+	for _, fn := range awsOpts {
+		fn(&awsCfg)
+	}
 	s3Endpoint, _ := lookup("AWS_ENDPOINT_URL_S3")
 	dynamoEndpoint, _ := lookup("AWS_ENDPOINT_URL_DYNAMODB")
 	s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
