@@ -113,14 +113,26 @@ func S3Client(endpoint string, c *Counter) *s3.Client {
 // partition key "pk", on-demand) with a unique name, and returns the name.
 func NewTable(t testing.TB, client *dynamodb.Client) string {
 	t.Helper()
+	return NewTableWithKey(t, client, "pk", "")
+}
+
+// NewTableWithKey creates an on-demand table with a unique name whose
+// string partition key is named partitionKey and, unless sortKey is empty,
+// whose string sort key is named sortKey; it returns the name.
+func NewTableWithKey(t testing.TB, client *dynamodb.Client, partitionKey, sortKey string) string {
+	t.Helper()
 	name := "test-" + randomHex(6)
-	_, err := client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	in := &dynamodb.CreateTableInput{
 		TableName:            &name,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(partitionKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(partitionKey), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	})
-	if err != nil {
+	}
+	if sortKey != "" {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(sortKey), AttributeType: types.ScalarAttributeTypeS})
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(sortKey), KeyType: types.KeyTypeRange})
+	}
+	if _, err := client.CreateTable(context.Background(), in); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })

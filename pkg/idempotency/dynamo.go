@@ -40,33 +40,50 @@ type Store interface {
 
 var _ Store = (*DynamoStore)(nil)
 
-// Options configure a DynamoStore.
+// Defaults of Options.
+const (
+	// DefaultTTL is how long a record lives after its claim.
+	DefaultTTL = 24 * time.Hour
+	// DefaultLease is how long an in-progress claim blocks its key when the
+	// claim does not ask for a lease of its own (Record.Lease).
+	DefaultLease = 30 * time.Second
+)
+
+// Options configure a DynamoStore or a MemoryStore.
 type Options struct {
 	// TTL is how long a record lives after it is claimed (and after an
-	// update that asks to restart it). Defaults to 24 hours.
+	// update that asks to restart it). Defaults to DefaultTTL.
 	TTL time.Duration
 	// Lease is how long an in-progress claim blocks other requests before it
-	// may be taken over. Defaults to 30 seconds.
+	// may be taken over, unless the claim sets Record.Lease. Defaults to
+	// DefaultLease.
 	Lease time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Schema names the table's key and attributes (DynamoStore only).
+	// Defaults to DefaultSchema; each empty field takes its default.
+	Schema Schema
 }
 
-// DynamoStore is a Store on one DynamoDB table whose partition key is the
-// string attribute "pk" and whose TTL attribute is "expires_at".
+// DynamoStore is a Store on one DynamoDB table, laid out as its Schema
+// says: by default a string partition key "pk" and the TTL attribute
+// "expires_at".
 type DynamoStore struct {
 	client DynamoDBAPI
 	table  string
 	opts   Options
+	schema *schema
 }
 
-// NewDynamoStore returns a store on table.
+// NewDynamoStore returns a store on table. A Schema whose names collide
+// makes every operation fail with the error of Schema.Validate.
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
-	return &DynamoStore{client: client, table: table, opts: newOptions(optFns)}
+	opts := newOptions(optFns)
+	return &DynamoStore{client: client, table: table, opts: opts, schema: newSchema(opts.Schema)}
 }
 
 func newOptions(optFns []func(*Options)) Options {
-	o := Options{TTL: 24 * time.Hour, Lease: 30 * time.Second, Now: time.Now}
+	o := Options{TTL: DefaultTTL, Lease: DefaultLease, Now: time.Now}
 	for _, fn := range optFns {
 		fn(&o)
 	}
@@ -81,98 +98,17 @@ func (o *Options) stamp(rec Record, now time.Time) Record {
 	rec.ExpiresAt = time.Unix(now.Add(o.TTL).Unix(), 0)
 	rec.LeaseExpiresAt = time.Time{}
 	if rec.State == StateInProgress {
-		rec.LeaseExpiresAt = truncMillis(now.Add(o.Lease))
+		lease := o.Lease
+		if rec.Lease > 0 {
+			lease = rec.Lease
+		}
+		rec.LeaseExpiresAt = truncMillis(now.Add(lease))
 	}
+	rec.Lease = 0
 	if rec.Data == nil {
 		rec.Data = map[string]string{}
 	}
 	return rec
-}
-
-// Attribute names of a stored Record. expires_at (epoch seconds) is the
-// table's TTL attribute; created_at, updated_at and lease_expires_at are
-// epoch milliseconds.
-const (
-	attrPK, attrTenant, attrClaimID, attrFingerprint, attrState = "pk", "tenant", "claim_id", "fingerprint", "state"
-	attrStatus, attrBody, attrData                              = "response_status", "response_body", "data"
-	attrCreated, attrUpdated, attrExpires, attrLease            = "created_at", "updated_at", "expires_at", "lease_expires_at"
-)
-
-// toItem encodes a Record. The mapping is written out rather than left to
-// feature/dynamodb/attributevalue: that package's reflection and its
-// dependency on the DynamoDB Streams client cost the bootstrap ~2 MB and
-// the hot path dozens of allocations, for twelve fixed attributes.
-func toItem(r Record) map[string]types.AttributeValue {
-	data := make(map[string]types.AttributeValue, len(r.Data))
-	for k, v := range r.Data {
-		data[k] = str(v)
-	}
-	item := map[string]types.AttributeValue{
-		attrPK: str(string(r.ID)), attrTenant: str(r.Tenant), attrClaimID: str(r.ClaimID),
-		attrFingerprint: str(r.Fingerprint), attrState: str(string(r.State)),
-		attrData:    &types.AttributeValueMemberM{Value: data}, // a map, never NULL, so updates can SET data.x
-		attrCreated: epochMillis(r.CreatedAt), attrUpdated: epochMillis(r.UpdatedAt), attrExpires: epochSeconds(r.ExpiresAt),
-	}
-	if r.Response.Status != 0 {
-		item[attrStatus] = &types.AttributeValueMemberN{Value: strconv.Itoa(r.Response.Status)}
-	}
-	if len(r.Response.Body) > 0 {
-		item[attrBody] = str(string(r.Response.Body))
-	}
-	if !r.LeaseExpiresAt.IsZero() {
-		item[attrLease] = epochMillis(r.LeaseExpiresAt)
-	}
-	return item
-}
-
-// fromItem decodes a stored Record, refusing items of another shape.
-func fromItem(av map[string]types.AttributeValue) (Record, error) {
-	var errs []error
-	s := func(name string) string {
-		v, ok := av[name].(*types.AttributeValueMemberS)
-		if !ok {
-			errs = append(errs, fmt.Errorf("attribute %s: not a string", name))
-			return ""
-		}
-		return v.Value
-	}
-	n := func(name string, optional bool) int64 {
-		v, ok := av[name].(*types.AttributeValueMemberN)
-		if !ok {
-			if !optional || av[name] != nil {
-				errs = append(errs, fmt.Errorf("attribute %s: not a number", name))
-			}
-			return 0
-		}
-		i, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("attribute %s: %w", name, err))
-		}
-		return i
-	}
-	r := Record{
-		ID: ID(s(attrPK)), Tenant: s(attrTenant), ClaimID: s(attrClaimID), Fingerprint: s(attrFingerprint),
-		State: State(s(attrState)), Response: Response{Status: int(n(attrStatus, true))},
-		CreatedAt: time.UnixMilli(n(attrCreated, false)), UpdatedAt: time.UnixMilli(n(attrUpdated, false)),
-		ExpiresAt: time.Unix(n(attrExpires, false), 0), Data: map[string]string{},
-	}
-	if body, ok := av[attrBody].(*types.AttributeValueMemberS); ok {
-		r.Response.Body = []byte(body.Value)
-	}
-	if lease := n(attrLease, true); lease != 0 {
-		r.LeaseExpiresAt = time.UnixMilli(lease)
-	}
-	if data, ok := av[attrData].(*types.AttributeValueMemberM); ok {
-		for k, v := range data.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				r.Data[k] = sv.Value
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Record{}, fmt.Errorf("decode record: %w", err)
-	}
-	return r, nil
 }
 
 // ClaimResult says how a claim ended.
@@ -183,11 +119,6 @@ type ClaimResult struct {
 	// the key: answer with Record.Response instead of doing the work again.
 	Replayed bool
 }
-
-// The claim succeeds on a free key: never claimed, expired, or an
-// in-progress claim whose lease ran out.
-const claimCondition = "attribute_not_exists(pk) OR expires_at < :now" +
-	" OR (#state = :in_progress AND lease_expires_at < :now_ms)"
 
 // Claim writes rec as the holder of rec.ID in one conditional PutItem. The
 // caller fills ID, Tenant, ClaimID (unique per claim), Fingerprint, Data and
@@ -201,6 +132,9 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 	if rec.State != StatePending && rec.State != StateInProgress {
 		return ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed", rec.ID, rec.State)
 	}
+	if s.schema.err != nil {
+		return ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, s.schema.err)
+	}
 	// Two attempts: a holder seen by the put can vanish (expire, be
 	// released) before the fallback read sees it.
 	for attempt := 0; ; attempt++ {
@@ -208,9 +142,9 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		rec = s.opts.stamp(rec, now)
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           &s.table,
-			Item:                                toItem(rec),
-			ConditionExpression:                 aws.String(claimCondition),
-			ExpressionAttributeNames:            map[string]string{"#state": "state"},
+			Item:                                s.schema.toItem(rec),
+			ConditionExpression:                 &s.schema.claimCond,
+			ExpressionAttributeNames:            s.schema.claimNames,
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
@@ -263,7 +197,7 @@ func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error
 	if len(av) == 0 {
 		return nil, nil
 	}
-	r, err := fromItem(av)
+	r, err := s.schema.fromItem(av)
 	if err != nil {
 		return nil, err
 	}
@@ -271,9 +205,12 @@ func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error
 }
 
 func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]types.AttributeValue, error) {
+	if s.schema.err != nil {
+		return nil, s.schema.err
+	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
-		Key:            key(id),
+		Key:            s.schema.key(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -292,7 +229,7 @@ func (s *DynamoStore) Get(ctx context.Context, id ID) (Record, error) {
 	if len(av) == 0 {
 		return Record{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
 	}
-	r, err := fromItem(av)
+	r, err := s.schema.fromItem(av)
 	if err != nil {
 		return Record{}, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -334,29 +271,35 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	if u.State != StatePending && u.State != StateCompleted {
 		return Record{}, fmt.Errorf("update %s: state %q is not a target", id, u.State)
 	}
+	if s.schema.err != nil {
+		return Record{}, fmt.Errorf("update %s: %w", id, s.schema.err)
+	}
 	now := s.opts.Now()
-	names := map[string]string{"#state": "state"}
+	names := map[string]string{"#state": s.schema.State, "#lease": s.schema.LeaseExpiresAt}
 	values := map[string]types.AttributeValue{
 		":claim": str(claimID), ":completed": str(string(StateCompleted)),
 		":state": str(string(u.State)), ":now_ms": epochMillis(now),
 	}
 	cond := []string{"claim_id = :claim", "#state <> :completed"}
 	if !u.Revive {
-		cond = append(cond, "expires_at >= :now")
+		cond = append(cond, "#exp >= :now")
+		names["#exp"] = s.schema.ExpiresAt
 		values[":now"] = epochSeconds(now)
 	}
 	set := []string{"#state = :state", "updated_at = :now_ms"}
 	if u.Response != nil {
-		set = append(set, "response_status = :rs", "response_body = :rb")
+		set = append(set, "response_status = :rs", "#body = :rb")
+		names["#body"] = s.schema.ResponseBody
 		values[":rs"] = &types.AttributeValueMemberN{Value: strconv.Itoa(u.Response.Status)}
 		values[":rb"] = str(string(u.Response.Body))
 	}
 	if u.RestartExpiry {
-		set = append(set, "expires_at = :exp")
+		set = append(set, "#exp = :exp")
+		names["#exp"] = s.schema.ExpiresAt
 		values[":exp"] = epochSeconds(now.Add(s.opts.TTL))
 	}
 	if len(u.Data)+len(u.Require) > 0 {
-		names["#data"] = "data"
+		names["#data"] = attrData
 	}
 	for i, k := range slices.Sorted(maps.Keys(u.Data)) {
 		n, v := fmt.Sprintf("#d%d", i), fmt.Sprintf(":d%d", i)
@@ -369,10 +312,10 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 		cond = append(cond, "#data."+n+" = "+v)
 	}
 	// Neither target state has a lease.
-	expr := "SET " + strings.Join(set, ", ") + " REMOVE lease_expires_at"
+	expr := "SET " + strings.Join(set, ", ") + " REMOVE #lease"
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
-		Key:                                 key(id),
+		Key:                                 s.schema.key(id),
 		UpdateExpression:                    &expr,
 		ConditionExpression:                 aws.String(strings.Join(cond, " AND ")),
 		ExpressionAttributeNames:            names,
@@ -381,7 +324,7 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		r, err := fromItem(out.Attributes)
+		r, err := s.schema.fromItem(out.Attributes)
 		if err != nil {
 			return Record{}, fmt.Errorf("update %s: %w", id, err)
 		}
@@ -405,11 +348,14 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 // once, for work that failed before it recorded a response. Releasing a
 // claim that is gone, taken over or no longer in progress does nothing.
 func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error {
+	if s.schema.err != nil {
+		return fmt.Errorf("release %s: %w", id, s.schema.err)
+	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &s.table,
-		Key:                       key(id),
+		Key:                       s.schema.key(id),
 		ConditionExpression:       aws.String("claim_id = :claim AND #state = :in_progress"),
-		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeNames:  s.schema.stateNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{":claim": str(claimID), ":in_progress": str(string(StateInProgress))},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -451,20 +397,6 @@ func Transient(err error) bool {
 	var sendErr *smithyhttp.RequestSendError
 	var netErr net.Error
 	return errors.As(err, &sendErr) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)
-}
-
-func key(id ID) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(string(id))}
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func epochSeconds(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
-}
-
-func epochMillis(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
 }
 
 // TableName returns the table the store writes to.

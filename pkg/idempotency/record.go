@@ -83,6 +83,11 @@ type Record struct {
 	ExpiresAt time.Time
 	// LeaseExpiresAt is when an in-progress claim may be taken over.
 	LeaseExpiresAt time.Time
+	// Lease, when positive, is how long this in-progress claim holds its
+	// key, in place of the store's Options.Lease: a claim whose work has a
+	// known deadline (a Lambda invocation's remaining time) asks for it.
+	// Not stored; LeaseExpiresAt is.
+	Lease time.Duration
 }
 
 // Expired reports whether the record counts as absent at now. It matches the

@@ -56,6 +56,24 @@ func factories() map[string]storeFactory {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
 			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
 		},
+		"dynoxide, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
+			client := testenv.DynamoClient(sharedDynoxide(t), nil)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+		},
+		"dynalite, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
+			client := testenv.DynamoClient(sharedDynalite(t), nil)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+		},
+	}
+}
+
+// singleTable lays records out as a single-table design would, with
+// Powertools' attribute names, "status" among them (a reserved word).
+func singleTable(o *idempotency.Options) {
+	o.Schema = idempotency.Schema{
+		PartitionKey: "PK", SortKey: "SK", StaticPartitionValue: "ORDERS", KeyPrefix: "IDEMPOTENCY#",
+		ExpiresAt: "expiration", LeaseExpiresAt: "in_progress_expiration", State: "status",
+		ResponseBody: "result", Fingerprint: "validation",
 	}
 }
 
@@ -172,6 +190,23 @@ func TestStoreConformance(t *testing.T) {
 			// The first claimant's late work finds its claim gone.
 			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("late update of a taken-over claim: %v, want ErrNotFound", err)
+			}
+		},
+		"a claim's own lease replaces the store's": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-own-lease")
+			rec := inProgress(id, "c1", "fp")
+			rec.Lease = 3 * time.Second
+			if got := mustClaim(t, s, rec).Record; !got.LeaseExpiresAt.Equal(c.Now().Add(3*time.Second)) || got.Lease != 0 {
+				t.Fatalf("LeaseExpiresAt, Lease = %v, %v; want now+3s, 0 (not stored)", got.LeaseExpiresAt, got.Lease)
+			}
+			_, err := s.Claim(ctx, inProgress(id, "c2", "fp"))
+			var ip *idempotency.InProgressError
+			if !errors.As(err, &ip) || ip.RetryAfter != 3*time.Second {
+				t.Fatalf("err = %v, want InProgressError retry after 3s", err)
+			}
+			c.Advance(3*time.Second + time.Millisecond)
+			if res := mustClaim(t, s, inProgress(id, "c3", "fp")); res.Replayed || res.Record.ClaimID != "c3" {
+				t.Fatalf("takeover after the claim's own lease = %+v, want fresh claim c3", res)
 			}
 		},
 		"record a response after in-progress work": func(t *testing.T, s idempotency.Store, c *clock) {

@@ -1,0 +1,160 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// attributeShape is an item's attribute names with their DynamoDB types.
+func attributeShape(item map[string]types.AttributeValue) map[string]string {
+	shape := map[string]string{}
+	for name, v := range item {
+		switch v.(type) {
+		case *types.AttributeValueMemberS:
+			shape[name] = "S"
+		case *types.AttributeValueMemberN:
+			shape[name] = "N"
+		case *types.AttributeValueMemberM:
+			shape[name] = "M"
+		default:
+			shape[name] = "?"
+		}
+	}
+	return shape
+}
+
+// TestStoredItems reads back what a claim and an update write, raw. The
+// default schema must stay the deployed table's, attribute for attribute:
+// the table, its TTL setting and pkg/upload rely on it.
+func TestStoredItems(t *testing.T) {
+	ctx := context.Background()
+	client := testenv.DynamoClient(sharedDynoxide(t), nil)
+	id := idempotency.NewID("tenant-a", "stored-item")
+	cases := []struct {
+		name      string
+		table     string
+		opt       func(*idempotency.Options)
+		key       map[string]string
+		claimed   map[string]string
+		completed map[string]string
+	}{
+		{
+			name: "default schema", table: testenv.NewTable(t, client), opt: func(*idempotency.Options) {},
+			key: map[string]string{"pk": string(id)},
+			claimed: map[string]string{
+				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
+				"created_at": "N", "updated_at": "N", "expires_at": "N", "lease_expires_at": "N",
+			},
+			completed: map[string]string{
+				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
+				"created_at": "N", "updated_at": "N", "expires_at": "N", "response_status": "N", "response_body": "S",
+			},
+		},
+		{
+			name: "single-table schema", table: testenv.NewTableWithKey(t, client, "PK", "SK"), opt: singleTable,
+			key: map[string]string{"PK": "ORDERS", "SK": "IDEMPOTENCY#" + string(id)},
+			claimed: map[string]string{
+				"PK": "S", "SK": "S", "tenant": "S", "claim_id": "S", "validation": "S", "status": "S", "data": "M",
+				"created_at": "N", "updated_at": "N", "expiration": "N", "in_progress_expiration": "N",
+			},
+			completed: map[string]string{
+				"PK": "S", "SK": "S", "tenant": "S", "claim_id": "S", "validation": "S", "status": "S", "data": "M",
+				"created_at": "N", "updated_at": "N", "expiration": "N", "response_status": "N", "result": "S",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			store := idempotency.NewDynamoStore(client, tc.table, tc.opt)
+			key := map[string]types.AttributeValue{}
+			for k, v := range tc.key {
+				key[k] = &types.AttributeValueMemberS{Value: v}
+			}
+			raw := func() map[string]types.AttributeValue {
+				out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tc.table, Key: key, ConsistentRead: ptr(true)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out.Item
+			}
+			rec := inProgress(id, "c1", "fp")
+			rec.Data = map[string]string{"order": "o-1"}
+			mustClaim(t, store, rec)
+			if got := attributeShape(raw()); !maps.Equal(got, tc.claimed) {
+				t.Errorf("claimed item = %v,\n want %v", got, tc.claimed)
+			}
+			if _, err := store.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StateCompleted, Response: &idempotency.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if got := attributeShape(raw()); !maps.Equal(got, tc.completed) {
+				t.Errorf("completed item = %v,\n want %v", got, tc.completed)
+			}
+		})
+	}
+}
+
+func TestSchemaValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema idempotency.Schema
+		bad    []string
+	}{
+		{"default", idempotency.Schema{}, nil},
+		{"defaults filled in", idempotency.Schema{PartitionKey: "id", SortKey: "sk"}, nil},
+		{"sort key is the partition key", idempotency.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
+		{"a renamed attribute takes a fixed name", idempotency.Schema{State: "data"}, []string{"State and (fixed) data"}},
+		{"renamed onto a default", idempotency.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.schema.Validate()
+			if (err != nil) != (len(tc.bad) > 0) {
+				t.Fatalf("Validate() = %v, want failure: %v", err, len(tc.bad) > 0)
+			}
+			for _, b := range tc.bad {
+				if !strings.Contains(err.Error(), b) {
+					t.Errorf("Validate() = %v, want it to name %q", err, b)
+				}
+			}
+		})
+	}
+	// A store with a bad schema refuses every operation without a call.
+	store := idempotency.NewDynamoStore(fakeDynamo{err: errors.New("called")}, "table", func(o *idempotency.Options) {
+		o.Schema = idempotency.Schema{PartitionKey: "pk", SortKey: "pk"}
+	})
+	ctx, id := context.Background(), idempotency.NewID("t", "k")
+	_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
+	_, getErr := store.Get(ctx, id)
+	_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
+	relErr := store.Release(ctx, id, "c")
+	for i, err := range []error{claimErr, getErr, updErr, relErr} {
+		if err == nil || !strings.Contains(err.Error(), "invalid schema") {
+			t.Errorf("operation %d: %v, want the schema error", i, err)
+		}
+	}
+}
+
+func TestDefaultSchema(t *testing.T) {
+	d := idempotency.DefaultSchema()
+	got := []string{d.PartitionKey, d.SortKey, d.StaticPartitionValue, d.KeyPrefix, d.ExpiresAt, d.LeaseExpiresAt, d.State, d.ResponseBody, d.Fingerprint}
+	want := []string{"pk", "", "", "", "expires_at", "lease_expires_at", "state", "response_body", "fingerprint"}
+	if !slices.Equal(got, want) {
+		t.Errorf("DefaultSchema() = %q, want %q", got, want)
+	}
+	if idempotency.DefaultTTL != 24*time.Hour || idempotency.DefaultLease != 30*time.Second {
+		t.Errorf("DefaultTTL, DefaultLease = %v, %v", idempotency.DefaultTTL, idempotency.DefaultLease)
+	}
+}
