@@ -3,20 +3,34 @@
 // record instead of redoing its work.
 //
 // It is the Go counterpart of the idempotency utility of Powertools for AWS
-// Lambda, and knows nothing about what the requests do. A record is addressed
-// by an [ID], a fixed-length hash of (tenant, key), and carries:
+// Lambda, in two layers.
+//
+// [MakeIdempotent] wraps any handler, func(ctx, Req) (Resp, error): it
+// takes the key from the request (a JSON path such as
+// "headers.Idempotency-Key", or a function), checks that a retry repeats the
+// request (its canonical JSON, or the parts named by paths), claims the key
+// for the invocation's remaining time, records the JSON-encoded response,
+// replays it, and releases the key when the handler fails. See
+// [HandlerOptions].
+//
+// Underneath, a [Store] keeps the records and knows nothing about what the
+// requests do; callers with their own state machine (pkg/upload) use it
+// directly. A record is addressed by an [ID], a fixed-length hash of
+// (tenant, key), and carries:
 //
 //   - a fingerprint of the request that claimed it, compared on every replay;
 //   - a claim id, unique per claim, so that late work for an earlier claim of
 //     the same key can never touch a newer one;
 //   - a state: [StatePending] or [StateCompleted] with a recorded response,
 //     or [StateInProgress] with a lease while side-effecting work runs;
-//   - expires_at (epoch seconds), the table's TTL attribute. Expiry is
+//   - an expiry (epoch seconds), the table's TTL attribute. Expiry is
 //     enforced here, never left to TTL deletion, which can lag for days: an
 //     expired record is absent for every method of [DynamoStore].
 //
 // Every operation is one DynamoDB round trip. A claim is one conditional
 // PutItem with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a replay costs
-// the same single call; a server that does not return the old item costs one
-// more, strongly consistent, GetItem.
+// the same single call and the holder is judged on the item that call
+// returns; a server that does not return the old item costs one more,
+// strongly consistent, GetItem. The table's layout (key names, an optional
+// sort key with a static partition value, attribute names) is a [Schema].
 package idempotency

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -26,5 +27,39 @@ func ExampleMemoryStore_Claim() {
 	fmt.Println(err != nil)
 	// Output:
 	// false true claim-1 {"ok":true}
+	// true
+}
+
+// MakeIdempotent wraps a handler: the key comes from a header, a retry must
+// repeat the body, and the second call is answered from the record without
+// charging twice.
+func ExampleMakeIdempotent() {
+	type request struct {
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	type charge struct {
+		ChargeID string `json:"chargeId"`
+		Amount   int    `json:"amount"`
+	}
+	charges := 0
+	handle := func(ctx context.Context, req request) (charge, error) {
+		charges++
+		return charge{ChargeID: fmt.Sprintf("ch_%d", charges), Amount: 1000}, nil
+	}
+	store := idempotency.NewMemoryStore()
+	pay := idempotency.MakeIdempotent(store, handle, func(o *idempotency.HandlerOptions[request, charge]) {
+		o.KeyPath = "headers.Idempotency-Key"
+		o.FingerprintPaths = []string{"body"}
+	})
+
+	ctx := context.Background()
+	first, _ := pay(ctx, request{Headers: map[string]string{"Idempotency-Key": "order-42"}, Body: `{"amount":1000}`})
+	retry, _ := pay(ctx, request{Headers: map[string]string{"idempotency-key": "order-42"}, Body: `{ "amount": 1000 }`})
+	_, err := pay(ctx, request{Headers: map[string]string{"Idempotency-Key": "order-42"}, Body: `{"amount":5000}`})
+	fmt.Println(first.ChargeID, retry.ChargeID, charges)
+	fmt.Println(errors.Is(err, idempotency.ErrKeyReused))
+	// Output:
+	// ch_1 ch_1 1
 	// true
 }

@@ -1,0 +1,247 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// ErrMissingKey: the request carries no idempotency key (KeyPath resolves
+// to nothing, or Key returned ""), and HandlerOptions.OptionalKey is false.
+var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
+
+// HandlerOptions configure [MakeIdempotent]. Req and Resp are the wrapped
+// handler's request and response types.
+//
+// Paths (KeyPath, FingerprintPaths) are dotted paths into the JSON form of
+// the request, as encoding/json encodes Req: "body.orderId",
+// "headers.Idempotency-Key", "items.0.sku". A segment names an object
+// member (the exact name, else the one member that matches it ignoring
+// case, since HTTP clients choose a header's case) or an array index. A
+// string that holds a JSON object or array, as API Gateway delivers a
+// body, is decoded where a path goes into it or ends on it, so its
+// whitespace and member order never count. A base64-encoded body is not
+// decoded.
+type HandlerOptions[Req, Resp any] struct {
+	// KeyPath is the path of the request's idempotency key. A string is the
+	// key as it is; a number or boolean its JSON text; an object or array
+	// its canonical JSON. Used when Key is nil. Defaults to "": the whole
+	// request, canonicalized, is the key, as in Powertools without an
+	// eventKeyJmesPath.
+	KeyPath string
+	// Key derives the idempotency key from the request, in place of
+	// KeyPath. An empty key is a missing key. Defaults to nil.
+	Key func(ctx context.Context, req Req) (string, error)
+	// FingerprintPaths are the parts of the request a retry must repeat
+	// exactly (canonically), or be refused with ErrKeyReused. Used when
+	// Fingerprint is nil. Defaults to nil: the whole request. Set it for
+	// events whose every delivery differs (API Gateway's requestContext
+	// carries a request id and a time), or every retry is a reuse; for
+	// example []string{"body"}.
+	FingerprintPaths []string
+	// Fingerprint derives the text a retry must repeat, in place of
+	// FingerprintPaths; it is hashed before it is stored. Defaults to nil.
+	Fingerprint func(ctx context.Context, req Req) (string, error)
+	// Scope keeps apart the keys of functions that share a table: the same
+	// key in two scopes is two records. Defaults to the value of
+	// AWS_LAMBDA_FUNCTION_NAME when MakeIdempotent is called (empty outside
+	// Lambda), as Powertools prefixes keys with the function name.
+	Scope string
+	// OptionalKey runs a request that has no key without idempotency.
+	// Defaults to false: such a request fails with ErrMissingKey, because a
+	// client that forgot its key would otherwise get no protection silently.
+	OptionalKey bool
+	// OnReplay, if not nil, is called with a response decoded from a record
+	// and the record, and what it returns is returned, for example to mark
+	// the response as replayed (Powertools' responseHook). Defaults to nil.
+	OnReplay func(ctx context.Context, resp Resp, rec Record) Resp
+	// Logger receives the wrapper's decisions (claimed, replayed, in
+	// progress, reused, released). Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock the lease is computed with. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// cleanupTimeout bounds recording a result or releasing a claim after the
+// handler returned: they run even when the invocation's context has ended,
+// since a claim left in progress blocks its key until the lease runs out.
+const cleanupTimeout = 10 * time.Second
+
+// MakeIdempotent wraps fn so that a retried request is answered from the
+// store instead of running fn again. For each request it:
+//
+//   - derives the key (Key, else KeyPath) and the fingerprint (Fingerprint,
+//     else FingerprintPaths, else the whole request, canonicalized);
+//   - claims the key in progress with one conditional write, for a lease of
+//     the invocation's remaining time (ctx.Deadline()), or the store's
+//     Options.Lease when ctx has no deadline;
+//   - answers a retry with the same fingerprint from the record, the
+//     JSON-encoded response decoded into Resp, without running fn;
+//   - returns an *InProgressError (ErrInProgress, with RetryAfter) while
+//     the first request runs, and a *ConflictError wrapping ErrKeyReused
+//     for another fingerprint under the same key;
+//   - runs fn, records its response as JSON, and returns it; when fn fails
+//     (or panics) it releases the claim so that a retry runs fn again, and
+//     returns fn's error.
+//
+// An expired record (the store's Options.TTL) counts as absent. If the
+// response cannot be recorded, the wrapper returns it together with an
+// error: fn has run, but a retry may run it again.
+//
+// MakeIdempotent is a function that returns a function of fn's own type,
+// rather than a Handler type with a method, so that the result goes
+// wherever fn went (lambda.Start, a router, a test) and wrappers compose.
+func MakeIdempotent[Req, Resp any](store Store, fn func(context.Context, Req) (Resp, error), optFns ...func(*HandlerOptions[Req, Resp])) func(context.Context, Req) (Resp, error) {
+	o := HandlerOptions[Req, Resp]{Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now}
+	for _, f := range optFns {
+		f(&o)
+	}
+	return func(ctx context.Context, req Req) (Resp, error) {
+		return o.handle(ctx, store, fn, req)
+	}
+}
+
+func (o *HandlerOptions[Req, Resp]) handle(ctx context.Context, store Store, fn func(context.Context, Req) (Resp, error), req Req) (resp Resp, err error) {
+	key, fingerprint, err := o.identify(ctx, req)
+	if errors.Is(err, ErrMissingKey) && o.OptionalKey {
+		o.Logger.DebugContext(ctx, "idempotency: no key, running without idempotency")
+		return fn(ctx, req)
+	}
+	if err != nil {
+		return resp, err
+	}
+	rec := Record{
+		ID: NewID(o.Scope, key), Tenant: o.Scope, ClaimID: rand.Text(), Fingerprint: fingerprint,
+		State: StateInProgress, Lease: o.lease(ctx),
+	}
+	res, err := store.Claim(ctx, rec)
+	switch {
+	case errors.Is(err, ErrInProgress):
+		o.Logger.InfoContext(ctx, "idempotency: in progress", "id", rec.ID)
+		return resp, err
+	case errors.Is(err, ErrKeyReused):
+		o.Logger.InfoContext(ctx, "idempotency: key reused", "id", rec.ID)
+		return resp, err
+	case err != nil:
+		return resp, fmt.Errorf("idempotency: %w", err)
+	case res.Replayed:
+		if err := json.Unmarshal(res.Record.Response.Body, &resp); err != nil {
+			return resp, fmt.Errorf("idempotency: replay %s: decode recorded response: %w", rec.ID, err)
+		}
+		o.Logger.DebugContext(ctx, "idempotency: replayed", "id", rec.ID, "claim", res.Record.ClaimID)
+		if o.OnReplay != nil {
+			resp = o.OnReplay(ctx, resp, res.Record)
+		}
+		return resp, nil
+	}
+	o.Logger.DebugContext(ctx, "idempotency: claimed", "id", rec.ID, "claim", rec.ClaimID)
+
+	release := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		err := store.Release(cctx, rec.ID, rec.ClaimID)
+		if err != nil {
+			o.Logger.WarnContext(ctx, "idempotency: release failed; the key stays blocked until its lease ends", "id", rec.ID, "error", err)
+		} else {
+			o.Logger.DebugContext(ctx, "idempotency: released", "id", rec.ID)
+		}
+		return err
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			_ = release()
+		}
+	}()
+	resp, err = fn(ctx, req)
+	panicked = false
+	if err != nil {
+		if relErr := release(); relErr != nil {
+			return resp, errors.Join(err, relErr)
+		}
+		return resp, err
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		err = fmt.Errorf("idempotency: encode the response of %s: %w", rec.ID, err)
+		return resp, errors.Join(err, release())
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := store.Update(cctx, rec.ID, rec.ClaimID, Update{State: StateCompleted, Response: &Response{Body: body}}); err != nil {
+		return resp, fmt.Errorf("idempotency: record the response of %s: %w", rec.ID, err)
+	}
+	return resp, nil
+}
+
+// lease is the invocation's remaining time, or 0 (the store's lease) when
+// ctx has no deadline. A deadline already past still leases a millisecond,
+// since a lease of 0 would mean the store's.
+func (o *HandlerOptions[Req, Resp]) lease(ctx context.Context) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(deadline.Sub(o.Now()), time.Millisecond)
+}
+
+// identify returns the request's key and its fingerprint (SHA-256, hex).
+func (o *HandlerOptions[Req, Resp]) identify(ctx context.Context, req Req) (key, fingerprint string, err error) {
+	var doc any
+	decoded := false
+	document := func() (any, error) {
+		if !decoded {
+			raw, err := json.Marshal(req)
+			if err != nil {
+				return nil, fmt.Errorf("idempotency: encode the request: %w", err)
+			}
+			if doc, err = decodeJSON(raw); err != nil {
+				return nil, fmt.Errorf("idempotency: decode the request: %w", err)
+			}
+			decoded = true
+		}
+		return doc, nil
+	}
+
+	if o.Key != nil {
+		if key, err = o.Key(ctx, req); err != nil {
+			return "", "", fmt.Errorf("idempotency: key: %w", err)
+		}
+	} else {
+		d, err := document()
+		if err != nil {
+			return "", "", err
+		}
+		if key, err = keyAt(d, o.KeyPath); err != nil {
+			return "", "", err
+		}
+	}
+	if key == "" {
+		return "", "", ErrMissingKey
+	}
+
+	var text string
+	switch {
+	case o.Fingerprint != nil:
+		if text, err = o.Fingerprint(ctx, req); err != nil {
+			return "", "", fmt.Errorf("idempotency: fingerprint: %w", err)
+		}
+	default:
+		d, err := document()
+		if err != nil {
+			return "", "", err
+		}
+		if text, err = fingerprintText(d, o.FingerprintPaths); err != nil {
+			return "", "", err
+		}
+	}
+	sum := sha256.Sum256([]byte(text))
+	return key, hex.EncodeToString(sum[:]), nil
+}
