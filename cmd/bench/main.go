@@ -190,12 +190,13 @@ func run(ctx context.Context, count int, out string) error {
 	return os.WriteFile(out, raw, 0o644)
 }
 
-var benchRE = regexp.MustCompile(`^Benchmark(\w+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
+var benchRE = regexp.MustCompile(`^Benchmark([\w/]+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
-// hotPath runs the Go benchmarks of the presign and finalize paths six
-// times and keeps the median ns/op.
+// hotPath runs the Go benchmarks of the presign and finalize paths and of
+// pkg/idempotency (claim, item codec, MakeIdempotent) six times and keeps
+// the median ns/op.
 func hotPath(ctx context.Context) ([]benchLine, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./pkg/upload/")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./pkg/upload/", "./pkg/idempotency/")
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench: %v\n%s", err, outb)
