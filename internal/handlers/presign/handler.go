@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -50,6 +51,8 @@ type Handler struct {
 // Handle serves every route. API Gateway names the route in RouteKey; a
 // caller without one (a test, a direct invoke) is routed by method and path.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	ctx, cancel := deadline.Work(ctx)
+	defer cancel()
 	route, uploadID := routeOf(req)
 	if route == "" {
 		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such route."), nil
@@ -229,6 +232,11 @@ func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPRe
 			"A request with this Idempotency-Key is in progress; retry later.")
 		resp.Headers["Retry-After"] = strconv.Itoa(int(inProgress.RetryAfter.Seconds()))
 		return resp
+	case errors.Is(err, context.Canceled):
+		// Only a local caller that hung up cancels; Lambda's deadline is
+		// DeadlineExceeded. Nobody reads this answer: not our error.
+		h.Logger.InfoContext(ctx, "the caller went away", "error", err)
+		return errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled.")
 	case errors.Is(err, idempotency.ErrUnavailable):
 		h.Logger.WarnContext(ctx, "store unavailable", "error", err)
 		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable,
