@@ -64,7 +64,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	c := Config{
 		MetricsNamespace: get("METRICS_NAMESPACE", "onceupload"),
 		Table:            required("TABLE_NAME"),
-		IdempotencyTTL: duration("IDEMPOTENCY_TTL", "24h"),
+		IdempotencyTTL:   duration("IDEMPOTENCY_TTL", "24h"),
 		Upload: upload.Config{
 			Bucket:     required("BUCKET_NAME"),
 			Prefix:     get("UPLOAD_PREFIX", "uploads/"),
