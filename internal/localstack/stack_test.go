@@ -147,12 +147,16 @@ func TestWalkthrough(t *testing.T) {
 					req.Header.Set("Idempotency-Key", key)
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {
+						t.Errorf("client %d: %v", i, err)
 						return
 					}
-					var v api.Upload
-					err = json.NewDecoder(resp.Body).Decode(&v)
+					raw, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
-					if resp.StatusCode == 201 && err == nil {
+					var v api.Upload
+					err = json.Unmarshal(raw, &v)
+					if resp.StatusCode != 201 || err != nil {
+						t.Errorf("client %d: %d %s", i, resp.StatusCode, raw)
+					} else {
 						ids[i] = v.UploadID
 					}
 					// Once one PUT has been finalized, replays carry the completed

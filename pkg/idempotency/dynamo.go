@@ -413,13 +413,16 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 // throttling, server faults and network failures that outlived the SDK's
 // own retries.
 func classify(err error) error {
-	if transient(err) {
+	if Transient(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
 
-func transient(err error) bool {
+// Transient reports whether err from an AWS SDK call is one that a later
+// retry can cure: throttling, a server fault, a network failure or a
+// timeout that outlived the SDK's own retries.
+func Transient(err error) bool {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {

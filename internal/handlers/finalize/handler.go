@@ -44,6 +44,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.S3Event) error {
 			Size:   r.S3.Object.Size,
 			ETag:   r.S3.Object.ETag,
 			Time:   r.EventTime,
+			// The event a multipart upload's CompleteMultipartUpload makes.
+			Multipart: r.EventName == "ObjectCreated:CompleteMultipartUpload",
 		})
 		if err != nil {
 			errs = append(errs, err)

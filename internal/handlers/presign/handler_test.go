@@ -35,7 +35,10 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // fakePresigner signs nothing but is deterministic: the handler's output
 // can be compared with golden files. Real presigning is tested against a
 // real S3 server in pkg/upload.
-type fakePresigner struct{ now *time.Time }
+type fakePresigner struct {
+	upload.Presigner // parts are not signed here
+	now              *time.Time
+}
 
 func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
 	var o s3.PresignOptions
@@ -54,7 +57,7 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput
 }
 
 // noObjects: no object exists in S3.
-type noObjects struct{}
+type noObjects struct{ upload.ObjectAPI } // multipart methods unused here
 
 func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
 	return nil, &types.NotFound{}
