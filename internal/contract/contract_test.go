@@ -93,6 +93,10 @@ func TestContract(t *testing.T) {
 	t.Run("errors", e.errorRows)
 	t.Run("tenants", e.tenants)
 	t.Run("storage unavailable or failing", e.storageFaults)
+	t.Run("multipart", e.multipart)
+	t.Run("multipart abort", e.multipartAbort)
+	t.Run("multipart errors", e.multipartErrors)
+	t.Run("multipart create in progress", e.multipartInProgress)
 }
 
 // The README's walkthrough: create, replay, 422, PUT, status, completed
@@ -279,6 +283,262 @@ func (e *env) storageFaults(t *testing.T) {
 	}
 }
 
+// A file in two parts: create, replay, sign, list, PUT the parts to S3,
+// complete (refused while a part is missing), complete again, and the 409s
+// of a completed upload.
+func (e *env) multipart(t *testing.T) {
+	const key = "contract-multipart-key-0001"
+	parts := [][]byte{bytes.Repeat([]byte("a"), api.MinPartSize), []byte("the last part is the remainder\n")}
+	file := bytes.Join(parts, nil)
+	create := createBody("two-parts.bin", "application/octet-stream", file, api.MinPartSize)
+
+	first := e.create(t, e.strict, key, create)
+	wantStatus(t, first, 201)
+	var u api.Upload
+	decode(t, first, &u)
+	if u.Multipart == nil || u.Multipart.PartCount != 2 || u.Multipart.PartSize != api.MinPartSize || u.Upload != nil {
+		t.Fatalf("multipart create: %s; want multipart {partSize %d, partCount 2} and no upload member", first.body, api.MinPartSize)
+	}
+	if first.header.Get("Location") != "/uploads/"+u.UploadID {
+		t.Errorf("Location %q", first.header.Get("Location"))
+	}
+	replay := e.create(t, e.strict, key, create)
+	if replay.header.Get("Idempotent-Replay") != "true" || !bytes.Equal(replay.body, first.body) {
+		t.Errorf("multipart replay: %v %s", replay.header, replay.body)
+	}
+	base := "/uploads/" + u.UploadID
+
+	signed := e.signParts(t, base, parts, 1, 2)
+	if len(signed) != 2 || signed[0].PartNumber != 1 || signed[1].PartNumber != 2 {
+		t.Fatalf("signed parts: %+v", signed)
+	}
+	var listed api.PartList
+	decode(t, e.json(t, e.strict, "GET", base+"/parts", nil, 200), &listed)
+	if len(listed.Parts) != 0 {
+		t.Errorf("parts before any PUT: %+v", listed.Parts)
+	}
+	missing := e.json(t, e.strict, "POST", base+"/complete", nil, 409)
+	wantError(t, missing, 409, api.CodePartsMissing)
+	if !bytes.Contains(missing.body, []byte("1, 2")) {
+		t.Errorf("parts_missing %s: want the missing part numbers named", missing.body)
+	}
+
+	// What S3 enforces, part by part: other bytes of the same length are
+	// refused, the signed bytes are stored.
+	wrong := bytes.Repeat([]byte("b"), len(parts[0]))
+	if code := putPart(t, signed[0], wrong); code < 400 {
+		t.Errorf("part 1 with other bytes: S3 answered %d", code)
+	}
+	if code := putPart(t, signed[0], parts[0]); code != 200 {
+		t.Fatalf("part 1: S3 answered %d", code)
+	}
+	decode(t, e.json(t, e.strict, "GET", base+"/parts", nil, 200), &listed)
+	sum1 := sha256.Sum256(parts[0])
+	if len(listed.Parts) != 1 || listed.Parts[0].PartNumber != 1 || listed.Parts[0].Size != int64(len(parts[0])) ||
+		listed.Parts[0].SHA256 != hex.EncodeToString(sum1[:]) || listed.Parts[0].ETag == "" {
+		t.Errorf("parts after part 1: %+v", listed.Parts)
+	}
+	wantError(t, e.json(t, e.strict, "POST", base+"/complete", nil, 409), 409, api.CodePartsMissing)
+	if code := putPart(t, signed[1], parts[1]); code != 200 {
+		t.Fatalf("part 2: S3 answered %d", code)
+	}
+
+	done := e.json(t, e.strict, "POST", base+"/complete", nil, 200)
+	var c api.Upload
+	decode(t, done, &c)
+	whole := sha256.Sum256(file)
+	sum2 := sha256.Sum256(parts[1])
+	composite := sha256.Sum256(append(sum1[:], sum2[:]...))
+	if want := base64.StdEncoding.EncodeToString(composite[:]) + "-2"; c.Status != api.StatusCompleted || c.CompositeSHA256 != want ||
+		c.SHA256 != hex.EncodeToString(whole[:]) || c.Multipart == nil || c.Bytes != int64(len(file)) {
+		t.Errorf("completed: %s\nwant status completed, compositeSha256 %s, sha256 of the whole file", done.body, want)
+	}
+	again := e.json(t, e.strict, "POST", base+"/complete", nil, 200)
+	status := e.json(t, e.strict, "GET", base, nil, 200)
+	replayed := e.create(t, e.strict, key, create)
+	if !bytes.Equal(again.body, done.body) || !bytes.Equal(status.body, done.body) || !bytes.Equal(replayed.body, done.body) {
+		t.Errorf("after completion, complete/GET/replay differ:\n%s\n%s\n%s\n%s", done.body, again.body, status.body, replayed.body)
+	}
+
+	sign := []byte(fmt.Sprintf(`{"parts":[{"partNumber":1,"sha256":"%x"}]}`, sum1))
+	wantError(t, e.json(t, e.strict, "POST", base+"/parts", sign, 409), 409, api.CodeUploadNotPending)
+	wantError(t, e.json(t, e.strict, "GET", base+"/parts", nil, 409), 409, api.CodeUploadNotPending)
+	wantError(t, e.json(t, e.strict, "DELETE", base, nil, 409), 409, api.CodeUploadCompleted)
+}
+
+// Abort, and what every route answers about an aborted upload.
+func (e *env) multipartAbort(t *testing.T) {
+	const key = "contract-multipart-key-0002"
+	create := sizedBody(3*api.MinPartSize, api.MinPartSize)
+	first := e.create(t, e.strict, key, create)
+	wantStatus(t, first, 201)
+	var u api.Upload
+	decode(t, first, &u)
+	base := "/uploads/" + u.UploadID
+
+	aborted := e.json(t, e.strict, "DELETE", base, nil, 200)
+	var a api.Upload
+	decode(t, aborted, &a)
+	if a.Status != api.StatusAborted || a.UploadID != u.UploadID {
+		t.Fatalf("abort: %s", aborted.body)
+	}
+	again := e.json(t, e.strict, "DELETE", base, nil, 200)
+	status := e.json(t, e.strict, "GET", base, nil, 200)
+	replay := e.create(t, e.strict, key, create)
+	wantStatus(t, replay, 201)
+	if replay.header.Get("Idempotent-Replay") != "true" || !bytes.Equal(replay.body, aborted.body) ||
+		!bytes.Equal(again.body, aborted.body) || !bytes.Equal(status.body, aborted.body) {
+		t.Errorf("after abort, abort/GET/replay differ:\n%s\n%s\n%s\n%s", aborted.body, again.body, status.body, replay.body)
+	}
+	sign := []byte(`{"parts":[{"partNumber":1,"sha256":"` + strings.Repeat("0", 64) + `"}]}`)
+	wantError(t, e.json(t, e.strict, "POST", base+"/parts", sign, 409), 409, api.CodeUploadNotPending)
+	wantError(t, e.json(t, e.strict, "GET", base+"/parts", nil, 409), 409, api.CodeUploadNotPending)
+	wantError(t, e.json(t, e.strict, "POST", base+"/complete", nil, 409), 409, api.CodeUploadNotPending)
+}
+
+// The 400s and 404s of the multipart routes.
+func (e *env) multipartErrors(t *testing.T) {
+	mp := e.create(t, e.strict, "contract-multipart-key-0003", sizedBody(2*api.MinPartSize, api.MinPartSize))
+	single := e.create(t, e.strict, "contract-multipart-key-0004", createBody("single.txt", "text/plain", []byte("one PUT"), 0))
+	var m, s api.Upload
+	decode(t, mp, &m)
+	decode(t, single, &s)
+	part := func(n int) string { return fmt.Sprintf(`{"partNumber":%d,"sha256":"%s"}`, n, strings.Repeat("0", 64)) }
+	many := make([]string, api.MaxPartsPerSign+1)
+	for i := range many {
+		many[i] = part(1)
+	}
+	for _, tc := range []struct {
+		name         string
+		proxy        *testenv.Proxy
+		method, path string
+		body         []byte
+		status       int
+		code         string
+	}{
+		{"part number beyond partCount", e.strict, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[` + part(3) + `]}`), 400, api.CodeInvalidRequest},
+		{"part listed twice", e.strict, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[` + part(1) + `,` + part(1) + `]}`), 400, api.CodeInvalidRequest},
+		{"no parts", e.lenient, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[]}`), 400, api.CodeInvalidRequest},
+		{"101 parts", e.lenient, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[` + strings.Join(many, ",") + `]}`), 400, api.CodeInvalidRequest},
+		{"sha256 not hex", e.lenient, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[{"partNumber":1,"sha256":"xyz"}]}`), 400, api.CodeInvalidRequest},
+		{"unknown member", e.lenient, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[` + part(1) + `],"extra":true}`), 400, api.CodeInvalidRequest},
+		{"sign body over 16 KiB", e.lenient, "POST", "/uploads/" + m.UploadID + "/parts", []byte(`{"parts":[` + part(1) + `]` + strings.Repeat(" ", api.MaxBodyBytes) + `}`), 413, api.CodeRequestTooLarge},
+		{"sign a single-PUT upload", e.strict, "POST", "/uploads/" + s.UploadID + "/parts", []byte(`{"parts":[` + part(1) + `]}`), 400, api.CodeInvalidRequest},
+		{"list a single-PUT upload", e.strict, "GET", "/uploads/" + s.UploadID + "/parts", nil, 400, api.CodeInvalidRequest},
+		{"complete a single-PUT upload", e.strict, "POST", "/uploads/" + s.UploadID + "/complete", nil, 400, api.CodeInvalidRequest},
+		{"abort a single-PUT upload", e.strict, "DELETE", "/uploads/" + s.UploadID, nil, 400, api.CodeInvalidRequest},
+		{"sign an unknown upload", e.strict, "POST", "/uploads/" + unknownUploadID + "/parts", []byte(`{"parts":[` + part(1) + `]}`), 404, api.CodeNotFound},
+		{"list an unknown upload", e.strict, "GET", "/uploads/" + unknownUploadID + "/parts", nil, 404, api.CodeNotFound},
+		{"complete an unknown upload", e.strict, "POST", "/uploads/" + unknownUploadID + "/complete", nil, 404, api.CodeNotFound},
+		{"abort an unknown upload", e.strict, "DELETE", "/uploads/" + unknownUploadID, nil, 404, api.CodeNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{}
+			body := tc.body
+			if body != nil {
+				h["Content-Type"] = "application/json"
+				if tc.proxy == e.lenient {
+					body = exact(h, body)
+				}
+			}
+			wantError(t, e.send(t, tc.proxy, tc.method, tc.path, h, body), tc.status, tc.code)
+		})
+	}
+	t.Run("another tenant's upload", func(t *testing.T) {
+		other := map[string]string{"Authorization": "Bearer " + otherTenantJWT}
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/uploads/" + m.UploadID + "/parts"}, {"POST", "/uploads/" + m.UploadID + "/complete"}, {"DELETE", "/uploads/" + m.UploadID},
+		} {
+			wantError(t, e.send(t, e.strict, r.method, r.path, other, nil), 404, api.CodeNotFound)
+		}
+	})
+}
+
+// While a multipart create is between its claim and its answer, the same
+// key gets 409 idempotency_in_progress with Retry-After, and once the
+// first answers, the retry gets that answer.
+func (e *env) multipartInProgress(t *testing.T) {
+	const key = "contract-multipart-key-0005"
+	create := sizedBody(2*api.MinPartSize, api.MinPartSize)
+	e.dynamo.slowUpdates.Store(true)
+	firstDone := make(chan exchange, 1)
+	go func() {
+		// Not e.create: t.Fatal must not run on this goroutine.
+		req, _ := http.NewRequest("POST", e.strict.URL+"/uploads", bytes.NewReader(create))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		x := exchange{}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			x.body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			x.resp, x.status, x.header = resp, resp.StatusCode, resp.Header
+		}
+		firstDone <- x
+	}()
+	// The claim is taken at once; its answer waits for the slowed update.
+	time.Sleep(slowUpdate / 2)
+	busy := e.create(t, e.strict, key, create)
+	e.dynamo.slowUpdates.Store(false)
+	first := <-firstDone
+	wantError(t, busy, 409, api.CodeInProgress)
+	if busy.header.Get("Retry-After") == "" {
+		t.Errorf("409 idempotency_in_progress without Retry-After: %v", busy.header)
+	}
+	if first.resp == nil || testenv.Violations(first.resp, first.body) != "" || first.status != 201 {
+		t.Fatalf("the first create: %d %s", first.status, first.body)
+	}
+	retry := e.create(t, e.strict, key, create)
+	if retry.status != 201 || retry.header.Get("Idempotent-Replay") != "true" || !bytes.Equal(retry.body, first.body) {
+		t.Errorf("the retry: %d %v %s; want the first answer replayed", retry.status, retry.header, retry.body)
+	}
+}
+
+// signParts signs the listed parts of the upload at base.
+func (e *env) signParts(t *testing.T, base string, parts [][]byte, numbers ...int) []api.SignedPart {
+	t.Helper()
+	var entries []string
+	for _, n := range numbers {
+		sum := sha256.Sum256(parts[n-1])
+		entries = append(entries, fmt.Sprintf(`{"partNumber":%d,"sha256":"%x"}`, n, sum))
+	}
+	var out api.SignedParts
+	decode(t, e.json(t, e.strict, "POST", base+"/parts", []byte(`{"parts":[`+strings.Join(entries, ",")+`]}`), 200), &out)
+	return out.Parts
+}
+
+// json sends body (if any) as JSON through proxy and checks the status.
+func (e *env) json(t *testing.T, proxy *testenv.Proxy, method, path string, body []byte, status int) exchange {
+	t.Helper()
+	h := map[string]string{}
+	if body != nil {
+		h["Content-Type"] = "application/json"
+	}
+	x := e.send(t, proxy, method, path, h, body)
+	wantStatus(t, x, status)
+	return x
+}
+
+// putPart sends a part straight to S3 with the signed headers and returns
+// S3's status; a refusal before the body is read may surface as a reset
+// connection, reported as 499.
+func putPart(t *testing.T, p api.SignedPart, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range p.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 499
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
 // TestValidatorCatchesDrift proves that the proxy fails the tests when the
 // server and openapi.yaml disagree: a request the document forbids, and
 // answers checked against a deliberately wrong copy of the document (a
@@ -310,6 +570,8 @@ func TestValidatorCatchesDrift(t *testing.T) {
 		{"enum: [idempotency_key_required, idempotency_key_invalid, invalid_request]", "enum: [idempotency_key_invalid, invalid_request]"},
 		// The create no longer documents its 415.
 		{`        "415":`, `        "499":`},
+		// A signed part must carry a member the server does not send.
+		{"required: [partNumber, method, url, headers, expiresAt]\n", "required: [partNumber, method, url, headers, expiresAt, size]\n"},
 	} {
 		if strings.Count(wrong, m.old) != 1 {
 			t.Fatalf("openapi.yaml changed: %q is not there exactly once; update this test's mutation", m.old)
@@ -343,6 +605,17 @@ func TestValidatorCatchesDrift(t *testing.T) {
 			t.Logf("reported as it should be: %s", v)
 		})
 	}
+	t.Run("multipart response body", func(t *testing.T) {
+		created := e.create(t, e.strict, "contract-drift-key-0004", sizedBody(2*api.MinPartSize, api.MinPartSize))
+		wantStatus(t, created, 201)
+		var u api.Upload
+		decode(t, created, &u)
+		sign := []byte(`{"parts":[{"partNumber":1,"sha256":"` + strings.Repeat("0", 64) + `"}]}`)
+		x := e.raw(t, p, "POST", "/uploads/"+u.UploadID+"/parts", map[string]string{"Content-Type": "application/json"}, sign)
+		if testenv.Violations(x.resp, x.body) == "" {
+			t.Fatalf("the proxy on a wrong document let this through: %d %s", x.status, x.body)
+		}
+	})
 }
 
 // exchange is one request's answer as the client saw it.
@@ -514,11 +787,15 @@ func gunzip(enc string) ([]byte, error) {
 }
 
 // dynamoSwitch stands between the functions and DynamoDB: it forwards, or
-// answers every call as a throttled or a failing DynamoDB.
+// answers every call as a throttled or a failing DynamoDB, and can hold
+// each UpdateItem back for slowUpdate.
 type dynamoSwitch struct {
-	url  string
-	mode atomic.Int32
+	url         string
+	mode        atomic.Int32
+	slowUpdates atomic.Bool
 }
+
+const slowUpdate = 2 * time.Second
 
 const (
 	modePass int32 = iota
@@ -540,6 +817,9 @@ func newDynamoSwitch(t *testing.T, target string) *dynamoSwitch {
 		case modeBroken:
 			dynamoError(w, "ValidationException", "One or more parameter values were invalid.")
 		default:
+			if d.slowUpdates.Load() && strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
+				time.Sleep(slowUpdate)
+			}
 			rp.ServeHTTP(w, r)
 		}
 	}))
