@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -211,7 +212,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	if status.status != 200 || !bytes.Contains(status.body, []byte(`"status":"completed"`)) {
 		t.Fatalf("status: %d %s", status.status, status.body)
 	}
-	if id, _ := upload.ParseUploadID(u.UploadID); id != idempotency.NewID(LocalTenant, "multipart-event-key-1") {
+	if id, _ := upload.ParseUploadID(u.UploadID); id != idempotency.NewID(presign.JWTTenant(LocalTenant), "multipart-event-key-1") {
 		t.Fatalf("upload id %s is not the key's", u.UploadID)
 	}
 }

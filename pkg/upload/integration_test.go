@@ -480,3 +480,37 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 		t.Fatalf("the object is %d bytes; the right one (%d) was removed", aws.ToInt64(head.ContentLength), len(content))
 	}
 }
+
+// An object S3 accepted through a claim's URL is recorded even when its
+// event comes after the claim expired: the URL never outlived the claim,
+// only the announcement was late.
+func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 2*time.Hour) // PRESIGN_TTL longer than the 1 h keys
+	content := []byte("accepted just in time")
+	reply, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, reply.Body)
+	urlExpires, _ := time.Parse(time.RFC3339, u.Upload.ExpiresAt)
+	if limit := e.Now().Add(time.Hour); urlExpires.After(limit) {
+		t.Fatalf("URL expires %s, after its claim (%s)", urlExpires, limit)
+	}
+	if code := put(t, u, content, nil); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.advance(61 * time.Minute) // the event is late: the claim has expired
+	if _, err := e.svc.Status(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotFound) {
+		t.Fatalf("status of an expired claim: %v, want not found", err)
+	}
+	head := e.head(t, u.StorageKey)
+	out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: int64(len(content)), ETag: aws.ToString(head.ETag), Time: e.Now()})
+	if err != nil || out != upload.OutcomeCompleted {
+		t.Fatalf("late event: %s %v, want completed", out, err)
+	}
+	replay, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
+	if err != nil || !replay.Replayed || decode(t, replay.Body).Status != api.StatusCompleted || decode(t, replay.Body).UploadID != u.UploadID {
+		t.Fatalf("the key after the late event: %v %s; want its completed upload, not a new one", err, replay.Body)
+	}
+}

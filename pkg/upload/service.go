@@ -407,6 +407,9 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		Data:          data,
 		Require:       map[string]string{dataSize: strconv.FormatInt(obj.Size, 10)},
 		RestartExpiry: true,
+		// S3 accepted the object through this claim's URL, which never
+		// outlives the claim; only its announcement may come later.
+		Revive: true,
 	})
 	var conflict *idempotency.ConflictError
 	switch {

@@ -23,7 +23,8 @@ import (
 )
 
 // AnonymousTenant is the tenant of requests without a principal when the
-// deployment allows anonymous use.
+// deployment allows anonymous use. Authenticated tenants carry their
+// source ("jwt:", "iam:", "lambda:"), so none can be this one.
 const AnonymousTenant = "anonymous"
 
 // Service is what the handler needs of *upload.Service.
@@ -166,18 +167,20 @@ func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
 
 var errUndecodableBody = errors.New("the request body could not be decoded")
 
-// tenant is the principal the authorizer established: a JWT's sub, an IAM
-// caller's ARN, or a Lambda authorizer's principalId.
+// tenant is the principal the authorizer established, named with its
+// source so that identities from different sources never share a
+// namespace: a JWT whose sub is "anonymous" is not the anonymous tenant,
+// and an IAM ARN is not a JWT subject.
 func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	if a := req.RequestContext.Authorizer; a != nil {
 		if a.JWT != nil && a.JWT.Claims["sub"] != "" {
-			return a.JWT.Claims["sub"], true
+			return JWTTenant(a.JWT.Claims["sub"]), true
 		}
 		if a.IAM != nil && a.IAM.UserARN != "" {
-			return a.IAM.UserARN, true
+			return "iam:" + a.IAM.UserARN, true
 		}
 		if p, ok := a.Lambda["principalId"].(string); ok && p != "" {
-			return p, true
+			return "lambda:" + p, true
 		}
 	}
 	if h.AllowAnonymous {
@@ -185,6 +188,9 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	}
 	return "", false
 }
+
+// JWTTenant is the tenant of a JWT authorizer's subject.
+func JWTTenant(sub string) string { return "jwt:" + sub }
 
 // fail maps an error to its response. Only the messages written for clients
 // reach them; anything unexpected is logged and answered with a 500.
