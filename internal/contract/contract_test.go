@@ -468,8 +468,13 @@ func (e *env) multipartInProgress(t *testing.T) {
 		}
 		firstDone <- x
 	}()
-	// The claim is taken at once; its answer waits for the slowed update.
-	time.Sleep(slowUpdate / 2)
+	// Once the first create holds the key, its answer waits for the slowed
+	// update: that is when the same key must get a 409.
+	for deadline := time.Now().Add(slowUpdate); e.dynamo.held.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first create never reached its update")
+		}
+	}
 	busy := e.create(t, e.strict, key, create)
 	e.dynamo.slowUpdates.Store(false)
 	first := <-firstDone
@@ -786,6 +791,7 @@ type dynamoSwitch struct {
 	url         string
 	mode        atomic.Int32
 	slowUpdates atomic.Bool
+	held        atomic.Int32 // updates being held back now
 }
 
 const slowUpdate = 2 * time.Second
@@ -811,7 +817,9 @@ func newDynamoSwitch(t *testing.T, target string) *dynamoSwitch {
 			dynamoError(w, "ValidationException", "One or more parameter values were invalid.")
 		default:
 			if d.slowUpdates.Load() && strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
+				d.held.Add(1)
 				time.Sleep(slowUpdate)
+				d.held.Add(-1)
 			}
 			rp.ServeHTTP(w, r)
 		}
