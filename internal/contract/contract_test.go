@@ -640,7 +640,7 @@ func (e *env) raw(t *testing.T, proxy *testenv.Proxy, method, path string, heade
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nprism's log:\n%s", err, proxy.Log())
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

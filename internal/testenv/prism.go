@@ -2,9 +2,7 @@ package testenv
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,18 +45,33 @@ func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Pr
 	t.Helper()
 	bin, err := services.Binary("prism")
 	need(t, err)
-	port, err := services.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec, err = filepath.Abs(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A free port can be taken by another process before Prism binds it;
+	// then Prism exits, and another port is tried.
+	for attempt := 1; ; attempt++ {
+		p, err := startPrism(t, bin, spec, upstream, opts)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; trying another port", err)
+	}
+}
+
+func startPrism(t testing.TB, bin, spec, upstream string, opts ProxyOptions) (*Proxy, error) {
+	port, err := services.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(t.TempDir(), "prism.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command(bin, "proxy", spec, upstream,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -67,7 +80,7 @@ func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Pr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		t.Fatalf("start prism: %v", err)
+		return nil, fmt.Errorf("start prism: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
@@ -81,23 +94,20 @@ func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Pr
 			<-done
 		}
 	})
-	// Prism listens only once it has loaded and checked the document.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err == nil {
-			conn.Close()
-			return p
-		}
+	// Prism says so once it has loaded the document and bound the port;
+	// a successful dial alone could reach whoever else took the port.
+	listening := "Prism is listening on " + p.URL
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(p.Log(), listening) {
 		select {
 		case <-done:
-			t.Fatalf("prism exited during start-up:\n%s", p.Log())
-		case <-ctx.Done():
-			t.Fatalf("prism not listening after 60 s:\n%s", p.Log())
+			return nil, fmt.Errorf("prism exited during start-up:\n%s", p.Log())
+		case <-deadline:
+			return nil, fmt.Errorf("prism not listening after 60 s:\n%s", p.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return p, nil
 }
 
 // Log is what Prism has printed so far: one line per request, with every
