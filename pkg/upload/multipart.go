@@ -71,16 +71,27 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 // claim the key at once. A failure here only delays that retry until the
 // lease runs out.
 func (s *Service) release(ctx context.Context, claim idempotency.Record) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
 	if err := s.store.Release(ctx, claim.ID, claim.ClaimID); err != nil {
 		s.opts.Logger.WarnContext(ctx, "release failed; the lease will run out", "upload_id", claim.ClaimID, "error", err)
 	}
 }
 
 func (s *Service) abortS3(ctx context.Context, key, s3UploadID string) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
 	_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &key, UploadId: &s3UploadID})
 	if err != nil && !isNoSuchUpload(err) {
 		s.opts.Logger.WarnContext(ctx, "abort of an orphaned multipart upload failed; the lifecycle rule will", "key", key, "error", err)
 	}
+}
+
+// cleanupContext is for undoing work after a failure that may have been
+// ctx's own deadline: detached from ctx's cancellation, and short, to fit
+// in what the caller kept back from the invocation's deadline.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 300*time.Millisecond)
 }
 
 // SignParts presigns a PUT for each listed part of a pending multipart
