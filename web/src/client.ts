@@ -95,6 +95,12 @@ export class UploadClient {
   private readonly stallTimeoutMs: number;
   private readonly locks: LockManager | null;
   private readonly running = new Set<string>();
+  /**
+   * Files picked in this page, by key: a file too large to keep in IndexedDB
+   * is still at hand until the page goes away, so upload(key) after add(file)
+   * (or Resume after Cancel) needs no second pick and no second hash.
+   */
+  private readonly picked = new Map<string, Blob>();
 
   constructor(opts: UploadClientOptions) {
     this.apiBase = opts.apiBase;
@@ -136,6 +142,7 @@ export class UploadClient {
       updatedAt: now,
     };
     await this.store.put(rec);
+    this.picked.set(rec.key, file);
     emit(opts, { type: "phase", phase: rec.phase, record: rec });
     try {
       const sha256 = await this.hash(file, opts);
@@ -169,7 +176,13 @@ export class UploadClient {
 
   /** Forgets an upload (its key and kept file). Does not delete anything on the server. */
   async remove(key: string): Promise<void> {
+    this.picked.delete(key);
     await this.store.delete(key);
+  }
+
+  /** Whether {@link upload} can run without the file being picked again (kept in IndexedDB, or picked in this page). */
+  hasFile(rec: UploadRecord): boolean {
+    return !!rec.file || this.picked.has(rec.key);
   }
 
   /** Whether this page is running the upload now. */
@@ -209,13 +222,16 @@ export class UploadClient {
     try {
       if (rec.phase === "completed" && rec.result) return rec.result;
       const blob = this.fileFor(rec, opts.file);
-      if (!rec.sha256 || opts.file) {
+      // A file picked again is checked against the record; the very file
+      // hashed by add() in this page need not be.
+      if (!rec.sha256 || (opts.file && opts.file !== this.picked.get(key))) {
         await save({ phase: "hashing", error: undefined });
         const sha256 = await this.hash(blob, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
           throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
         }
         await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
+        this.picked.set(key, blob);
       }
       const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size, sha256: rec.sha256! };
 
@@ -263,6 +279,7 @@ export class UploadClient {
       await save({ phase: "completed", result, uploadId: result.uploadId, storageKey: result.storageKey, file: undefined, error: undefined });
       // The key has done its work: forget it (and the kept file).
       await this.store.delete(key);
+      this.picked.delete(key);
       emit(opts, { type: "completed", result });
       return result;
     } catch (e) {
@@ -281,7 +298,8 @@ export class UploadClient {
       }
       return picked;
     }
-    if (rec.file) return rec.file;
+    const blob = rec.file ?? this.picked.get(rec.key);
+    if (blob) return blob;
     throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${rec.filename}" again to resume: the browser did not keep a copy of it.` });
   }
 

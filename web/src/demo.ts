@@ -212,7 +212,7 @@ class Row {
       return;
     }
     if (kind === "resumable" && rec) {
-      if (rec.file) {
+      if (this.client.hasFile(rec)) {
         button("Resume", "Resume upload of %s", () => void this.run(), true);
       } else {
         // The browser did not keep the file: the user picks it again, and it is checked against the record.

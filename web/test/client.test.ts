@@ -353,6 +353,23 @@ describe("UploadClient: reloads and resuming", () => {
     assert.equal(w.minted(), 1);
   });
 
+  it("uploads a file too large to keep right after add(), without asking for it again or hashing it twice", async () => {
+    const w = world();
+    const { client, events, onEvent } = w.page({ keepFileBytes: 1_000, hashChunkBytes: 1_000 });
+    const rec = await client.add(makeFile("big.mov", 3_000, "video/quicktime"), { onEvent });
+    assert.equal(rec.file, undefined, "not kept in IndexedDB");
+    assert.equal(client.hasFile(rec), true);
+    const hashed = events.filter((e) => e.type === "hash-progress").length;
+
+    const done = await client.upload(rec.key, { onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(events.filter((e) => e.type === "hash-progress").length, hashed, "hashed once, by add()");
+    // Another page (after a reload) has no copy: the person picks the file again.
+    const later = await w.page({ keepFileBytes: 1_000 }).client.add(makeFile("other.mov", 3_000));
+    assert.equal(w.page({ keepFileBytes: 1_000 }).client.hasFile(later), false);
+  });
+
   it("Cancel (AbortSignal) pauses; Resume continues with the same key", async () => {
     const w = world();
     w.server.putFaults.push("hang");
