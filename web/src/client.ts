@@ -8,7 +8,7 @@
 import { Api, type ApiOptions, type CompletedUpload, type CreateRequest, type PendingUpload, type UploadResponse } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { DEFAULT_HASH_CHUNK, sha256Hex } from "./hash.js";
-import { type Clock, DEFAULT_POLICY, type RetryInfo, type RetryPolicy, retry, systemClock } from "./retry.js";
+import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryPolicy, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
 import { type PutTransport, storageError, xhrTransport } from "./transport.js";
 
@@ -53,7 +53,7 @@ export interface UploadClientOptions {
   authorization?: ApiOptions["authorization"];
   /** Retries of POST /uploads and GET /uploads/{id}. */
   createPolicy?: Partial<RetryPolicy>;
-  /** Retries of the PUT to storage (its attempts are limited by stalls, not by time). */
+  /** Retries of the PUT to storage (an attempt is limited by stalls, not by time). */
   putPolicy?: Partial<RetryPolicy>;
   completion?: Partial<CompletionPolicy>;
   /** Files up to this size are kept in IndexedDB, so a reload resumes without picking them again. Default 64 MiB. */
@@ -66,12 +66,15 @@ export interface UploadClientOptions {
   transport?: PutTransport;
   clock?: Clock;
   random?: () => number;
+  /** Whether the device is online (retries wait for it). Default: navigator.onLine and the online/offline events. */
+  network?: Network;
   newKey?: () => string;
   /** Web Locks, to keep two tabs from running one upload at once. Default: navigator.locks if present. */
   locks?: LockManager | null;
 }
 
-export const DEFAULT_PUT_POLICY: Partial<RetryPolicy> = { maxAttempts: 6, deadlineMs: Infinity, attemptTimeoutMs: Infinity };
+/** A PUT has no time limit of its own: an attempt ends when it stalls (stallTimeoutMs). Otherwise the shared policy. */
+export const DEFAULT_PUT_POLICY: Partial<RetryPolicy> = { attemptTimeoutMs: Infinity };
 export const DEFAULT_COMPLETION: CompletionPolicy = { baseMs: 200, capMs: 3_000, timeoutMs: 120_000 };
 
 /** A URL with less than this left is refreshed before use. */
@@ -85,6 +88,7 @@ export class UploadClient {
   private readonly api: Api;
   private readonly clock: Clock;
   private readonly random: () => number;
+  private readonly network: Network;
   private readonly transport: PutTransport;
   private readonly newKey: () => string;
   private readonly createPolicy: Partial<RetryPolicy>;
@@ -108,6 +112,7 @@ export class UploadClient {
     this.api = new Api({ baseUrl: opts.apiBase, fetch: opts.fetch, authorization: opts.authorization, now: () => this.clock.now() });
     this.store = opts.store ?? new IndexedDBStore();
     this.random = opts.random ?? Math.random;
+    this.network = opts.network ?? browserNetwork;
     this.transport = opts.transport ?? xhrTransport;
     this.newKey = opts.newKey ?? mintKey;
     this.createPolicy = { ...DEFAULT_POLICY, ...opts.createPolicy };
@@ -322,6 +327,7 @@ export class UploadClient {
       policy: this.createPolicy,
       clock: this.clock,
       random: this.random,
+      network: this.network,
       signal: opts.signal,
       onRetry: (info) => emit(opts, { type: "retry", step: "create", ...info }),
     });
@@ -355,6 +361,7 @@ export class UploadClient {
         policy: this.putPolicy,
         clock: this.clock,
         random: this.random,
+        network: this.network,
         signal: opts.signal,
         onRetry: (info) => emit(opts, { type: "retry", step: "put", ...info }),
       },
@@ -369,6 +376,7 @@ export class UploadClient {
         policy: this.createPolicy,
         clock: this.clock,
         random: this.random,
+        network: this.network,
         signal: opts.signal,
         onRetry: (info) => emit(opts, { type: "retry", step: "complete", ...info }),
       });

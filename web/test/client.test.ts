@@ -138,7 +138,7 @@ describe("UploadClient: create with retries", () => {
       { status: 409, body: JSON.stringify({ error: "idempotency_in_progress", message: "busy" }), headers: { "Retry-After": "1" } },
       { status: 504 },
     );
-    const { client, events, onEvent } = w.page({ createPolicy: { baseMs: 100, capMs: 1000 } });
+    const { client, events, onEvent } = w.page({ createPolicy: { baseDelayMs: 100, maxDelayMs: 1000 } });
     await client.start(makeFile("a.bin", 10), { onEvent });
     const waits = retries(events, "create").map((e) => (e as { delayMs: number }).delayMs);
     // Full jitter with random() = 0.5 (the exponent counts every retry so far), or the server's Retry-After.
@@ -167,7 +167,7 @@ describe("UploadClient: create with retries", () => {
   it("gives up at the deadline, and a later resume succeeds with the same key", async () => {
     const w = world();
     for (let i = 0; i < 50; i++) w.server.createFaults.push({ status: 503, body: JSON.stringify({ error: "service_unavailable", message: "down" }) });
-    const { client } = w.page({ createPolicy: { baseMs: 1000, capMs: 4000, deadlineMs: 10_000, maxAttempts: 50 } });
+    const { client } = w.page({ createPolicy: { baseDelayMs: 1000, maxDelayMs: 4000, retryBudgetMs: 10_000 } });
     const rec = await client.add(makeFile("a.bin", 10));
     const started = w.clock.now();
     const err = await failure(client.upload(rec.key));

@@ -3,7 +3,7 @@
 // scripted per request.
 import { createHash } from "node:crypto";
 import { UploadError, abortError } from "../src/errors.js";
-import type { Clock } from "../src/retry.js";
+import type { Clock, Network } from "../src/retry.js";
 import type { PutRequest, PutResponse } from "../src/transport.js";
 
 /** Virtual time: sleep records the wait and moves the clock at once. */
@@ -19,6 +19,38 @@ export class FakeClock implements Clock {
     this.t += ms;
     await Promise.resolve();
     if (signal?.aborted) throw abortError(signal);
+  }
+}
+
+/** The device's network, switched by the test: going offline aborts what listens, going online wakes the waiters. */
+export class FakeNetwork implements Network {
+  private online = true;
+  private readonly offlineListeners = new Set<() => void>();
+  private waiters: (() => void)[] = [];
+  /** Each waitOnline call, for assertions. */
+  waits = 0;
+
+  isOnline(): boolean {
+    return this.online;
+  }
+  onOffline(fn: () => void): () => void {
+    this.offlineListeners.add(fn);
+    return () => this.offlineListeners.delete(fn);
+  }
+  waitOnline(signal?: AbortSignal): Promise<void> {
+    this.waits++;
+    if (this.online) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      signal?.addEventListener("abort", () => reject(abortError(signal)), { once: true });
+      this.waiters.push(resolve);
+    });
+  }
+  set(online: boolean): void {
+    if (online === this.online) return;
+    this.online = online;
+    if (!online) for (const fn of [...this.offlineListeners]) fn();
+    else for (const w of this.waiters.splice(0)) w();
   }
 }
 
