@@ -1,57 +1,10 @@
 import assert from "node:assert/strict";
-import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
-import { IDBFactory } from "fake-indexeddb";
-import { UploadClient, type UploadClientOptions, type UploadEvent } from "../src/client.js";
-import { UploadError } from "../src/errors.js";
+import { type UploadEvent } from "../src/client.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
-import { FakeClock, FakeServer, json, makeFile, sha256hex } from "./fakes.js";
-
-const API = "https://api.test";
-
-/** A page: a client over a shared server, clock and IndexedDB (a reload is a second page). */
-function world() {
-  const clock = new FakeClock();
-  const server = new FakeServer(clock);
-  const factory = new IDBFactory();
-  let minted = 0;
-  const page = (over: Partial<UploadClientOptions> = {}) => {
-    const events: UploadEvent[] = [];
-    const client = new UploadClient({
-      apiBase: API,
-      store: new IndexedDBStore({ indexedDB: factory }),
-      fetch: server.fetch,
-      transport: server.transport,
-      clock,
-      random: () => 0.5,
-      newKey: () => `key-${++minted}-${"0".repeat(16)}`,
-      locks: null,
-      ...over,
-    });
-    const onEvent = (e: UploadEvent) => events.push(e);
-    return { client, events, onEvent };
-  };
-  return { clock, server, factory, page, minted: () => minted };
-}
-
-async function failure(p: Promise<unknown>): Promise<UploadError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  assert.ok(e instanceof UploadError, `want an UploadError, got ${String(e)}`);
-  return e;
-}
-
-/** Waits (real event-loop turns, no time) until cond holds. */
-async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await cond()) return;
-    await tick();
-  }
-  assert.fail(`never happened: ${what}`);
-}
+import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
+import { API, failure, until, world } from "./world.js";
 
 function keysOf(server: FakeServer): string[] {
   return server.creates.map((c) => c.key ?? "");
