@@ -41,6 +41,7 @@ import (
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
 
@@ -85,6 +86,9 @@ type Config struct {
 	// ObjectCreated function: how many copies (0 drops it) and after what
 	// delay (a later one overtakes an earlier one). Defaults to once, now.
 	Deliver func() (copies int, delay time.Duration)
+	// FunctionTimeout, if set, replaces every function's Timeout from the
+	// template: an invocation's context ends then, as on Lambda.
+	FunctionTimeout time.Duration
 	// Concurrency caps the instances of each function, as a reserved
 	// concurrency does; more invocations wait for a free instance. Each
 	// instance serves one invocation at a time. Defaults to
@@ -255,7 +259,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 // endpoints over the caller's settings.
 func (st *Stack) functionEnv() map[string]string {
 	env := map[string]string{}
-	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS"} {
+	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "METRICS_NAMESPACE"} {
 		if v, ok := st.cfg.Env(name); ok {
 			env[name] = v
 		}
@@ -302,9 +306,11 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		// would; every instance has its own, sharing the service (its AWS
 		// clients are safe for concurrent use).
 		for _, fn := range functions {
-			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger}).Handle
+			rec := &telemetry.Recorder{Logger: st.cfg.Logger, Namespace: cfg.MetricsNamespace, Function: "presign"}
+			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			if fn == st.spec.ObjectCreatedFunction {
-				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger}).Handle
+				rec.Function = "finalize"
+				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			}
 			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
 				return lambda.NewHandler(handler), nil
@@ -324,7 +330,8 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 // rieStarter starts instances of fn: its bootstrap under its own emulator.
 func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.Context) (Invoker, error) {
 	bootstrap := filepath.Join(st.cfg.BootstrapDir, fn, "bootstrap")
-	vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_LAMBDA_LOG_FORMAT=JSON"}
+	secs := max(int(st.timeout(fn).Seconds()), 1)
+	vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(secs), "AWS_LAMBDA_LOG_FORMAT=JSON"}
 	for k, v := range env {
 		vars = append(vars, k+"="+v)
 	}
@@ -379,7 +386,9 @@ func (st *Stack) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ev := buildEvent(r, route, params, claims, body, time.Now(), newID())
 	payload, err := eventJSON(ev)
 	if err == nil {
-		payload, err = st.invokers[route.Function].Invoke(r.Context(), payload)
+		ctx, cancel := context.WithTimeout(r.Context(), st.timeout(route.Function))
+		payload, err = st.invokers[route.Function].Invoke(ctx, payload)
+		cancel()
 	}
 	if err == nil {
 		err = writeResponse(w, payload)
@@ -426,6 +435,18 @@ func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
 		st.pending.Add(1)
 		go st.deliver(raw, delay)
 	}
+}
+
+// timeout is fn's Timeout: the configured one, else the template's, else
+// Lambda's default of 3 seconds.
+func (st *Stack) timeout(fn string) time.Duration {
+	switch {
+	case st.cfg.FunctionTimeout > 0:
+		return st.cfg.FunctionTimeout
+	case st.spec.Timeouts[fn] > 0:
+		return st.spec.Timeouts[fn]
+	}
+	return 3 * time.Second
 }
 
 // fixMultipartRecords makes CompleteMultipartUpload records say what AWS's
@@ -498,7 +519,9 @@ func (st *Stack) deliver(raw []byte, delay time.Duration) {
 				return
 			}
 		}
-		_, err := st.invokers[fn].Invoke(context.Background(), raw)
+		ctx, cancel := context.WithTimeout(context.Background(), st.timeout(fn))
+		_, err := st.invokers[fn].Invoke(ctx, raw)
+		cancel()
 		if err == nil {
 			return
 		}
