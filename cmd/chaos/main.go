@@ -36,12 +36,12 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/client"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -310,8 +310,7 @@ func newLogical(dir string, i int64) (*logical, error) {
 }
 
 func listObjects(ctx context.Context, st *localstack.Stack) (map[string]int64, error) {
-	s3c := s3.New(s3.Options{Region: localstack.Region, BaseEndpoint: aws.String(st.S3URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(localstack.AccessKey, localstack.SecretKey, "")})
+	s3c := s3.NewFromConfig(services.AWSConfig(), func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(st.S3URL), true })
 	objects := map[string]int64{}
 	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: &st.Bucket})
 	for p.HasMorePages() {

@@ -5,7 +5,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,17 +13,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -52,7 +49,7 @@ func (r RoundTrips) Line() string {
 // call counted.
 func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
 	var calls callcount.Counter
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "localsecret", "")}
+	cfg := services.AWSConfig()
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = &dynamoURL
 		o.APIOptions = append(o.APIOptions, calls.Middleware)
@@ -147,21 +144,9 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 
 // put sends content to an upload's presigned URL.
 func put(ctx context.Context, u api.Upload, content []byte) error {
-	req, err := http.NewRequestWithContext(ctx, u.Upload.Method, u.Upload.URL, bytes.NewReader(content))
-	if err != nil {
-		return err
+	code, err := services.PutPresigned(ctx, u, content, nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("PUT: status %d", code)
 	}
-	for k, v := range u.Upload.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("PUT: %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return nil
+	return err
 }

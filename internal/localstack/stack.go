@@ -31,7 +31,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -47,9 +46,9 @@ import (
 
 // Local credentials and region, fixed so anyone can script against the stack.
 const (
-	AccessKey = "local"
-	SecretKey = "localsecret"
-	Region    = "us-east-1"
+	AccessKey = services.AccessKey
+	SecretKey = services.SecretKey
+	Region    = services.Region
 )
 
 // Config of a stack. Zero ports pick free ones.
@@ -205,7 +204,7 @@ func (st *Stack) serve(h http.Handler, port int) (string, error) {
 }
 
 func (st *Stack) awsConfig() aws.Config {
-	return aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")}
+	return services.AWSConfig()
 }
 
 // createResources makes the table and bucket as template.yaml declares
@@ -295,8 +294,8 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 	} else {
 		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger, func(c *aws.Config) {
-			c.Region = Region
-			c.Credentials = credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")
+			local := services.AWSConfig()
+			c.Region, c.Credentials = local.Region, local.Credentials
 			c.APIOptions = append(c.APIOptions, st.cfg.APIOptions...)
 		})
 		if err != nil {

@@ -198,8 +198,8 @@ type S3Options struct {
 	Options
 	// DataDir holds the buckets (a posix backend). Required.
 	DataDir   string
-	AccessKey string // Defaults to "local".
-	SecretKey string // Defaults to "localsecret".
+	AccessKey string // Defaults to AccessKey.
+	SecretKey string // Defaults to SecretKey.
 	// WebhookURL receives s3:ObjectCreated:* notifications. It must already
 	// be listening: the gateway exits at start-up otherwise.
 	WebhookURL string
@@ -216,10 +216,10 @@ func StartVersity(ctx context.Context, o S3Options) (*Process, error) {
 		return nil, err
 	}
 	if o.AccessKey == "" {
-		o.AccessKey = "local"
+		o.AccessKey = AccessKey
 	}
 	if o.SecretKey == "" {
-		o.SecretKey = "localsecret"
+		o.SecretKey = SecretKey
 	}
 	// Absolute: the gateway resolves relative paths against its data directory.
 	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {

@@ -7,12 +7,9 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sync"
@@ -22,7 +19,6 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -33,9 +29,9 @@ import (
 
 // Region, AccessKey and SecretKey are the local servers' static settings.
 const (
-	Region    = "us-east-1"
-	AccessKey = "local"
-	SecretKey = "localsecret"
+	Region    = services.Region
+	AccessKey = services.AccessKey
+	SecretKey = services.SecretKey
 )
 
 func need(t testing.TB, err error) {
@@ -55,12 +51,7 @@ func stopAtEnd(t testing.TB, p *services.Process) {
 
 // AWSConfig is an SDK config for local servers: static credentials, fixed
 // region, no shared config files read.
-func AWSConfig() aws.Config {
-	return aws.Config{
-		Region:      Region,
-		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
-	}
-}
+func AWSConfig() aws.Config { return services.AWSConfig() }
 
 // Dynoxide starts a dynoxide server and returns its endpoint.
 func Dynoxide(t testing.TB) string {
@@ -225,24 +216,5 @@ func RequireTools(t testing.TB, tools ...string) {
 // and the headers the upload lists, changed by tweak (if not nil), and
 // returns S3's status code.
 func PutPresigned(u api.Upload, body []byte, tweak func(*http.Request)) (int, error) {
-	if u.Upload == nil {
-		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
-	}
-	req, err := http.NewRequest(u.Upload.Method, u.Upload.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	for k, v := range u.Upload.Headers {
-		req.Header.Set(k, v)
-	}
-	if tweak != nil {
-		tweak(req)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
+	return services.PutPresigned(context.Background(), u, body, tweak)
 }

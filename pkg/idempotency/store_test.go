@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,25 +10,10 @@ import (
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testenv.Clock
 
-func newClock() *clock { return &clock{now: time.Now().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock starts on a whole second, as records store expiry in seconds.
+func newClock() *clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
 
 const (
 	testTTL   = time.Hour

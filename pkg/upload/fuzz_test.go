@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -296,7 +297,7 @@ var fuzzFinalizePrefixes = []string{"uploads/", "", "in box+/é/"}
 func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string) (*Service, *idempotency.MemoryStore, string) {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
+	clock := testenv.NewClock(now).Now
 	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
 	cfg := Config{Bucket: fuzzFinalizeBucket, Prefix: prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := New(store, presigner, absentObjects{}, cfg, func(o *Options) {

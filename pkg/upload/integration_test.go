@@ -49,25 +49,12 @@ type env struct {
 	bucket  string
 	dynamo  testenv.Counter
 	objects testenv.Counter
-	mu      sync.Mutex
-	now     time.Time
-}
-
-func (e *env) Now() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.now
-}
-
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
+	*testenv.Clock
 }
 
 func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Config)) *env {
 	t.Helper()
-	e := &env{now: time.Now()}
+	e := &env{Clock: testenv.NewClock(time.Now())}
 	ddb := testenv.DynamoClient(dynoxide.Endpoint(t), &e.dynamo)
 	e.s3 = testenv.S3Client(versity.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
@@ -206,7 +193,7 @@ func TestExpiredURLIsRefusedAndReplayResigns(t *testing.T) {
 	}
 	first := decode(t, reply.Body)
 	time.Sleep(2100 * time.Millisecond) // SigV4 expiry is in whole seconds of real time
-	e.advance(2100 * time.Millisecond)
+	e.Advance(2100 * time.Millisecond)
 	if code := put(t, first, content, nil); code != http.StatusForbidden {
 		t.Fatalf("expired URL: %d, want 403", code)
 	}
@@ -327,7 +314,7 @@ func TestLateEventCannotCompleteANewClaim(t *testing.T) {
 	if code := put(t, oldU, content, nil); code != http.StatusOK {
 		t.Fatal(code)
 	}
-	e.advance(time.Hour + time.Second)
+	e.Advance(time.Hour + time.Second)
 	if _, err := e.svc.Status(ctx, "tenant", oldU.UploadID); !errors.Is(err, upload.ErrNotFound) {
 		t.Fatalf("status of an expired upload: %v, want ErrNotFound", err)
 	}
@@ -500,7 +487,7 @@ func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
 	if code := put(t, u, content, nil); code != http.StatusOK {
 		t.Fatal(code)
 	}
-	e.advance(61 * time.Minute) // the event is late: the claim has expired
+	e.Advance(61 * time.Minute) // the event is late: the claim has expired
 	if _, err := e.svc.Status(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotFound) {
 		t.Fatalf("status of an expired claim: %v, want not found", err)
 	}

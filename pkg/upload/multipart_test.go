@@ -476,7 +476,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	if !errors.As(err, &inProgress) || inProgress.RetryAfter < time.Second || inProgress.RetryAfter > 30*time.Second {
 		t.Fatalf("during the claim's work: %v, want in progress with a Retry-After within the lease", err)
 	}
-	e.advance(31 * time.Second) // the default lease is 30 s
+	e.Advance(31 * time.Second) // the default lease is 30 s
 	taken, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
 	if err != nil || taken.Replayed {
 		t.Fatalf("after the lease: %v replayed=%v", err, taken.Replayed)
@@ -538,7 +538,7 @@ func TestSigningKeepsAnActiveUploadAlive(t *testing.T) {
 	u := decode(t, created.Body)
 	id, _ := upload.ParseUploadID(u.UploadID)
 	for range 3 { // 3 × 40 min: past the first hour
-		e.advance(40 * time.Minute)
+		e.Advance(40 * time.Minute)
 		p := e.sign(t, "tenant", u.UploadID, f, 1)[1]
 		rec, err := e.store.Get(ctx, id)
 		if err != nil {
@@ -549,7 +549,7 @@ func TestSigningKeepsAnActiveUploadAlive(t *testing.T) {
 			t.Fatalf("URL expires %s, after its claim %s", expires, rec.ExpiresAt)
 		}
 	}
-	e.advance(61 * time.Minute) // idle for longer than the window
+	e.Advance(61 * time.Minute) // idle for longer than the window
 	if _, err := e.svc.ListParts(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotFound) {
 		t.Fatalf("idle upload after its window: %v, want not found", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/onceupload/onceupload/internal/testenv"
 )
 
 // The fast presigner must produce exactly the SDK's URL and headers for
@@ -20,7 +21,7 @@ func TestSigV4PresignerMatchesTheSDK(t *testing.T) {
 	clients := map[string]*s3.Client{
 		"aws virtual host":       s3.New(s3.Options{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}),
 		"aws with session token": s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("ASIA", "SECRET", "TOKEN/with+chars=")}),
-		"local path style": s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "localsecret", ""),
+		"local path style": s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
 			BaseEndpoint: aws.String("http://127.0.0.1:9000"), UsePathStyle: true}),
 	}
 	for name, client := range clients {

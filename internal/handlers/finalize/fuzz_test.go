@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -49,7 +50,7 @@ const (
 func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
+	clock := testenv.NewClock(now).Now
 	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
 	cfg := upload.Config{Bucket: fuzzBucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := upload.New(store, presigner, emptyBucket{}, cfg, func(o *upload.Options) {

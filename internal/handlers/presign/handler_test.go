@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -40,7 +41,7 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // real S3 server in pkg/upload.
 type fakePresigner struct {
 	upload.Presigner // parts are not signed here
-	now              *time.Time
+	clock            *testenv.Clock
 }
 
 func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
@@ -50,7 +51,7 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput
 	}
 	return &v4.PresignedHTTPRequest{
 		URL: fmt.Sprintf("https://%s.s3.amazonaws.com/%s?X-Amz-Date=%s&X-Amz-Expires=%d&X-Amz-Signature=fake",
-			*in.Bucket, *in.Key, f.now.UTC().Format("20060102T150405Z"), int(o.Expires.Seconds())),
+			*in.Bucket, *in.Key, f.clock.Now().UTC().Format("20060102T150405Z"), int(o.Expires.Seconds())),
 		Method: http.MethodPut,
 		SignedHeader: http.Header{
 			"Host": {*in.Bucket + ".s3.amazonaws.com"}, "Content-Length": {fmt.Sprint(*in.ContentLength)},
@@ -98,24 +99,23 @@ type fixture struct {
 	handler *Handler
 	store   *idempotency.MemoryStore
 	svc     *upload.Service
-	now     *time.Time
+	clock   *testenv.Clock
 }
 
 func newFixture(t *testing.T, store idempotency.Store) *fixture {
 	t.Helper()
-	now := t0
-	clock := func() time.Time { return now }
-	mem := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
+	clock := testenv.NewClock(t0)
+	mem := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock.Now })
 	if store == nil {
 		store = mem
 	}
 	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := upload.New(store, fakePresigner{now: &now}, noObjects{}, cfg, func(o *upload.Options) {
-		o.Now, o.Random, o.Logger = clock, &counterReader{}, logger
+	svc := upload.New(store, fakePresigner{clock: clock}, noObjects{}, cfg, func(o *upload.Options) {
+		o.Now, o.Random, o.Logger = clock.Now, &counterReader{}, logger
 	})
-	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, now: &now}
+	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, clock: clock}
 }
 
 const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -228,7 +228,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 	}
 
 	// Same request, other whitespace and key order: a byte-identical replay.
-	*f.now = f.now.Add(time.Minute)
+	f.clock.Advance(time.Minute)
 	same := `{ "sha256": "` + strings.ToUpper(digest) + `", "size": 48213, "contentType": "image/jpeg", "filename": "photo & co.jpg" }`
 	replay := f.do(t, post(key, same))
 	wantStatus(t, replay, 201, "")
@@ -237,7 +237,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 	}
 
 	// Once the URL expired, a replay gets the same upload with a fresh URL.
-	*f.now = f.now.Add(15 * time.Minute)
+	f.clock.Advance(15 * time.Minute)
 	resigned := f.do(t, post(key, photo))
 	wantStatus(t, resigned, 201, "")
 	golden(t, "create-201-resigned", resigned.Body)
@@ -247,7 +247,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 
 	// After finalize, the replay is the completed response.
 	if _, err := f.svc.Finalize(context.Background(), upload.ObjectCreated{
-		Bucket: "uploads-test", Key: created.StorageKey, Size: 48213, ETag: "d41d8cd98f00b204e9800998ecf8427e", Time: f.now.Add(-time.Second),
+		Bucket: "uploads-test", Key: created.StorageKey, Size: 48213, ETag: "d41d8cd98f00b204e9800998ecf8427e", Time: f.clock.Now().Add(-time.Second),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -371,11 +371,11 @@ func TestInProgress(t *testing.T) {
 	}
 	// Once that record expires, an in-progress claim with the same
 	// fingerprint takes the key.
-	*f.now = f.now.Add(25 * time.Hour)
+	f.clock.Advance(25 * time.Hour)
 	if _, err := f.store.Claim(ctx, idempotency.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}); err != nil {
 		t.Fatal(err)
 	}
-	*f.now = f.now.Add(4 * time.Second)
+	f.clock.Advance(4 * time.Second)
 	busy := f.do(t, post(key, photo))
 	wantStatus(t, busy, 409, "idempotency_in_progress")
 	golden(t, "error-409", busy.Body)
@@ -431,7 +431,7 @@ func TestStatus(t *testing.T) {
 			golden(t, "error-404", resp.Body)
 		}
 	}
-	*f.now = f.now.Add(24*time.Hour + time.Second)
+	f.clock.Advance(24*time.Hour + time.Second)
 	wantStatus(t, f.do(t, get(u.UploadID, "user-1")), 404, "not_found")
 }
 
