@@ -144,7 +144,10 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 
 // put sends content to an upload's presigned URL.
 func put(ctx context.Context, u api.Upload, content []byte) error {
-	code, err := services.PutPresigned(ctx, u, content, nil)
+	if u.Upload == nil {
+		return fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
+	}
+	code, err := services.PutSigned(ctx, *u.Upload, content, nil)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("PUT: status %d", code)
 	}

@@ -3,7 +3,6 @@ package services
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -27,18 +26,15 @@ func AWSConfig() aws.Config {
 	return aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")}
 }
 
-// PutPresigned sends body to an upload's presigned URL with plain net/http
-// and the headers the upload lists, changed by tweak (if not nil), as a
-// client would, and returns S3's status code.
-func PutPresigned(ctx context.Context, u api.Upload, body []byte, tweak func(*http.Request)) (int, error) {
-	if u.Upload == nil {
-		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
-	}
-	req, err := http.NewRequestWithContext(ctx, u.Upload.Method, u.Upload.URL, bytes.NewReader(body))
+// PutSigned sends body as a presigned PUT describes, with the headers it
+// lists, changed by tweak (if not nil), as a client would, and returns S3's
+// status code.
+func PutSigned(ctx context.Context, put api.PutInstructions, body []byte, tweak func(*http.Request)) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, put.Method, put.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	for k, v := range u.Upload.Headers {
+	for k, v := range put.Headers {
 		req.Header.Set(k, v)
 	}
 	if tweak != nil {

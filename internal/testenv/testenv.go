@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"sync"
@@ -216,5 +217,25 @@ func RequireTools(t testing.TB, tools ...string) {
 // and the headers the upload lists, changed by tweak (if not nil), and
 // returns S3's status code.
 func PutPresigned(u api.Upload, body []byte, tweak func(*http.Request)) (int, error) {
-	return services.PutPresigned(context.Background(), u, body, tweak)
+	if u.Upload == nil {
+		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
+	}
+	return PutSigned(*u.Upload, body, tweak)
+}
+
+// PutPart sends a part's bytes to its presigned URL with the headers it
+// lists and returns S3's status. A refusal before the body is read may
+// surface as a reset connection: that is reported as 499, a refusal too.
+func PutPart(p api.SignedPart, body []byte) int {
+	code, err := PutSigned(p.PutInstructions, body, nil)
+	if err != nil {
+		return 499
+	}
+	return code
+}
+
+// PutSigned sends body as a presigned PUT describes, changed by tweak (if
+// not nil), and returns S3's status code.
+func PutSigned(put api.PutInstructions, body []byte, tweak func(*http.Request)) (int, error) {
+	return services.PutSigned(context.Background(), put, body, tweak)
 }
