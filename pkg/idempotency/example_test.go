@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -62,4 +64,23 @@ func ExampleMakeIdempotent() {
 	// Output:
 	// ch_1 ch_1 1
 	// true
+}
+
+// A table of a single-table design: records live under one partition key
+// value, their ids in the sort key behind a prefix, with attribute names of
+// the table's own. Names that collide are refused before any call.
+func ExampleSchema() {
+	schema := idempotency.Schema{
+		PartitionKey: "PK", SortKey: "SK", StaticPartitionValue: "ORDERS", KeyPrefix: "IDEMPOTENCY#",
+		ExpiresAt: "ttl", State: "status",
+	}
+	fmt.Println(schema.Validate())
+	var client *dynamodb.Client // dynamodb.NewFromConfig(cfg) in a program
+	_ = idempotency.NewDynamoStore(client, "app-table", func(o *idempotency.Options) { o.Schema = schema })
+
+	schema.State = "data" // the caller's fields live in "data"
+	fmt.Println(schema.Validate())
+	// Output:
+	// <nil>
+	// idempotency: invalid schema: State and (fixed) data are both "data"
 }
