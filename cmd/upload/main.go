@@ -51,7 +51,7 @@ type options struct {
 	api, token, contentType, key, state string
 	json, quiet, verbose                bool
 	maxAttempts                         int
-	deadline                            time.Duration
+	deadline, retryBudget               time.Duration
 	limitRate                           int64
 }
 
@@ -67,7 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.json, "json", false, "print one JSON line per file with the server's final response")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&o.verbose, "v", false, "log every retry to stderr")
-	fs.IntVar(&o.maxAttempts, "max-attempts", 8, "attempts per request, the first included")
+	fs.IntVar(&o.maxAttempts, "max-attempts", client.DefaultMaxAttempts, "attempts per request, the first included (0: no cap, --retry-budget bounds them)")
+	fs.DurationVar(&o.retryBudget, "retry-budget", client.DefaultRetryBudget, "stop retrying a request when the next wait would end this long after its first attempt (0: no budget)")
 	fs.DurationVar(&o.deadline, "deadline", time.Hour, "give up on a file after this long")
 	fs.Int64Var(&o.limitRate, "limit-rate", 0, "cap the upload rate in bytes per second (0: no cap)")
 	fs.StringVar(&o.state, "state", filepath.Join(cacheDir, "onceupload", "pending.json"), "file that remembers the keys of unfinished uploads")
@@ -118,7 +119,7 @@ Flags:
 		logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	c, err := client.New(o.api, func(co *client.Options) {
-		co.MaxAttempts, co.Deadline, co.Logger = o.maxAttempts, o.deadline, logger
+		co.MaxAttempts, co.RetryBudget, co.Deadline, co.Logger = o.maxAttempts, o.retryBudget, o.deadline, logger
 		if o.token != "" {
 			co.Token = func(context.Context) (string, error) { return o.token, nil }
 		}

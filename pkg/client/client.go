@@ -32,13 +32,19 @@ type Options struct {
 	HTTPClient *http.Client
 	// Token, if set, supplies the bearer token for the API's authorizer.
 	Token func(ctx context.Context) (string, error)
-	// MaxAttempts is the number of attempts per request, the first one
-	// included. Defaults to 8.
+	// MaxAttempts caps the attempts per request, the first one included;
+	// 0 is no cap (RetryBudget bounds the retries). Defaults to
+	// DefaultMaxAttempts (0).
 	MaxAttempts int
-	// BaseDelay and MaxDelay shape the backoff. Default 250ms and 20s.
+	// RetryBudget bounds the retries of one request: retrying stops when the
+	// next wait would end more than RetryBudget after the request's first
+	// attempt. 0 or less is no budget. Defaults to DefaultRetryBudget.
+	RetryBudget time.Duration
+	// BaseDelay and MaxDelay shape the backoff. Default DefaultBaseDelay
+	// and DefaultMaxDelay.
 	BaseDelay, MaxDelay time.Duration
 	// MaxRetryAfter caps how long a server's Retry-After may make the client
-	// wait. Defaults to 60 seconds.
+	// wait. Defaults to DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 	// Deadline bounds a whole Upload call. Defaults to 1 hour; negative
 	// means none (the context still applies).
@@ -56,6 +62,16 @@ type Options struct {
 	now    func() time.Time
 }
 
+// The retry policy every onceupload client shares (the Go and TypeScript
+// clients' tests both read it from pkg/api/testdata/retry-policy.json).
+const (
+	DefaultBaseDelay     = 250 * time.Millisecond
+	DefaultMaxDelay      = 20 * time.Second
+	DefaultMaxRetryAfter = 60 * time.Second
+	DefaultRetryBudget   = 5 * time.Minute
+	DefaultMaxAttempts   = 0
+)
+
 // Client talks to an onceupload API.
 type Client struct {
 	base *url.URL
@@ -72,8 +88,8 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.ResponseHeaderTimeout = 60 * time.Second
 	o := Options{
-		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: 8,
-		BaseDelay: 250 * time.Millisecond, MaxDelay: 20 * time.Second, MaxRetryAfter: time.Minute,
+		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
+		BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, MaxRetryAfter: DefaultMaxRetryAfter,
 		Deadline: time.Hour, Backoff: FullJitter, CheckRetry: DefaultCheckRetry,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		random: rand.Float64, sleep: sleepCtx, now: time.Now,
@@ -81,9 +97,7 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	if o.MaxAttempts < 1 {
-		o.MaxAttempts = 1
-	}
+	o.MaxAttempts = max(o.MaxAttempts, 0)
 	return &Client{base: u, opts: o}, nil
 }
 
@@ -95,7 +109,7 @@ type Error struct {
 	Message    string
 	Attempts   int
 	// Exhausted is true when the last failure could have been retried but
-	// the attempts or the deadline ran out.
+	// the attempts, the retry budget or the deadline ran out.
 	Exhausted bool
 	// Err is the transport or context error, if any.
 	Err error
@@ -139,6 +153,7 @@ func NewKey() string {
 // body starts over, and retries per the policy. It returns the successful
 // response's body.
 func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	first := c.opts.now()
 	for attempt := 1; ; attempt++ {
 		req, err := build()
 		if err != nil {
@@ -165,15 +180,14 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		if !c.opts.CheckRetry(resp, body, err) {
 			return nil, nil, fail
 		}
-		if attempt >= c.opts.MaxAttempts {
+		if c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts {
 			fail.Exhausted = true
 			return nil, nil, fail
 		}
-		wait := c.opts.Backoff(attempt-1, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random())
-		if resp != nil {
-			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), c.opts.now()); ok {
-				wait = min(ra, c.opts.MaxRetryAfter)
-			}
+		wait := c.retryWait(attempt-1, resp)
+		if c.opts.RetryBudget > 0 && c.opts.now().Add(wait).Sub(first) > c.opts.RetryBudget {
+			fail.Exhausted = true
+			return nil, nil, fail
 		}
 		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
 		if err := c.opts.sleep(ctx, wait); err != nil {
