@@ -87,6 +87,7 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.ResponseHeaderTimeout = 60 * time.Second
+	transport.MaxIdleConnsPerHost = 16 // parts in flight keep their connections
 	o := Options{
 		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
 		BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, MaxRetryAfter: DefaultMaxRetryAfter,
@@ -103,7 +104,7 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 
 // Error is a request that failed for good. Test with errors.As.
 type Error struct {
-	Op         string // "create", "status" or "put"
+	Op         string // "create", "status", "put", "sign", "put part N", "list parts", "complete", "abort"
 	StatusCode int    // 0 when no response arrived
 	Code       string // the API's error code, or S3's
 	Message    string
@@ -269,6 +270,10 @@ func mismatch(u *api.Upload, req api.CreateRequest) string {
 		return "size"
 	case !strings.EqualFold(u.SHA256, req.SHA256):
 		return "sha256"
+	case u.Multipart != nil && u.Multipart.PartSize != req.PartSize:
+		return "partSize"
+	case req.PartSize > 0 && u.Multipart == nil && u.Status == api.StatusPending:
+		return "multipart"
 	}
 	return ""
 }
@@ -404,12 +409,27 @@ type UploadInput struct {
 	ContentType string
 	// Filename defaults to the file's base name.
 	Filename string
-	// Progress reports the PUT's bytes sent, and RateLimit caps its rate
-	// (bytes per second, 0 for none).
+	// PartSize makes the upload multipart, in parts of this many bytes
+	// (api.MinPartSize to api.MaxPartSize, at most api.MaxParts parts). 0
+	// picks PartSizeFor(size): parts from MultipartThreshold up, one PUT
+	// below. Negative forces one PUT (S3 takes at most 5 GiB so). Resuming
+	// needs the part size of the first attempt, which is part of what the
+	// key stands for.
+	PartSize int64
+	// Parallel is how many parts are sent at once. Defaults to
+	// DefaultParallel.
+	Parallel int
+	// Progress reports the bytes sent out of the total. For one PUT it is
+	// the current attempt's bytes. For parts it is what S3 acknowledged
+	// plus what the attempts in flight sent so far: it steps back when an
+	// attempt fails, never below what S3 acknowledged, and is called one
+	// call at a time. RateLimit caps the sending rate (bytes per second
+	// over all parts, 0 for none).
 	Progress  func(sent, total int64)
 	RateLimit int64
 	// OnCreated is called once the server holds the key, with the key and
-	// the upload (for example to persist the key before sending bytes).
+	// the upload (for example to persist the key, upload id and part size
+	// before sending bytes).
 	OnCreated func(key string, u *api.Upload)
 }
 
@@ -419,10 +439,20 @@ type Result struct {
 	Key    string
 	// Replayed is true when the server already knew the key.
 	Replayed bool
+	// For an upload in parts: the parts S3 already held when this call
+	// began (a resumed upload) and the parts this call sent.
+	PartsHeld, PartsSent int
 }
 
+// CodeUploadAborted is the Error.Code of an Upload whose key belongs to an
+// upload that was aborted: the key cannot store the file any more.
+const CodeUploadAborted = "upload_aborted"
+
 // Upload does the whole job for the file at path: size and SHA-256,
-// create (one key for every attempt), PUT, wait for completion.
+// create (one key for every attempt), PUT, wait for completion. A file of
+// MultipartThreshold bytes or more goes up in parts, Parallel at a time;
+// given the key of an unfinished upload in parts, it sends only the parts
+// S3 lacks.
 func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Result, error) {
 	if c.opts.Deadline > 0 {
 		var cancel context.CancelFunc
@@ -434,11 +464,15 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		return nil, err
 	}
 	defer f.Close()
-	size, sum, err := Describe(f)
+	info, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	req := api.CreateRequest{Filename: in.Filename, ContentType: in.ContentType, Size: size, SHA256: sum}
+	partSize := in.PartSize
+	if partSize == 0 {
+		partSize = PartSizeFor(info.Size())
+	}
+	req := api.CreateRequest{Filename: in.Filename, ContentType: in.ContentType}
 	if req.Filename == "" {
 		req.Filename = filepath.Base(path)
 	}
@@ -451,6 +485,14 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	if key == "" {
 		key = NewKey()
 	}
+	if partSize > 0 {
+		return c.uploadParts(ctx, f, path, key, req, partSize, in)
+	}
+	size, sum, err := Describe(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	req.Size, req.SHA256 = size, sum
 	created, err := c.Create(ctx, key, req)
 	if err != nil {
 		return nil, err
@@ -483,6 +525,75 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		res.Upload = *done
 	}
 	return res, nil
+}
+
+// uploadParts is Upload for a file in parts: one pass for the whole-file
+// and per-part SHA-256, create, list what S3 holds if the key is known,
+// send the rest, complete; parts that turn out missing at completion are
+// sent and completion asked again.
+func (c *Client) uploadParts(ctx context.Context, f *os.File, path, key string, req api.CreateRequest, partSize int64, in UploadInput) (*Result, error) {
+	d, err := DescribeParts(f, partSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(d.Parts) > api.MaxParts {
+		return nil, fmt.Errorf("%s: %d parts of %d bytes; at most %d (use a larger part size)", path, len(d.Parts), partSize, api.MaxParts)
+	}
+	req.Size, req.SHA256, req.PartSize = d.Size, d.SHA256, partSize
+	created, err := c.Create(ctx, key, req)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}
+	if in.OnCreated != nil {
+		in.OnCreated(key, &created.Upload)
+	}
+	switch res.Upload.Status {
+	case api.StatusCompleted:
+		return res, nil
+	case api.StatusAborted:
+		return nil, &Error{Op: "create", StatusCode: http.StatusCreated, Code: CodeUploadAborted,
+			Message: "the upload with this key (" + res.Upload.UploadID + ") was aborted; upload with a new key"}
+	}
+	id := res.Upload.UploadID
+	var held []api.StoredPart
+	if created.Replayed { // only a known key can have parts in S3
+		if held, err = c.ListParts(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	todo, heldBytes := partsToSend(d, held)
+	res.PartsHeld = len(d.Parts) - len(todo)
+	prog := newPartProgress(d.Size, heldBytes, in.Progress, in.RateLimit)
+	parallel := in.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	for round := 0; ; round++ {
+		if err := c.sendParts(ctx, id, f, d, todo, parallel, prog); err != nil {
+			return nil, err
+		}
+		res.PartsSent += len(todo)
+		done, err := c.Complete(ctx, id)
+		var e *Error
+		if err != nil && errors.As(err, &e) && e.Code == api.CodePartsMissing && round < 2 {
+			// S3 lost a part, or another process changed one: list
+			// again and send what is missing.
+			c.opts.Logger.InfoContext(ctx, "parts missing at completion", "upload_id", id, "message", e.Message)
+			if held, err = c.ListParts(ctx, id); err != nil {
+				return nil, err
+			}
+			var heldBytes int64
+			todo, heldBytes = partsToSend(d, held)
+			prog.restart(heldBytes)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Upload = *done
+		return res, nil
+	}
 }
 
 // DetectContentType picks a media type from the file name's extension, else
