@@ -85,11 +85,8 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[/path]", baseURL)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.ResponseHeaderTimeout = 60 * time.Second
-	transport.MaxIdleConnsPerHost = 16 // parts in flight keep their connections
 	o := Options{
-		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
+		HTTPClient: &http.Client{Transport: NewTransport()}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
 		BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, MaxRetryAfter: DefaultMaxRetryAfter,
 		Deadline: time.Hour, Backoff: FullJitter, CheckRetry: DefaultCheckRetry,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -100,6 +97,17 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	}
 	o.MaxAttempts = max(o.MaxAttempts, 0)
 	return &Client{base: u, opts: o}, nil
+}
+
+// NewTransport returns the transport of a Client's default HTTPClient, to
+// change (a proxy, say) and pass back in Options.HTTPClient: it gives up
+// waiting for response headers after 60 seconds, and keeps enough idle
+// connections for the parts in flight.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 16
+	return t
 }
 
 // Error is a request that failed for good. Test with errors.As.
