@@ -3,7 +3,7 @@
 // SDK for JavaScript v3. It takes an API Gateway HTTP API (payload v2) event
 // and returns a v2 response, like ../../functions/presign does.
 //
-// Where Powertools' semantics differ from ours (DESIGN.md), it is said here:
+// Where Powertools' semantics differ from ours (docs/api.md), it is said here:
 //
 // - Round trips. A fresh request costs 2 DynamoDB writes: a conditional
 //   PutItem of an INPROGRESS record, then, after the handler returned, an

@@ -40,6 +40,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/faults"
+	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/localstack"
 	"github.com/onceupload/onceupload/pkg/client"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -294,7 +295,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 // the hash of (tenant, key), and every chaos client is the local tenant.
 func ownedBy(uploadID, key string) bool {
 	id, err := upload.ParseUploadID(uploadID)
-	return err == nil && id == idempotency.NewID(localstack.LocalTenant, key)
+	return err == nil && id == idempotency.NewID(presign.JWTTenant(localstack.LocalTenant), key)
 }
 
 func newLogical(dir string, i int64) (*logical, error) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -121,7 +122,10 @@ func buildEvent(r *http.Request, route Route, params map[string]string, claims m
 		}
 	}
 	if len(body) > 0 {
-		if isTextual(r.Header.Get("Content-Type")) {
+		// A text body that is not valid UTF-8 cannot travel as a JSON
+		// string (encoding would replace its bytes with U+FFFD): it goes in
+		// base64, so the function sees the bytes that were sent.
+		if isTextual(r.Header.Get("Content-Type")) && utf8.Valid(body) {
 			ev.Body = string(body)
 		} else {
 			ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true

@@ -19,8 +19,16 @@ type Invoker interface {
 // Emulator. Overlapping calls crash the emulator; functionPool never makes
 // them.
 type rieInvoker struct {
-	url string
+	url  string
+	proc stoppable
 }
+
+// lostInstance is an invocation that reached no working instance (the
+// emulator died or refused): the pool retires that instance.
+type lostInstance struct{ err error }
+
+func (e *lostInstance) Error() string { return e.err.Error() }
+func (e *lostInstance) Unwrap() error { return e.err }
 
 func (r *rieInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload))
@@ -29,6 +37,10 @@ func (r *rieInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			_ = r.proc.Stop()
+			err = &lostInstance{err}
+		}
 		return nil, fmt.Errorf("invoke: %w", err)
 	}
 	defer resp.Body.Close()

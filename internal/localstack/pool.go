@@ -45,6 +45,11 @@ func (p *functionPool) Invoke(ctx context.Context, payload []byte) ([]byte, erro
 	}
 	out, err := inst.Invoke(ctx, payload)
 	out = bytes.Clone(out) // before the instance serves again
+	var lost *lostInstance
+	if errors.As(err, &lost) {
+		<-p.slots // retired: a new one may start in its place
+		return nil, err
+	}
 	p.idle <- inst
 	return out, err
 }

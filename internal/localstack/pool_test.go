@@ -144,3 +144,30 @@ func TestPoolWaitAndStartFailure(t *testing.T) {
 	}
 	pool.idle <- inst
 }
+
+// An instance that died is retired, and the next invocation starts another
+// in its place rather than waiting for the dead one.
+func TestPoolRetiresLostInstances(t *testing.T) {
+	t.Parallel()
+	started := 0
+	pool := newFunctionPool("dying", 1, func(context.Context) (Invoker, error) {
+		started++
+		n := started
+		return invokerFunc(func() ([]byte, error) {
+			if n == 1 {
+				return nil, &lostInstance{errors.New("connection refused")}
+			}
+			return []byte(`"ok"`), nil
+		}), nil
+	})
+	if _, err := pool.Invoke(context.Background(), []byte(`{}`)); err == nil {
+		t.Fatal("the dead instance's invocation succeeded")
+	}
+	if out, err := pool.Invoke(context.Background(), []byte(`{}`)); err != nil || string(out) != `"ok"` || started != 2 {
+		t.Fatalf("after a lost instance: %s %v, %d started", out, err, started)
+	}
+}
+
+type invokerFunc func() ([]byte, error)
+
+func (f invokerFunc) Invoke(context.Context, []byte) ([]byte, error) { return f() }

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,6 +86,9 @@ type Config struct {
 	// ObjectCreated function: how many copies (0 drops it) and after what
 	// delay (a later one overtakes an earlier one). Defaults to once, now.
 	Deliver func() (copies int, delay time.Duration)
+	// FunctionTimeout, if set, replaces every function's Timeout from the
+	// template: an invocation's context ends then, as on Lambda.
+	FunctionTimeout time.Duration
 	// Concurrency caps the instances of each function, as a reserved
 	// concurrency does; more invocations wait for a free instance. Each
 	// instance serves one invocation at a time. Defaults to
@@ -106,6 +110,8 @@ type Stack struct {
 	invokers          map[string]*functionPool
 	pending           sync.WaitGroup // asynchronous finalize invocations
 	closed            chan struct{}
+	s3                *s3.Client
+	multipart         completions
 }
 
 // Start starts everything, or nothing: on error, what was started is
@@ -227,6 +233,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 	}
 
 	s3c := s3.NewFromConfig(st.awsConfig(), func(o *s3.Options) { o.BaseEndpoint = &st.S3URL; o.UsePathStyle = true })
+	st.s3 = s3c
 	_, err = s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &st.Bucket})
 	var owned *s3types.BucketAlreadyOwnedByYou
 	var exists *s3types.BucketAlreadyExists
@@ -252,7 +259,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 // endpoints over the caller's settings.
 func (st *Stack) functionEnv() map[string]string {
 	env := map[string]string{}
-	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES"} {
+	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS"} {
 		if v, ok := st.cfg.Env(name); ok {
 			env[name] = v
 		}
@@ -321,11 +328,17 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 // rieStarter starts instances of fn: its bootstrap under its own emulator.
 func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.Context) (Invoker, error) {
 	bootstrap := filepath.Join(st.cfg.BootstrapDir, fn, "bootstrap")
-	vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=30", "AWS_LAMBDA_LOG_FORMAT=JSON"}
+	secs := max(int(st.timeout(fn).Seconds()), 1)
+	vars := []string{"AWS_LAMBDA_FUNCTION_NAME=" + fn, "AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(secs), "AWS_LAMBDA_LOG_FORMAT=JSON"}
 	for k, v := range env {
 		vars = append(vars, k+"="+v)
 	}
+	var starting sync.Mutex
 	return func(ctx context.Context) (Invoker, error) {
+		// One start at a time: each picks free ports, and two picked at
+		// once could be the same, leaving two instances on one emulator.
+		starting.Lock()
+		defer starting.Unlock()
 		p, err := services.StartRIE(ctx, services.RIEOptions{
 			Options:   services.Options{LogPath: filepath.Join(st.cfg.DataDir, "logs", fn+".log")},
 			Bootstrap: bootstrap, Env: vars,
@@ -336,7 +349,7 @@ func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.C
 		if err := st.procs.add(p); err != nil {
 			return nil, err
 		}
-		return &rieInvoker{url: p.Endpoint + services.InvokePath}, nil
+		return &rieInvoker{url: p.Endpoint + services.InvokePath, proc: p}, nil
 	}
 }
 
@@ -371,7 +384,9 @@ func (st *Stack) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ev := buildEvent(r, route, params, claims, body, time.Now(), newID())
 	payload, err := eventJSON(ev)
 	if err == nil {
-		payload, err = st.invokers[route.Function].Invoke(r.Context(), payload)
+		ctx, cancel := context.WithTimeout(r.Context(), st.timeout(route.Function))
+		payload, err = st.invokers[route.Function].Invoke(ctx, payload)
+		cancel()
 	}
 	if err == nil {
 		err = writeResponse(w, payload)
@@ -399,7 +414,10 @@ func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	if !ok {
+	if ok {
+		ev = st.fixMultipartRecords(r.Context(), ev)
+	}
+	if !ok || len(ev.Records) == 0 {
 		return
 	}
 	raw, err := json.Marshal(ev)
@@ -415,6 +433,71 @@ func (st *Stack) handleS3Notification(w http.ResponseWriter, r *http.Request) {
 		st.pending.Add(1)
 		go st.deliver(raw, delay)
 	}
+}
+
+// timeout is fn's Timeout: the configured one, else the template's, else
+// Lambda's default of 3 seconds.
+func (st *Stack) timeout(fn string) time.Duration {
+	switch {
+	case st.cfg.FunctionTimeout > 0:
+		return st.cfg.FunctionTimeout
+	case st.spec.Timeouts[fn] > 0:
+		return st.spec.Timeouts[fn]
+	}
+	return 3 * time.Second
+}
+
+// fixMultipartRecords makes CompleteMultipartUpload records say what AWS's
+// do. Versity Gateway reports their size as 0 (AWS: the object's size) and
+// sends one per Complete call, repeated ones included (AWS: one per object
+// created), so the size is read from the object and a repeat is dropped.
+func (st *Stack) fixMultipartRecords(ctx context.Context, ev S3Notification) S3Notification {
+	kept := ev.Records[:0]
+	for _, rec := range ev.Records {
+		if rec.EventName != "ObjectCreated:CompleteMultipartUpload" {
+			kept = append(kept, rec)
+			continue
+		}
+		o := &rec.S3.Object
+		if !st.multipart.first(rec.S3.Bucket.Name + "/" + o.Key + "@" + o.ETag) {
+			continue
+		}
+		key, err := url.QueryUnescape(o.Key)
+		if err == nil {
+			var head *s3.HeadObjectOutput
+			if head, err = st.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &rec.S3.Bucket.Name, Key: &key}); err == nil {
+				o.Size = aws.ToInt64(head.ContentLength)
+			}
+		}
+		if err != nil {
+			st.cfg.Logger.Warn("front door: cannot read a completed multipart object's size", "key", o.Key, "error", err)
+		}
+		kept = append(kept, rec)
+	}
+	ev.Records = kept
+	return ev
+}
+
+// completions remembers the multipart objects already announced.
+type completions struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// first reports whether id is new, and remembers it. The memory is bounded:
+// it starts over past 100,000 objects, a repeat that late being as harmless
+// as any duplicate event.
+func (c *completions) first(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil || len(c.seen) >= 100_000 {
+		c.seen = map[string]bool{}
+	}
+	if c.seen[id] {
+		return false
+	}
+	c.seen[id] = true
+	return true
 }
 
 // deliver invokes the ObjectCreated function with an S3 event after delay,
@@ -434,7 +517,9 @@ func (st *Stack) deliver(raw []byte, delay time.Duration) {
 				return
 			}
 		}
-		_, err := st.invokers[fn].Invoke(context.Background(), raw)
+		ctx, cancel := context.WithTimeout(context.Background(), st.timeout(fn))
+		_, err := st.invokers[fn].Invoke(ctx, raw)
+		cancel()
 		if err == nil {
 			return
 		}

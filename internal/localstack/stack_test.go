@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -147,12 +149,16 @@ func TestWalkthrough(t *testing.T) {
 					req.Header.Set("Idempotency-Key", key)
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {
+						t.Errorf("client %d: %v", i, err)
 						return
 					}
-					var v api.Upload
-					err = json.NewDecoder(resp.Body).Decode(&v)
+					raw, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
-					if resp.StatusCode == 201 && err == nil {
+					var v api.Upload
+					err = json.Unmarshal(raw, &v)
+					if resp.StatusCode != 201 || err != nil {
+						t.Errorf("client %d: %d %s", i, resp.StatusCode, raw)
+					} else {
 						ids[i] = v.UploadID
 					}
 					// Once one PUT has been finalized, replays carry the completed
@@ -165,7 +171,7 @@ func TestWalkthrough(t *testing.T) {
 			wg.Wait()
 			for i := range 2 * n {
 				id, err := upload.ParseUploadID(ids[i])
-				if err != nil || ids[i] != ids[i%2] || id != idempotency.NewID(LocalTenant, keys[i%2]) {
+				if err != nil || ids[i] != ids[i%2] || id != idempotency.NewID(presign.JWTTenant(LocalTenant), keys[i%2]) {
 					t.Fatalf("client %d of key %s got upload %q; the first client of that key got %q", i, keys[i%2], ids[i], ids[i%2])
 				}
 			}
@@ -233,5 +239,16 @@ func TestRestartOnSamePorts(t *testing.T) {
 	replay := call(t, "POST", second.APIURL+"/uploads", "restart-key-000001", createBody([]byte("kept")))
 	if created.status != 201 || replay.status != 201 || !bytes.Equal(created.body, replay.body) {
 		t.Fatalf("before %d %s, after restart %d %s", created.status, created.body, replay.status, replay.body)
+	}
+}
+
+// A JSON body with bytes that are not UTF-8 is refused, never read with
+// U+FFFD in their place: the function sees the bytes that were sent.
+func TestInvalidUTF8BodyIsRefused(t *testing.T) {
+	st := startStack(t, false)
+	body := []byte("{\"filename\":\"caf\xe9.txt\",\"contentType\":\"text/plain\",\"size\":1,\"sha256\":\"" + strings.Repeat("a", 64) + "\"}")
+	r := call(t, "POST", st.APIURL+"/uploads", "invalid-utf8-key-0001", body)
+	if r.status != 400 || !bytes.Contains(r.body, []byte(`"invalid_request"`)) || !bytes.Contains(r.body, []byte("UTF-8")) {
+		t.Fatalf("invalid UTF-8 body: %d %s, want 400 invalid_request naming UTF-8", r.status, r.body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -20,6 +21,8 @@ type Spec struct {
 	ObjectCreatedFunction string
 	// Parameters are the template parameters' defaults.
 	Parameters map[string]string
+	// Timeouts are the functions' timeouts (Globals, or their own).
+	Timeouts map[string]time.Duration
 }
 
 // TableSpec is the idempotency table's shape.
@@ -66,6 +69,11 @@ type Route struct {
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
 type cfnTemplate struct {
+	Globals struct {
+		Function struct {
+			Timeout int `yaml:"Timeout"`
+		} `yaml:"Function"`
+	} `yaml:"Globals"`
 	Parameters map[string]struct {
 		Default yaml.Node `yaml:"Default"`
 	} `yaml:"Parameters"`
@@ -87,7 +95,7 @@ func LoadSpec(path string) (*Spec, error) {
 	if err := yaml.Unmarshal(raw, &tpl); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	spec := &Spec{Parameters: map[string]string{}}
+	spec := &Spec{Parameters: map[string]string{}, Timeouts: map[string]time.Duration{}}
 	for name, p := range tpl.Parameters {
 		if p.Default.Kind == yaml.ScalarNode {
 			spec.Parameters[name] = p.Default.Value
@@ -109,6 +117,9 @@ func LoadSpec(path string) (*Spec, error) {
 			spec.API = p.CorsConfiguration
 		case "AWS::Serverless::Function":
 			err = readFunction(id, props, spec)
+			if spec.Timeouts[id] == 0 {
+				spec.Timeouts[id] = time.Duration(tpl.Globals.Function.Timeout) * time.Second
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, id, err)
@@ -195,7 +206,8 @@ func readBucket(id string, props *yaml.Node, b *BucketSpec) error {
 
 func readFunction(id string, props *yaml.Node, spec *Spec) error {
 	var p struct {
-		Events map[string]struct {
+		Timeout int `yaml:"Timeout"`
+		Events  map[string]struct {
 			Type       string `yaml:"Type"`
 			Properties struct {
 				Method string `yaml:"Method"`
@@ -206,6 +218,9 @@ func readFunction(id string, props *yaml.Node, spec *Spec) error {
 	}
 	if err := decodeLiteral(props, &p); err != nil {
 		return err
+	}
+	if p.Timeout > 0 {
+		spec.Timeouts[id] = time.Duration(p.Timeout) * time.Second
 	}
 	for _, ev := range p.Events {
 		switch ev.Type {

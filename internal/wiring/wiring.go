@@ -29,6 +29,9 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 	if err != nil {
 		return nil, cfg, err
 	}
+	for _, w := range cfg.Warnings {
+		logger.WarnContext(ctx, "configuration: "+w)
+	}
 	pathStyle := false
 	if v, ok := lookup("S3_FORCE_PATH_STYLE"); ok && v != "" {
 		if pathStyle, err = strconv.ParseBool(v); err != nil {

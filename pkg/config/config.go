@@ -28,6 +28,8 @@ type Config struct {
 	// whatever the setting) and ALLOWED_CONTENT_TYPES (comma
 	// list, "image/*" wildcards; empty allows any valid type).
 	Upload upload.Config
+	// Warnings are settings that work but may surprise; main logs them.
+	Warnings []string
 }
 
 // Load reads the configuration through lookup (os.LookupEnv in main). It
@@ -68,6 +70,11 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if p := c.Upload.Prefix; !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "/") {
 		errs = append(errs, fmt.Errorf("UPLOAD_PREFIX=%q: want a prefix such as uploads/ (ending in /, not starting with /)", p))
 	}
+	c.Upload.KeyTTL = c.IdempotencyTTL
+	if c.Upload.PresignTTL > c.IdempotencyTTL && c.IdempotencyTTL > 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("PRESIGN_TTL=%s is longer than IDEMPOTENCY_TTL=%s: every URL expires with its claim, so URLs last at most %s",
+			c.Upload.PresignTTL, c.IdempotencyTTL, c.IdempotencyTTL))
+	}
 	if c.Upload.PresignTTL > 7*24*time.Hour {
 		errs = append(errs, fmt.Errorf("PRESIGN_TTL=%s: SigV4 presigned URLs last at most 7 days", c.Upload.PresignTTL))
 	}
@@ -90,6 +97,15 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			continue
 		}
 		c.Upload.AllowedContentTypes = append(c.Upload.AllowedContentTypes, t)
+	}
+
+	// The bucket aborts unfinished multipart uploads this many days after
+	// they start; a key must not outlive the upload it answers for.
+	days := get("ABORT_INCOMPLETE_DAYS", "7")
+	if d, err := strconv.Atoi(days); err != nil || d < 1 {
+		errs = append(errs, fmt.Errorf("ABORT_INCOMPLETE_DAYS=%q: want a whole number of days, at least 1", days))
+	} else if limit := time.Duration(d) * 24 * time.Hour; c.IdempotencyTTL > limit {
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS", c.IdempotencyTTL, d))
 	}
 
 	anon := get("ALLOW_ANONYMOUS", "false")

@@ -19,7 +19,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{
+	want := Config{Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{KeyTTL: 24 * time.Hour,
 		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 53687091200000,
 	}}
 	if !reflect.DeepEqual(got, want) {
@@ -37,7 +37,7 @@ func TestLoadOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{
+	want := Config{Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{KeyTTL: 72 * time.Hour,
 		Bucket: "b", Prefix: "in/", PresignTTL: 5 * time.Minute, MaxUploadBytes: 1 << 20,
 		AllowedContentTypes: []string{"image/*", "application/pdf"},
 	}}
@@ -49,15 +49,46 @@ func TestLoadOverrides(t *testing.T) {
 func TestLoadReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := Load(env(map[string]string{
-		"IDEMPOTENCY_TTL": "1 day", "PRESIGN_TTL": "-1m", "MAX_UPLOAD_BYTES": "53687091200001",
+		"IDEMPOTENCY_TTL": "1 day", "PRESIGN_TTL": "-1m", "MAX_UPLOAD_BYTES": "53687091200001", "ABORT_INCOMPLETE_DAYS": "0",
 		"ALLOWED_CONTENT_TYPES": "image", "ALLOW_ANONYMOUS": "maybe", "UPLOAD_PREFIX": "/abs",
 	}))
 	if err == nil {
 		t.Fatal("Load accepted invalid values")
 	}
-	for _, name := range []string{"TABLE_NAME", "BUCKET_NAME", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ALLOW_ANONYMOUS", "UPLOAD_PREFIX"} {
+	for _, name := range []string{"TABLE_NAME", "BUCKET_NAME", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ALLOW_ANONYMOUS", "UPLOAD_PREFIX", "ABORT_INCOMPLETE_DAYS"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s: %v", name, err)
 		}
+	}
+}
+
+// A PRESIGN_TTL longer than IDEMPOTENCY_TTL works (URLs are cut to their
+// claim's life) but earns a warning; IDEMPOTENCY_TTL=5s must keep working.
+func TestPresignLongerThanKeysWarns(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b", "IDEMPOTENCY_TTL": "5s"}
+	c, err := Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Upload.KeyTTL != 5*time.Second || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "PRESIGN_TTL=15m0s is longer than IDEMPOTENCY_TTL=5s") {
+		t.Fatalf("KeyTTL %s, warnings %q", c.Upload.KeyTTL, c.Warnings)
+	}
+	env["IDEMPOTENCY_TTL"] = "24h"
+	if c, err := Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || len(c.Warnings) != 0 {
+		t.Fatalf("defaults: %v, warnings %q", err, c.Warnings)
+	}
+}
+
+func TestKeysMustNotOutliveUnfinishedUploads(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b", "IDEMPOTENCY_TTL": "192h"}
+	_, err := Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "raise ABORT_INCOMPLETE_DAYS") {
+		t.Fatalf("8 days of keys with the default 7-day abort rule: %v", err)
+	}
+	env["ABORT_INCOMPLETE_DAYS"] = "8"
+	if _, err := Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -316,6 +316,12 @@ type Update struct {
 	Require map[string]string
 	// RestartExpiry sets the record to expire one TTL from now.
 	RestartExpiry bool
+	// Revive applies the update to the claim's record even if it has
+	// expired, for work the claim started that finished late (an object S3
+	// accepted through the claim's URL, announced after the expiry). The
+	// claim id still must match, so a newer claim of the key is never
+	// touched. Use it with RestartExpiry.
+	Revive bool
 }
 
 // Update applies u to the live record of (id, claimID) with one conditional
@@ -331,10 +337,14 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	now := s.opts.Now()
 	names := map[string]string{"#state": "state"}
 	values := map[string]types.AttributeValue{
-		":claim": str(claimID), ":now": epochSeconds(now), ":completed": str(string(StateCompleted)),
+		":claim": str(claimID), ":completed": str(string(StateCompleted)),
 		":state": str(string(u.State)), ":now_ms": epochMillis(now),
 	}
-	cond := []string{"claim_id = :claim", "expires_at >= :now", "#state <> :completed"}
+	cond := []string{"claim_id = :claim", "#state <> :completed"}
+	if !u.Revive {
+		cond = append(cond, "expires_at >= :now")
+		values[":now"] = epochSeconds(now)
+	}
 	set := []string{"#state = :state", "updated_at = :now_ms"}
 	if u.Response != nil {
 		set = append(set, "response_status = :rs", "response_body = :rb")
@@ -382,7 +392,7 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
 	switch {
-	case old == nil || old.Expired(now) || old.ClaimID != claimID:
+	case old == nil || old.Expired(now) && !u.Revive || old.ClaimID != claimID:
 		return Record{}, fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
 	case old.State == StateCompleted:
 		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: *old})
@@ -413,13 +423,16 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 // throttling, server faults and network failures that outlived the SDK's
 // own retries.
 func classify(err error) error {
-	if transient(err) {
+	if Transient(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
 
-func transient(err error) bool {
+// Transient reports whether err from an AWS SDK call is one that a later
+// retry can cure: throttling, a server fault, a network failure or a
+// timeout that outlived the SDK's own retries.
+func Transient(err error) bool {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {

@@ -70,7 +70,7 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	now := m.opts.Now()
 	r, ok := m.records[id]
 	switch {
-	case !ok || r.Expired(now) || r.ClaimID != claimID:
+	case !ok || r.Expired(now) && !u.Revive || r.ClaimID != claimID:
 		return Record{}, fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
 	case r.State == StateCompleted:
 		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: clone(r)})

@@ -134,6 +134,24 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("claim after expiry = %+v, want a fresh claim c2", res)
 			}
 		},
+		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, s idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-revive")
+			mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			c.Advance(testTTL + time.Second)
+			done, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true})
+			if err != nil || done.State != idempotency.StateCompleted || done.Expired(c.Now()) {
+				t.Fatalf("revive: %+v %v", done, err)
+			}
+			if got, err := s.Get(ctx, id); err != nil || got.State != idempotency.StateCompleted {
+				t.Fatalf("Get after revive: %+v %v", got, err)
+			}
+			c.Advance(testTTL + time.Second)
+			mustClaim(t, s, pending(id, "c2", "fp", `{}`))
+			c.Advance(testTTL + time.Second)
+			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Fatalf("revive of an older claim over a newer one: %v, want ErrNotFound", err)
+			}
+		},
 		"in progress blocks, then the lease can be taken over": func(t *testing.T, s idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-lease")
 			mustClaim(t, s, inProgress(id, "c1", "fp"))

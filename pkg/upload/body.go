@@ -20,7 +20,11 @@ const (
 	dataSHA256      = "sha256"
 	dataURLExpires  = "url_expires_at" // RFC 3339
 	dataETag        = "etag"
-	dataCompletedAt = "completed_at" // RFC 3339
+	dataCompletedAt = "completed_at" // RFC 3339, of completion or abort
+	dataPartSize    = "part_size"    // set for multipart uploads only
+	dataS3UploadID  = "s3_upload_id" // the S3 multipart upload's id
+	dataChecksum    = "checksum_sha256"
+	dataStatus      = "status" // "aborted" on an aborted, final record
 )
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
@@ -39,14 +43,21 @@ func encode(v any) ([]byte, error) {
 // records its parts (etag, completion time) with one UpdateItem, so the body
 // is rendered from the record; the rendering is deterministic, so every
 // replay returns the same bytes.
+//
+// A final record is either completed or, for a multipart upload, aborted.
 func completedBody(rec idempotency.Record) ([]byte, error) {
 	u, err := uploadFromRecord(rec)
 	if err != nil {
 		return nil, err
 	}
+	if rec.Data[dataStatus] == api.StatusAborted {
+		u.Status = api.StatusAborted
+		return encode(u)
+	}
 	u.Status = api.StatusCompleted
 	u.ETag = rec.Data[dataETag]
 	u.CompletedAt = rec.Data[dataCompletedAt]
+	u.CompositeSHA256 = rec.Data[dataChecksum]
 	return encode(u)
 }
 
@@ -56,10 +67,18 @@ func uploadFromRecord(rec idempotency.Record) (api.Upload, error) {
 	if err != nil {
 		return api.Upload{}, fmt.Errorf("record %s: bad size %q", rec.ClaimID, d[dataSize])
 	}
-	return api.Upload{
+	u := api.Upload{
 		UploadID: rec.ClaimID, Status: api.StatusPending, StorageKey: d[dataObjectKey], Filename: d[dataFilename],
 		ContentType: d[dataContentType], Bytes: size, SHA256: d[dataSHA256],
-	}, nil
+	}
+	if d[dataPartSize] != "" {
+		partSize, err := strconv.ParseInt(d[dataPartSize], 10, 64)
+		if err != nil || partSize <= 0 {
+			return api.Upload{}, fmt.Errorf("record %s: bad part size %q", rec.ClaimID, d[dataPartSize])
+		}
+		u.Multipart = &api.Multipart{PartSize: partSize, PartCount: api.PartCount(size, partSize)}
+	}
+	return u, nil
 }
 
 // unquoteETag drops the quotes S3 keeps around an ETag in headers (events

@@ -262,7 +262,8 @@ func FuzzParseUploadID(f *testing.F) {
 }
 
 // absentObjects is an S3 bucket without objects.
-type absentObjects struct{}
+// absentObjects has no object; its multipart methods are not used.
+type absentObjects struct{ ObjectAPI }
 
 func (absentObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
 	return nil, &types.NotFound{}

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
 	svc     *upload.Service
+	store   *idempotency.DynamoStore
+	cfg     upload.Config
+	signer  *upload.SigV4Presigner
 	s3      *s3.Client
 	bucket  string
 	dynamo  testenv.Counter
@@ -62,7 +65,7 @@ func (e *env) advance(d time.Duration) {
 	e.now = e.now.Add(d)
 }
 
-func newEnv(t *testing.T, presignTTL time.Duration) *env {
+func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Config)) *env {
 	t.Helper()
 	e := &env{now: time.Now()}
 	ddb := testenv.DynamoClient(dynoxide.Endpoint(t), &e.dynamo)
@@ -71,11 +74,15 @@ func newEnv(t *testing.T, presignTTL time.Duration) *env {
 	store := idempotency.NewDynamoStore(ddb, testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
-	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}
+	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	presigner, err := upload.NewSigV4Presigner(context.Background(), e.s3, e.bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.store, e.cfg, e.signer = store, cfg, presigner
 	e.svc = upload.New(store, presigner, e.s3, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -384,7 +391,7 @@ func TestFinalizeSkipsWhatIsNotAnUpload(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
 	// What is not an upload costs no call. An unknown claim costs the
-	// conditional update plus the consistent read DESIGN.md asks for when a
+	// conditional update plus the consistent read the store falls back to when a
 	// failed condition returns no item: from outside, a missing item and a
 	// server that ignores ALL_OLD look the same. S3 is never touched.
 	for _, tc := range []struct {
@@ -424,5 +431,86 @@ func TestConcurrentCreatesOneUpload(t *testing.T) {
 		if errs[i] != nil || ids[i] != ids[0] {
 			t.Fatalf("create %d: id %s, %v; want %s", i, ids[i], errs[i], ids[0])
 		}
+	}
+}
+
+// replacingObjects stores the right bytes right after the mismatch check
+// reads the wrong ones: the window between finalize's check and its delete.
+type replacingObjects struct {
+	upload.ObjectAPI
+	replace func()
+	once    sync.Once
+}
+
+func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	out, err := r.ObjectAPI.HeadObject(ctx, in, optFns...)
+	r.once.Do(r.replace)
+	return out, err
+}
+
+// A correct object that lands between finalize's check of a wrong-size
+// object and its delete survives: the delete is conditional on the checked
+// ETag.
+func TestMismatchRemovalSparesAReplacement(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 15*time.Minute)
+	content := []byte("twelve bytes")
+	reply, err := e.svc.Create(ctx, "tenant", "key-mismatch-race01", requestFor(content, "text/plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, reply.Body)
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: strings.NewReader("short")}); err != nil {
+		t.Fatal(err)
+	}
+	racing := &replacingObjects{ObjectAPI: e.s3, replace: func() {
+		if code := put(t, u, content, nil); code != http.StatusOK {
+			t.Errorf("the right bytes: %d", code)
+		}
+	}}
+	svc := upload.New(e.store, e.signer, racing, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()})
+	if err != nil || out != upload.OutcomeRejected {
+		t.Fatalf("Finalize = %s, %v; want rejected", out, err)
+	}
+	if head := e.head(t, u.StorageKey); aws.ToInt64(head.ContentLength) != int64(len(content)) {
+		t.Fatalf("the object is %d bytes; the right one (%d) was removed", aws.ToInt64(head.ContentLength), len(content))
+	}
+}
+
+// An object S3 accepted through a claim's URL is recorded even when its
+// event comes after the claim expired: the URL never outlived the claim,
+// only the announcement was late.
+func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 2*time.Hour) // PRESIGN_TTL longer than the 1 h keys
+	content := []byte("accepted just in time")
+	reply, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, reply.Body)
+	urlExpires, _ := time.Parse(time.RFC3339, u.Upload.ExpiresAt)
+	if limit := e.Now().Add(time.Hour); urlExpires.After(limit) {
+		t.Fatalf("URL expires %s, after its claim (%s)", urlExpires, limit)
+	}
+	if code := put(t, u, content, nil); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.advance(61 * time.Minute) // the event is late: the claim has expired
+	if _, err := e.svc.Status(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotFound) {
+		t.Fatalf("status of an expired claim: %v, want not found", err)
+	}
+	head := e.head(t, u.StorageKey)
+	out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: int64(len(content)), ETag: aws.ToString(head.ETag), Time: e.Now()})
+	if err != nil || out != upload.OutcomeCompleted {
+		t.Fatalf("late event: %s %v, want completed", out, err)
+	}
+	replay, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
+	if err != nil || !replay.Replayed || decode(t, replay.Body).Status != api.StatusCompleted || decode(t, replay.Body).UploadID != u.UploadID {
+		t.Fatalf("the key after the late event: %v %s; want its completed upload, not a new one", err, replay.Body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/encoding/httpbinding"
 )
 
@@ -60,11 +61,42 @@ func NewSigV4Presigner(ctx context.Context, client *s3.Client, bucket string) (*
 // fields the upload service sets (Bucket is implied, Key, ContentType,
 // ContentLength, ChecksumAlgorithm, ChecksumSHA256) and the Expires option.
 func (p *SigV4Presigner) PresignPutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
+	return p.presign(ctx, presignInput{
+		key: in.Key, op: "PutObject", contentType: in.ContentType, contentLength: in.ContentLength,
+		checksumAlgorithm: in.ChecksumAlgorithm, checksumSHA256: in.ChecksumSHA256,
+	}, optFns)
+}
+
+// PresignUploadPart presigns in as the S3 client would; it supports Key,
+// PartNumber, UploadId, ContentLength, ChecksumAlgorithm, ChecksumSHA256
+// and the Expires option.
+func (p *SigV4Presigner) PresignUploadPart(ctx context.Context, in *s3.UploadPartInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
+	if in.PartNumber == nil || in.UploadId == nil {
+		return nil, errors.New("presign: a part number and an upload id are required")
+	}
+	return p.presign(ctx, presignInput{
+		key: in.Key, op: "UploadPart", contentLength: in.ContentLength,
+		checksumAlgorithm: in.ChecksumAlgorithm, checksumSHA256: in.ChecksumSHA256,
+		query: url.Values{"partNumber": {strconv.Itoa(int(*in.PartNumber))}, "uploadId": {*in.UploadId}},
+	}, optFns)
+}
+
+type presignInput struct {
+	key               *string
+	op                string // the x-id the SDK adds
+	query             url.Values
+	contentType       *string
+	contentLength     *int64
+	checksumAlgorithm types.ChecksumAlgorithm
+	checksumSHA256    *string
+}
+
+func (p *SigV4Presigner) presign(ctx context.Context, in presignInput, optFns []func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
 	var o s3.PresignOptions
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	if in.Key == nil || o.Expires <= 0 {
+	if in.key == nil || o.Expires <= 0 {
 		return nil, errors.New("presign: a key and an expiry are required")
 	}
 	creds, err := p.creds.Retrieve(ctx)
@@ -72,22 +104,25 @@ func (p *SigV4Presigner) PresignPutObject(ctx context.Context, in *s3.PutObjectI
 		return nil, fmt.Errorf("presign: credentials: %w", err)
 	}
 	u := p.base
-	u.Path += "/" + *in.Key
-	u.RawPath = p.base.Path + "/" + httpbinding.EscapePath(*in.Key, false)
-	q := url.Values{"X-Amz-Expires": {strconv.FormatInt(int64(o.Expires/time.Second), 10)}, "x-id": {"PutObject"}}
-	if in.ChecksumAlgorithm != "" {
-		q.Set("X-Amz-Sdk-Checksum-Algorithm", string(in.ChecksumAlgorithm))
+	u.Path += "/" + *in.key
+	u.RawPath = p.base.Path + "/" + httpbinding.EscapePath(*in.key, false)
+	q := url.Values{"X-Amz-Expires": {strconv.FormatInt(int64(o.Expires/time.Second), 10)}, "x-id": {in.op}}
+	for k, v := range in.query {
+		q[k] = v
+	}
+	if in.checksumAlgorithm != "" {
+		q.Set("X-Amz-Sdk-Checksum-Algorithm", string(in.checksumAlgorithm))
 	}
 	u.RawQuery = q.Encode()
 	req := &http.Request{Method: http.MethodPut, URL: &u, Host: u.Host, Header: http.Header{}}
-	if in.ContentType != nil {
-		req.Header.Set("Content-Type", *in.ContentType)
+	if in.contentType != nil {
+		req.Header.Set("Content-Type", *in.contentType)
 	}
-	if in.ContentLength != nil {
-		req.ContentLength = *in.ContentLength
+	if in.contentLength != nil {
+		req.ContentLength = *in.contentLength
 	}
-	if in.ChecksumSHA256 != nil {
-		req.Header.Set("X-Amz-Checksum-Sha256", *in.ChecksumSHA256)
+	if in.checksumSHA256 != nil {
+		req.Header.Set("X-Amz-Checksum-Sha256", *in.checksumSHA256)
 	}
 	signed, headers, err := p.signer.PresignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", p.region, p.now(),
 		func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true })

@@ -51,6 +51,29 @@ func TestSigV4PresignerMatchesTheSDK(t *testing.T) {
 				if got.URL != want.URL || got.Method != want.Method || !reflect.DeepEqual(got.SignedHeader, want.SignedHeader) {
 					t.Errorf("key %q:\n got %s %v\nwant %s %v", key, got.URL, got.SignedHeader, want.URL, want.SignedHeader)
 				}
+
+				part := &s3.UploadPartInput{
+					Bucket: aws.String("my-bucket"), Key: aws.String(key), PartNumber: aws.Int32(10000),
+					UploadId:      aws.String("VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA+/="),
+					ContentLength: aws.Int64(5 << 20), ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+					ChecksumSHA256: aws.String("n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="),
+				}
+				wantPart, err := s3.NewPresignClient(client).PresignUploadPart(ctx, part, s3.WithPresignExpires(time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pu, _ := url.Parse(wantPart.URL)
+				fast.now = func() time.Time {
+					ts, _ := time.Parse("20060102T150405Z", pu.Query().Get("X-Amz-Date"))
+					return ts
+				}
+				gotPart, err := fast.PresignUploadPart(ctx, part, s3.WithPresignExpires(time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gotPart.URL != wantPart.URL || !reflect.DeepEqual(gotPart.SignedHeader, wantPart.SignedHeader) {
+					t.Errorf("part of key %q:\n got %s %v\nwant %s %v", key, gotPart.URL, gotPart.SignedHeader, wantPart.URL, wantPart.SignedHeader)
+				}
 			}
 		})
 	}

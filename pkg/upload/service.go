@@ -25,12 +25,17 @@ import (
 // Presigner is the part of *s3.PresignClient the service uses.
 type Presigner interface {
 	PresignPutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
+	PresignUploadPart(ctx context.Context, in *s3.UploadPartInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
 }
 
 // ObjectAPI is the part of *s3.Client the service uses.
 type ObjectAPI interface {
 	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
+	ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error)
+	CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
 }
 
 var (
@@ -44,8 +49,12 @@ type Config struct {
 	Bucket string
 	// Prefix starts every object key; finalize ignores objects outside it.
 	Prefix string
-	// PresignTTL is the lifetime of a presigned URL.
+	// PresignTTL is the lifetime of a presigned URL; no URL outlives its
+	// claim, whatever this says.
 	PresignTTL time.Duration
+	// KeyTTL is how long a key's record lives (give the store the same).
+	// Defaults to 24 hours.
+	KeyTTL time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
 	// AllowedContentTypes are lower-case media types ("image/png") or
@@ -92,6 +101,9 @@ func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Co
 	for _, fn := range optFns {
 		fn(&o)
 	}
+	if cfg.KeyTTL <= 0 {
+		cfg.KeyTTL = 24 * time.Hour
+	}
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }
 
@@ -121,42 +133,61 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Reply{}, err
 	}
-	// Everything the record holds is computed before the one put, so no
-	// record ever exists without its response.
 	pending := api.Upload{
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
-	body, urlExpires, err := s.pendingBody(ctx, pending)
-	if err != nil {
-		return Reply{}, err
-	}
-	res, err := s.store.Claim(ctx, idempotency.Record{
+	claim := idempotency.Record{
 		ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r),
-		State:    idempotency.StatePending,
-		Response: idempotency.Response{Status: http.StatusCreated, Body: body},
 		Data: map[string]string{
 			dataObjectKey: pending.StorageKey, dataFilename: r.Filename, dataContentType: r.ContentType,
-			dataSize: strconv.FormatInt(r.Size, 10), dataSHA256: r.SHA256, dataURLExpires: urlExpires.Format(timeFormat),
+			dataSize: strconv.FormatInt(r.Size, 10), dataSHA256: r.SHA256,
 		},
-	})
-	if err != nil {
-		var conflict *idempotency.ConflictError
-		if errors.As(err, &conflict) {
-			s.opts.Logger.InfoContext(ctx, "key reused with a different request", "upload_id", conflict.Existing.ClaimID)
-		}
-		return Reply{}, fmt.Errorf("create: %w", err)
 	}
-	if !res.Replayed {
-		s.opts.Logger.InfoContext(ctx, "claimed", "upload_id", uploadID)
-		return Reply{Status: http.StatusCreated, Body: body, UploadID: uploadID}, nil
+	if r.PartSize > 0 {
+		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
+		claim.State = idempotency.StateInProgress
+		claim.Data[dataPartSize] = strconv.FormatInt(r.PartSize, 10)
+		return s.createMultipart(ctx, claim, pending)
 	}
-	body, err = s.replayBody(ctx, res.Record)
+	// Everything the record holds is computed before the one put, so no
+	// record ever exists without its response. The URL expires no later
+	// than the claim will.
+	body, urlExpires, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.cfg.KeyTTL))
 	if err != nil {
 		return Reply{}, err
 	}
-	s.opts.Logger.InfoContext(ctx, "replayed", "upload_id", res.Record.ClaimID, "state", res.Record.State)
-	return Reply{Status: http.StatusCreated, Body: body, UploadID: res.Record.ClaimID, Replayed: true}, nil
+	claim.State = idempotency.StatePending
+	claim.Response = idempotency.Response{Status: http.StatusCreated, Body: body}
+	claim.Data[dataURLExpires] = urlExpires.Format(timeFormat)
+	res, err := s.store.Claim(ctx, claim)
+	if err != nil {
+		return Reply{}, s.claimError(ctx, err)
+	}
+	if res.Replayed {
+		return s.replay(ctx, res.Record)
+	}
+	s.opts.Logger.InfoContext(ctx, "claimed", "upload_id", uploadID)
+	return Reply{Status: http.StatusCreated, Body: body, UploadID: uploadID}, nil
+}
+
+// claimError logs and wraps a claim that did not go through.
+func (s *Service) claimError(ctx context.Context, err error) error {
+	var conflict *idempotency.ConflictError
+	if errors.As(err, &conflict) {
+		s.opts.Logger.InfoContext(ctx, "key reused with a different request", "upload_id", conflict.Existing.ClaimID)
+	}
+	return fmt.Errorf("create: %w", err)
+}
+
+// replay answers a create from the record that holds its key.
+func (s *Service) replay(ctx context.Context, rec idempotency.Record) (Reply, error) {
+	body, err := s.replayBody(ctx, rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	s.opts.Logger.InfoContext(ctx, "replayed", "upload_id", rec.ClaimID, "state", rec.State)
+	return Reply{Status: http.StatusCreated, Body: body, UploadID: rec.ClaimID, Replayed: true}, nil
 }
 
 // replayBody is the answer recorded for rec: the completed body, or the
@@ -165,6 +196,9 @@ func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byt
 	if rec.State == idempotency.StateCompleted {
 		return completedBody(rec)
 	}
+	if rec.Data[dataPartSize] != "" {
+		return rec.Response.Body, nil // no URL in it: parts are signed on request
+	}
 	if expires, err := time.Parse(timeFormat, rec.Data[dataURLExpires]); err == nil && s.opts.Now().Before(expires) {
 		return rec.Response.Body, nil
 	}
@@ -172,12 +206,13 @@ func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	body, _, err := s.pendingBody(ctx, u)
+	body, _, err := s.pendingBody(ctx, u, s.urlLifetime(rec.ExpiresAt))
 	return body, err
 }
 
-// pendingBody presigns the PUT for u and renders the pending body.
-func (s *Service) pendingBody(ctx context.Context, u api.Upload) ([]byte, time.Time, error) {
+// pendingBody presigns the PUT for u, valid for lifetime, and renders the
+// pending body.
+func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.Duration) ([]byte, time.Time, error) {
 	sum, err := hex.DecodeString(u.SHA256)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
@@ -191,29 +226,37 @@ func (s *Service) pendingBody(ctx context.Context, u api.Upload) ([]byte, time.T
 		ContentLength:     &u.Bytes,
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
 		ChecksumSHA256:    ptr(base64.StdEncoding.EncodeToString(sum)),
-	}, s3.WithPresignExpires(s.cfg.PresignTTL))
+	}, s3.WithPresignExpires(lifetime))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
+	if u.Upload, err = putInstructions(req); err != nil {
+		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+	}
+	body, err := encode(u)
+	expires, _ := time.Parse(timeFormat, u.Upload.ExpiresAt)
+	return body, expires, err
+}
+
+// putInstructions tells a client how to use a presigned PUT: every signed
+// header but Host and Content-Length (HTTP clients set those), and when the
+// URL stops working, read from the URL itself so it is the signer's.
+func putInstructions(req *v4.PresignedHTTPRequest) (*api.PutInstructions, error) {
 	expires, err := presignedExpiry(req.URL)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+		return nil, err
 	}
 	headers := make(map[string]string, len(req.SignedHeader))
 	for name, values := range req.SignedHeader {
 		switch {
 		case name == "Host" || name == "Content-Length" || len(values) == 0:
-		case name == "X-Amz-Checksum-Sha256":
-			headers["x-amz-checksum-sha256"] = values[0]
 		case strings.HasPrefix(name, "X-Amz-"):
 			headers[strings.ToLower(name)] = values[0]
 		default:
 			headers[name] = values[0]
 		}
 	}
-	u.Upload = &api.PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}
-	body, err := encode(u)
-	return body, expires, err
+	return &api.PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}, nil
 }
 
 // presignedExpiry reads when a SigV4 presigned URL stops working from its
@@ -247,19 +290,9 @@ func presignedExpiry(rawURL string) (time.Time, error) {
 // or is late) is completed here and now. Errors: ErrNotFound (unknown,
 // expired, or another tenant's), and the store's.
 func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, error) {
-	id, err := ParseUploadID(uploadID)
+	rec, err := s.ownRecord(ctx, tenant, uploadID)
 	if err != nil {
-		return Reply{}, ErrNotFound
-	}
-	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
-		return Reply{}, ErrNotFound
-	}
-	if err != nil {
-		return Reply{}, fmt.Errorf("status %s: %w", uploadID, err)
-	}
-	if rec.State == idempotency.StateInProgress {
-		return Reply{}, fmt.Errorf("status %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return Reply{}, err
 	}
 	if rec.State == idempotency.StatePending {
 		rec, err = s.healFromS3(ctx, rec)
@@ -279,7 +312,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 // come, and the client can ask again.
 func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
 	key := rec.Data[dataObjectKey]
-	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key})
+	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil {
 		var notFound *types.NotFound
 		if !errors.As(err, &notFound) {
@@ -292,6 +325,9 @@ func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idemp
 		completedAt = *head.LastModified
 	}
 	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: deref(head.ContentLength), ETag: deref(head.ETag), Time: completedAt}
+	if rec.Data[dataPartSize] != "" {
+		obj.Checksum = deref(head.ChecksumSHA256)
+	}
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj)
 	if err != nil {
 		return rec, err
@@ -312,6 +348,11 @@ type ObjectCreated struct {
 	Size   int64
 	ETag   string
 	Time   time.Time
+	// Multipart is true for an object made by CompleteMultipartUpload.
+	Multipart bool
+	// Checksum is a multipart object's composite SHA-256 ("base64-N"), if
+	// known; Finalize reads it from S3 when it is not.
+	Checksum string
 }
 
 // Outcome is what Finalize did with an object.
@@ -335,6 +376,20 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		s.opts.Logger.InfoContext(ctx, "finalize: skipped an object that is not an upload", "bucket", obj.Bucket, "key", obj.Key)
 		return OutcomeSkipped, nil
 	}
+	if obj.Multipart && obj.Checksum == "" {
+		// Events do not carry checksums; the completed body of a multipart
+		// upload shows S3's composite one, whoever records it.
+		head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, ChecksumMode: types.ChecksumModeEnabled})
+		var notFound *types.NotFound
+		switch {
+		case errors.As(err, &notFound):
+			s.opts.Logger.InfoContext(ctx, "finalize: skipped, the object is gone", "upload_id", uploadID)
+			return OutcomeSkipped, nil
+		case err != nil:
+			return "", fmt.Errorf("finalize %s: read checksum: %w", uploadID, err)
+		}
+		obj.Checksum = deref(head.ChecksumSHA256)
+	}
 	_, outcome, err := s.complete(ctx, id, uploadID, obj)
 	return outcome, err
 }
@@ -343,13 +398,18 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // UpdateItem that also requires the claimed size.
 func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated) (idempotency.Record, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
+	data := map[string]string{dataETag: unquoteETag(obj.ETag), dataCompletedAt: obj.Time.UTC().Format(timeFormat)}
+	if obj.Checksum != "" {
+		data[dataChecksum] = obj.Checksum
+	}
 	rec, err := s.store.Update(ctx, id, uploadID, idempotency.Update{
-		State: idempotency.StateCompleted,
-		Data: map[string]string{
-			dataETag: unquoteETag(obj.ETag), dataCompletedAt: obj.Time.UTC().Format(timeFormat),
-		},
+		State:         idempotency.StateCompleted,
+		Data:          data,
 		Require:       map[string]string{dataSize: strconv.FormatInt(obj.Size, 10)},
 		RestartExpiry: true,
+		// S3 accepted the object through this claim's URL, which never
+		// outlives the claim; only its announcement may come later.
+		Revive: true,
 	})
 	var conflict *idempotency.ConflictError
 	switch {
@@ -371,7 +431,9 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 
 // removeMismatch deletes an object whose size is not the claimed one, after
 // checking that the object there now is still the wrong one: an event can
-// be late, and a correct PUT may have replaced the object since.
+// be late, and a correct PUT may have replaced the object since. The delete
+// is conditional on the ETag that was checked, so a correct object landing
+// between the check and the delete is never the one removed.
 func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idempotency.Record, obj ObjectCreated) error {
 	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Data[dataSize], "stored", obj.Size)
 	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key})
@@ -385,7 +447,12 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idem
 		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
 		return nil
 	}
-	if _, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key}); err != nil {
+	_, err = s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, IfMatch: head.ETag})
+	switch {
+	case apiErrorCode(err) == "PreconditionFailed":
+		log.InfoContext(ctx, "finalize: the object was replaced while it was checked; kept")
+		return nil
+	case err != nil:
 		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, err)
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")

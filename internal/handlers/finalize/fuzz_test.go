@@ -25,7 +25,7 @@ import (
 )
 
 // emptyBucket is an S3 bucket without objects.
-type emptyBucket struct{}
+type emptyBucket struct{ upload.ObjectAPI } // multipart methods unused here
 
 func (emptyBucket) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
 	return nil, &types.NotFound{}

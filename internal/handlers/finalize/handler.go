@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -32,6 +33,8 @@ type Handler struct {
 // failed in a way a retry can cure, so that Lambda re-delivers the event;
 // records already finalized are then duplicates, which are no-ops.
 func (h *Handler) Handle(ctx context.Context, ev events.S3Event) error {
+	ctx, cancel := deadline.Work(ctx)
+	defer cancel()
 	var errs []error
 	for _, r := range ev.Records {
 		if !strings.HasPrefix(r.EventName, "ObjectCreated:") {
@@ -44,6 +47,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.S3Event) error {
 			Size:   r.S3.Object.Size,
 			ETag:   r.S3.Object.ETag,
 			Time:   r.EventTime,
+			// The event a multipart upload's CompleteMultipartUpload makes.
+			Multipart: r.EventName == "ObjectCreated:CompleteMultipartUpload",
 		})
 		if err != nil {
 			errs = append(errs, err)

@@ -14,35 +14,35 @@ import (
 
 // Routes FuzzHandle can take.
 const (
-	routePost      = iota // POST /uploads
-	routeStatus           // GET /uploads/{uploadId}, the id from the body
-	routeStatusRaw        // GET with only a raw path, as some callers send
-	routeCount
+	fuzzRoutePost      = iota // POST /uploads
+	fuzzRouteStatus           // GET /uploads/{uploadId}, the id from the body
+	fuzzRouteStatusRaw        // GET with only a raw path, as some callers send
+	fuzzRouteCount
 )
 
 // FuzzHandle sends the presign handler arbitrary header values, bodies and
-// principals. Every answer is JSON with a status of DESIGN.md's table, an
+// principals. Every answer is JSON with a status of the contract's table (docs/api.md), an
 // error body holds only error and message and no Go error text, a fresh
 // store is never a reason for a 5xx, and only a 201 stores a record (and
 // replays byte for byte).
 func FuzzHandle(f *testing.F) {
-	f.Add(key, "application/json", photo, false, "user-1", uint8(routePost))
-	f.Add(`"`+key+`"`, "application/json; charset=utf-8", base64.StdEncoding.EncodeToString([]byte(photo)), true, "user-1", uint8(routePost))
-	f.Add(" \t"+key, "text/plain", strings.Replace(photo, digest, strings.ToUpper(digest), 1), false, "user-1", uint8(routePost))
-	f.Add(key, "", strings.Replace(photo, "image/jpeg", "image/png; q=\"a b\"", 1), false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", strings.Replace(photo, "image/jpeg", "text/html", 1), false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", strings.Replace(photo, "48213", "99999999999", 1), false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", strings.Replace(photo, `"size"`, `"json: x":1,"size"`, 1), false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", `{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"`+digest+`"`, false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", "{not base64", true, "user-1", uint8(routePost))
-	f.Add(key, "application/json", strings.Repeat("[", 10000), false, "user-1", uint8(routePost))
-	f.Add(key, "application/json", photo, false, "", uint8(routePost))
-	f.Add("short", "application/json", photo, false, "user-1", uint8(routePost))
-	f.Add(`"abcdefgh\ijklmnop"`, "application/json", photo, false, "user-1", uint8(routePost))
-	f.Add("abcdefghijklmnop\r\nX-Injected: 1", "image/png\r\n", photo, false, "user-1", uint8(routePost))
-	f.Add("", "", strings.Repeat("0", 64), false, "user-1", uint8(routeStatus))
-	f.Add("", "", "../../etc/passwd", false, "user-1", uint8(routeStatusRaw))
-	f.Add("", "", "", false, "", uint8(routeStatus))
+	f.Add(key, "application/json", photo, false, "user-1", uint8(fuzzRoutePost))
+	f.Add(`"`+key+`"`, "application/json; charset=utf-8", base64.StdEncoding.EncodeToString([]byte(photo)), true, "user-1", uint8(fuzzRoutePost))
+	f.Add(" \t"+key, "text/plain", strings.Replace(photo, digest, strings.ToUpper(digest), 1), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "", strings.Replace(photo, "image/jpeg", "image/png; q=\"a b\"", 1), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", strings.Replace(photo, "image/jpeg", "text/html", 1), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", strings.Replace(photo, "48213", "99999999999", 1), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", strings.Replace(photo, `"size"`, `"json: x":1,"size"`, 1), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", `{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"`+digest+`"`, false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", "{not base64", true, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", strings.Repeat("[", 10000), false, "user-1", uint8(fuzzRoutePost))
+	f.Add(key, "application/json", photo, false, "", uint8(fuzzRoutePost))
+	f.Add("short", "application/json", photo, false, "user-1", uint8(fuzzRoutePost))
+	f.Add(`"abcdefgh\ijklmnop"`, "application/json", photo, false, "user-1", uint8(fuzzRoutePost))
+	f.Add("abcdefghijklmnop\r\nX-Injected: 1", "image/png\r\n", photo, false, "user-1", uint8(fuzzRoutePost))
+	f.Add("", "", strings.Repeat("0", 64), false, "user-1", uint8(fuzzRouteStatus))
+	f.Add("", "", "../../etc/passwd", false, "user-1", uint8(fuzzRouteStatusRaw))
+	f.Add("", "", "", false, "", uint8(fuzzRouteStatus))
 	f.Fuzz(func(t *testing.T, idemKey, contentType, reqBody string, isBase64 bool, sub string, route uint8) {
 		fx := newFixture(t, nil)
 		req := post(idemKey, reqBody)
@@ -52,10 +52,10 @@ func FuzzHandle(f *testing.F) {
 		req.Headers["content-type"] = contentType
 		req.IsBase64Encoded = isBase64
 		req.RequestContext.Authorizer.JWT.Claims["sub"] = sub
-		switch route % routeCount {
-		case routeStatus:
+		switch route % fuzzRouteCount {
+		case fuzzRouteStatus:
 			req = get(reqBody, sub)
-		case routeStatusRaw:
+		case fuzzRouteStatusRaw:
 			req = get(reqBody, sub)
 			req.RouteKey, req.PathParameters = "", nil
 		}
@@ -74,8 +74,8 @@ func FuzzHandle(f *testing.F) {
 			}
 			return
 		}
-		if route%routeCount != routePost || stored != 1 {
-			t.Fatalf("201 on route %d with %d records stored", route%routeCount, stored)
+		if route%fuzzRouteCount != fuzzRoutePost || stored != 1 {
+			t.Fatalf("201 on route %d with %d records stored", route%fuzzRouteCount, stored)
 		}
 		var u api.Upload
 		if err := json.Unmarshal([]byte(resp.Body), &u); err != nil || u.Status != api.StatusPending || u.Upload == nil {

@@ -1,5 +1,5 @@
 // Package presign adapts API Gateway HTTP API (payload v2) requests to the
-// upload service: POST /uploads and GET /uploads/{uploadId}. It is the
+// upload service: every route of the API (see package api). It is the
 // presign function's handler, importable so that the local stack can run it
 // in-process.
 package presign
@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -23,13 +24,18 @@ import (
 )
 
 // AnonymousTenant is the tenant of requests without a principal when the
-// deployment allows anonymous use.
+// deployment allows anonymous use. Authenticated tenants carry their
+// source ("jwt:", "iam:", "lambda:"), so none can be this one.
 const AnonymousTenant = "anonymous"
 
 // Service is what the handler needs of *upload.Service.
 type Service interface {
 	Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Reply, error)
 	Status(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
+	SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (upload.Reply, error)
+	ListParts(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
+	Complete(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
+	Abort(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
 }
 
 var _ Service = (*upload.Service)(nil)
@@ -42,37 +48,93 @@ type Handler struct {
 	Logger         *slog.Logger
 }
 
-// Handle serves POST /uploads and GET /uploads/{uploadId}.
+// Handle serves every route. API Gateway names the route in RouteKey; a
+// caller without one (a test, a direct invoke) is routed by method and path.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	method := req.RequestContext.HTTP.Method
-	switch {
-	case req.RouteKey == "POST /uploads" || method == http.MethodPost && req.RawPath == "/uploads":
-		return h.create(ctx, req), nil
-	case req.RouteKey == "GET /uploads/{uploadId}":
-		return h.status(ctx, req, req.PathParameters["uploadId"]), nil
-	case method == http.MethodGet && strings.HasPrefix(req.RawPath, "/uploads/"):
-		return h.status(ctx, req, strings.TrimPrefix(req.RawPath, "/uploads/")), nil
+	ctx, cancel := deadline.Work(ctx)
+	defer cancel()
+	route, uploadID := routeOf(req)
+	if route == "" {
+		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such route."), nil
 	}
-	return errorResponse(http.StatusNotFound, "not_found", "There is no such route."), nil
-}
-
-func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	tenant, ok := h.tenant(req)
 	if !ok {
-		return errorResponse(http.StatusUnauthorized, "unauthenticated", "This API needs an authenticated principal.")
+		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "This API needs an authenticated principal."), nil
 	}
+	if route == routeCreate {
+		return h.create(ctx, req, tenant), nil
+	}
+	var reply upload.Reply
+	var err error
+	switch route {
+	case routeStatus:
+		reply, err = h.Service.Status(ctx, tenant, uploadID)
+	case routeSignParts:
+		var body []byte
+		var in api.SignPartsRequest
+		if body, err = requestBody(req); err == nil {
+			if in, err = upload.DecodeSignPartsRequest(body); err == nil {
+				reply, err = h.Service.SignParts(ctx, tenant, uploadID, in)
+			}
+		}
+	case routeListParts:
+		reply, err = h.Service.ListParts(ctx, tenant, uploadID)
+	case routeComplete:
+		reply, err = h.Service.Complete(ctx, tenant, uploadID)
+	case routeAbort:
+		reply, err = h.Service.Abort(ctx, tenant, uploadID)
+	}
+	if err != nil {
+		return h.fail(ctx, err), nil
+	}
+	return jsonResponse(reply.Status, reply.Body), nil
+}
+
+// Routes, as template.yaml declares them.
+const (
+	routeCreate    = "POST /uploads"
+	routeStatus    = "GET /uploads/{uploadId}"
+	routeAbort     = "DELETE /uploads/{uploadId}"
+	routeSignParts = "POST /uploads/{uploadId}/parts"
+	routeListParts = "GET /uploads/{uploadId}/parts"
+	routeComplete  = "POST /uploads/{uploadId}/complete"
+)
+
+// routeOf names the route of req and its upload id.
+func routeOf(req events.APIGatewayV2HTTPRequest) (route, uploadID string) {
+	if req.RouteKey != "" && req.RouteKey != "$default" {
+		route, uploadID = req.RouteKey, req.PathParameters["uploadId"]
+	} else {
+		method := req.RequestContext.HTTP.Method
+		// /uploads, /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
+		segs := strings.Split(strings.Trim(req.RawPath, "/"), "/")
+		if segs[0] != "uploads" || len(segs) > 3 {
+			return "", ""
+		}
+		path := "/uploads"
+		if len(segs) > 1 {
+			path, uploadID = "/uploads/{uploadId}", segs[1]
+		}
+		if len(segs) > 2 {
+			path += "/" + segs[2]
+		}
+		route = method + " " + path
+	}
+	switch route {
+	case routeCreate, routeStatus, routeAbort, routeSignParts, routeListParts, routeComplete:
+		return route, uploadID
+	}
+	return "", ""
+}
+
+func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) events.APIGatewayV2HTTPResponse {
 	key, err := api.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
 	if err != nil {
 		return h.fail(ctx, err)
 	}
-	body := []byte(req.Body)
-	if req.IsBase64Encoded {
-		if base64.StdEncoding.DecodedLen(len(req.Body)) > api.MaxBodyBytes+3 {
-			return h.fail(ctx, upload.ErrBodyTooLarge)
-		}
-		if body, err = base64.StdEncoding.DecodeString(req.Body); err != nil {
-			return errorResponse(http.StatusBadRequest, "invalid_request", "The request body could not be decoded.")
-		}
+	body, err := requestBody(req)
+	if err != nil {
+		return h.fail(ctx, err)
 	}
 	in, err := upload.DecodeCreateRequest(body)
 	if err != nil {
@@ -90,30 +152,38 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	return resp
 }
 
-func (h *Handler) status(ctx context.Context, req events.APIGatewayV2HTTPRequest, uploadID string) events.APIGatewayV2HTTPResponse {
-	tenant, ok := h.tenant(req)
-	if !ok {
-		return errorResponse(http.StatusUnauthorized, "unauthenticated", "This API needs an authenticated principal.")
+// requestBody is the raw body: API Gateway passes bodies it does not deem
+// text in base64.
+func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	if !req.IsBase64Encoded {
+		return []byte(req.Body), nil
 	}
-	reply, err := h.Service.Status(ctx, tenant, uploadID)
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > api.MaxBodyBytes+3 {
+		return nil, upload.ErrBodyTooLarge
+	}
+	body, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
-		return h.fail(ctx, err)
+		return nil, errUndecodableBody
 	}
-	return jsonResponse(reply.Status, reply.Body)
+	return body, nil
 }
 
-// tenant is the principal the authorizer established: a JWT's sub, an IAM
-// caller's ARN, or a Lambda authorizer's principalId.
+var errUndecodableBody = errors.New("the request body could not be decoded")
+
+// tenant is the principal the authorizer established, named with its
+// source so that identities from different sources never share a
+// namespace: a JWT whose sub is "anonymous" is not the anonymous tenant,
+// and an IAM ARN is not a JWT subject.
 func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	if a := req.RequestContext.Authorizer; a != nil {
 		if a.JWT != nil && a.JWT.Claims["sub"] != "" {
-			return a.JWT.Claims["sub"], true
+			return JWTTenant(a.JWT.Claims["sub"]), true
 		}
 		if a.IAM != nil && a.IAM.UserARN != "" {
-			return a.IAM.UserARN, true
+			return "iam:" + a.IAM.UserARN, true
 		}
 		if p, ok := a.Lambda["principalId"].(string); ok && p != "" {
-			return p, true
+			return "lambda:" + p, true
 		}
 	}
 	if h.AllowAnonymous {
@@ -122,43 +192,60 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	return "", false
 }
 
+// JWTTenant is the tenant of a JWT authorizer's subject.
+func JWTTenant(sub string) string { return "jwt:" + sub }
+
 // fail maps an error to its response. Only the messages written for clients
 // reach them; anything unexpected is logged and answered with a 500.
 func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
 	var validation *upload.ValidationError
 	var inProgress *idempotency.InProgressError
+	var missing *upload.PartsMissingError
 	switch {
+	case errors.Is(err, errUndecodableBody):
+		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, "The request body could not be decoded.")
 	case errors.Is(err, api.ErrKeyMissing):
-		return errorResponse(http.StatusBadRequest, "idempotency_key_required", err.Error()+".")
+		return errorResponse(http.StatusBadRequest, api.CodeKeyRequired, err.Error()+".")
 	case errors.Is(err, api.ErrKeyInvalid):
-		return errorResponse(http.StatusBadRequest, "idempotency_key_invalid", err.Error()+".")
+		return errorResponse(http.StatusBadRequest, api.CodeKeyInvalid, err.Error()+".")
 	case errors.As(err, &validation):
-		return errorResponse(http.StatusBadRequest, "invalid_request", validation.Message+".")
+		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, validation.Message+".")
 	case errors.Is(err, upload.ErrBodyTooLarge):
-		return errorResponse(http.StatusRequestEntityTooLarge, "request_too_large", err.Error()+".")
+		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeRequestTooLarge, err.Error()+".")
 	case errors.Is(err, upload.ErrFileTooLarge), errors.Is(err, upload.ErrNeedsParts):
-		return errorResponse(http.StatusRequestEntityTooLarge, "file_too_large", err.Error()+".")
+		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeFileTooLarge, err.Error()+".")
 	case errors.Is(err, upload.ErrUnsupportedMedia):
-		return errorResponse(http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error()+".")
+		return errorResponse(http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, err.Error()+".")
 	case errors.Is(err, upload.ErrNotFound):
-		return errorResponse(http.StatusNotFound, "not_found", "There is no such upload.")
+		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such upload.")
+	case errors.Is(err, upload.ErrNotPending):
+		return errorResponse(http.StatusConflict, api.CodeUploadNotPending, "This upload is completed or aborted; its parts can no longer be signed, listed or completed.")
+	case errors.Is(err, upload.ErrCompleted):
+		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted.")
+	case errors.As(err, &missing):
+		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again.")
 	case errors.Is(err, idempotency.ErrKeyReused):
-		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reuse",
+		return errorResponse(http.StatusUnprocessableEntity, api.CodeKeyReuse,
 			"This Idempotency-Key was already used for a different request.")
 	case errors.As(err, &inProgress):
-		resp := errorResponse(http.StatusConflict, "idempotency_in_progress",
+		resp := errorResponse(http.StatusConflict, api.CodeInProgress,
 			"A request with this Idempotency-Key is in progress; retry later.")
 		resp.Headers["Retry-After"] = strconv.Itoa(int(inProgress.RetryAfter.Seconds()))
 		return resp
+	case errors.Is(err, context.Canceled):
+		// Only a local caller that hung up cancels; Lambda's deadline is
+		// DeadlineExceeded. Nobody reads this answer: not our error.
+		h.Logger.InfoContext(ctx, "the caller went away", "error", err)
+		return errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled.")
 	case errors.Is(err, idempotency.ErrUnavailable):
 		h.Logger.WarnContext(ctx, "store unavailable", "error", err)
-		resp := errorResponse(http.StatusServiceUnavailable, "service_unavailable",
+		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable,
 			"The service is busy; retry later with the same Idempotency-Key.")
 		resp.Headers["Retry-After"] = "1"
 		return resp
 	}
 	h.Logger.ErrorContext(ctx, "internal error", "error", err)
-	return errorResponse(http.StatusInternalServerError, "internal_error", "Something went wrong on our side; retry later.")
+	return errorResponse(http.StatusInternalServerError, api.CodeInternal, "Something went wrong on our side; retry later.")
 }
 
 // header finds a header by its lower-case name: API Gateway v2 lower-cases

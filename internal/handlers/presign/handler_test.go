@@ -35,7 +35,10 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // fakePresigner signs nothing but is deterministic: the handler's output
 // can be compared with golden files. Real presigning is tested against a
 // real S3 server in pkg/upload.
-type fakePresigner struct{ now *time.Time }
+type fakePresigner struct {
+	upload.Presigner // parts are not signed here
+	now              *time.Time
+}
 
 func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
 	var o s3.PresignOptions
@@ -54,7 +57,7 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput
 }
 
 // noObjects: no object exists in S3.
-type noObjects struct{}
+type noObjects struct{ upload.ObjectAPI } // multipart methods unused here
 
 func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
 	return nil, &types.NotFound{}
@@ -358,7 +361,7 @@ func TestInProgress(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	wantStatus(t, f.do(t, post(key, photo)), 201, "")
-	id := idempotency.NewID("user-1", key)
+	id := idempotency.NewID(JWTTenant("user-1"), key)
 	rec, err := f.store.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -427,4 +430,44 @@ func TestStatus(t *testing.T) {
 	}
 	*f.now = f.now.Add(24*time.Hour + time.Second)
 	wantStatus(t, f.do(t, get(u.UploadID, "user-1")), 404, "not_found")
+}
+
+// Identities from different sources never share a namespace: a JWT whose
+// sub is "anonymous" is not the anonymous tenant, and an IAM caller whose
+// ARN equals a JWT's sub is not that JWT's tenant. Each gets its own
+// upload for the same key, none a replay of another's.
+func TestTenantsOfDifferentSourcesNeverMeet(t *testing.T) {
+	f := newFixture(t, nil)
+	f.handler.AllowAnonymous = true
+	const arn = "arn:aws:iam::123456789012:user/alice"
+	anonymous := post(key, photo)
+	anonymous.RequestContext.Authorizer = nil
+	jwtAnonymous := post(key, photo)
+	jwtAnonymous.RequestContext.Authorizer.JWT.Claims["sub"] = "anonymous"
+	jwtARN := post(key, photo)
+	jwtARN.RequestContext.Authorizer.JWT.Claims["sub"] = arn
+	iam := post(key, photo)
+	iam.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn},
+	}
+	lambdaAuth := post(key, photo)
+	lambdaAuth.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"principalId": "anonymous"}}
+	seen := map[string]string{}
+	for name, req := range map[string]events.APIGatewayV2HTTPRequest{
+		"anonymous": anonymous, "jwt sub anonymous": jwtAnonymous, "jwt sub = an ARN": jwtARN, "iam": iam, "lambda principal anonymous": lambdaAuth,
+	} {
+		resp := f.do(t, req)
+		wantStatus(t, resp, 201, "")
+		if resp.Headers["Idempotent-Replay"] != "" {
+			t.Errorf("%s: a replay of another tenant's upload", name)
+		}
+		id := resp.Headers["Location"]
+		if other, dup := seen[id]; dup {
+			t.Errorf("%s and %s share upload %s", name, other, id)
+		}
+		seen[id] = name
+	}
+	if n := f.store.Len(); n != 5 {
+		t.Fatalf("%d records, want one per tenant (5)", n)
+	}
 }

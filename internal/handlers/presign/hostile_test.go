@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// statusOf is the status of every error code of DESIGN.md's table.
+// statusOf is the status of every error code of the contract's table (docs/api.md).
 var statusOf = map[string]int{
 	"idempotency_key_required": 400, "idempotency_key_invalid": 400, "invalid_request": 400,
 	"unauthenticated": 401, "not_found": 404, "idempotency_in_progress": 409,

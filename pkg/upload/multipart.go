@@ -1,0 +1,481 @@
+package upload
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// createMultipart claims the key in progress, creates the S3 multipart
+// upload, and records the answer. Creating the S3 upload is the one step
+// of a create that is not pure CPU, so here, and only here, the claim is
+// taken with a lease first: a concurrent request with the key gets
+// ErrInProgress meanwhile, and a function that dies mid-way leaves a lease
+// that runs out, so the next retry takes the claim over (the orphaned S3
+// upload is aborted by the bucket's lifecycle rule).
+func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Reply, error) {
+	res, err := s.store.Claim(ctx, claim)
+	if err != nil {
+		return Reply{}, s.claimError(ctx, err)
+	}
+	if res.Replayed {
+		return s.replay(ctx, res.Record)
+	}
+	log := s.opts.Logger.With("upload_id", claim.ClaimID)
+	out, err := s.objects.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: &s.cfg.Bucket, Key: &pending.StorageKey, ContentType: &pending.ContentType,
+		// Every part then must carry its SHA-256, and Complete checks them.
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+	})
+	if err != nil {
+		s.release(ctx, claim)
+		return Reply{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, storageError(err))
+	}
+	body, err := encode(pending)
+	if err != nil {
+		return Reply{}, err
+	}
+	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
+		State:    idempotency.StatePending,
+		Response: &idempotency.Response{Status: http.StatusCreated, Body: body},
+		Data:     map[string]string{dataS3UploadID: *out.UploadId},
+	})
+	if err != nil {
+		// The S3 upload is orphaned: abort it now rather than leave it to
+		// the lifecycle rule. Our claim was taken over (its lease ran out)
+		// or cannot be recorded; either way the client retries.
+		s.abortS3(ctx, pending.StorageKey, *out.UploadId)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
+			return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		}
+		s.release(ctx, claim)
+		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, err)
+	}
+	log.InfoContext(ctx, "claimed", "multipart", true)
+	return Reply{Status: http.StatusCreated, Body: body, UploadID: claim.ClaimID}, nil
+}
+
+// release frees an in-progress claim whose work failed, so that a retry can
+// claim the key at once. A failure here only delays that retry until the
+// lease runs out.
+func (s *Service) release(ctx context.Context, claim idempotency.Record) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if err := s.store.Release(ctx, claim.ID, claim.ClaimID); err != nil {
+		s.opts.Logger.WarnContext(ctx, "release failed; the lease will run out", "upload_id", claim.ClaimID, "error", err)
+	}
+}
+
+func (s *Service) abortS3(ctx context.Context, key, s3UploadID string) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &key, UploadId: &s3UploadID})
+	if err != nil && !isNoSuchUpload(err) {
+		s.opts.Logger.WarnContext(ctx, "abort of an orphaned multipart upload failed; the lifecycle rule will", "key", key, "error", err)
+	}
+}
+
+// cleanupContext is for undoing work after a failure that may have been
+// ctx's own deadline: detached from ctx's cancellation, and short, to fit
+// in what the caller kept back from the invocation's deadline.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 300*time.Millisecond)
+}
+
+// SignParts presigns a PUT for each listed part of a pending multipart
+// upload. Each URL signs the part's exact length and SHA-256, so S3 itself
+// refuses other bytes. Signing keeps an upload that makes progress alive:
+// once less than half of its retention window remains, it restarts.
+// Errors: ErrNotFound, ErrNotPending, *ValidationError, the store's.
+func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (Reply, error) {
+	rec, u, err := s.pendingMultipart(ctx, tenant, uploadID)
+	if err != nil {
+		return Reply{}, err
+	}
+	for _, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > u.Multipart.PartCount {
+			return Reply{}, invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, u.Multipart.PartCount)
+		}
+	}
+	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
+		rec, err = s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{State: idempotency.StatePending, RestartExpiry: true})
+		switch {
+		case errors.Is(err, idempotency.ErrAlreadyCompleted):
+			return Reply{}, ErrNotPending
+		case errors.Is(err, idempotency.ErrNotFound):
+			return Reply{}, ErrNotFound
+		case err != nil:
+			return Reply{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
+		}
+	}
+	expires := s.urlLifetime(rec.ExpiresAt)
+	out := api.SignedParts{Parts: make([]api.SignedPart, 0, len(req.Parts))}
+	for _, p := range req.Parts {
+		sum, err := hex.DecodeString(p.SHA256)
+		if err != nil || len(sum) != 32 {
+			return Reply{}, invalid("parts", "parts[].sha256 must be 64 hex characters")
+		}
+		length := api.PartLength(u.Bytes, u.Multipart.PartSize, p.PartNumber)
+		signed, err := s.presigner.PresignUploadPart(ctx, &s3.UploadPartInput{
+			Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID]),
+			PartNumber: ptr(int32(p.PartNumber)), ContentLength: &length,
+			ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: ptr(base64.StdEncoding.EncodeToString(sum)),
+		}, s3.WithPresignExpires(expires))
+		if err != nil {
+			return Reply{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
+		}
+		put, err := putInstructions(signed)
+		if err != nil {
+			return Reply{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
+		}
+		out.Parts = append(out.Parts, api.SignedPart{PartNumber: p.PartNumber, PutInstructions: *put})
+	}
+	body, err := encode(out)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+}
+
+// ListParts returns the parts S3 holds of a pending multipart upload, every
+// page of them, for a client that resumes. Errors: ErrNotFound,
+// ErrNotPending, *ValidationError, the store's.
+func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply, error) {
+	rec, _, err := s.pendingMultipart(ctx, tenant, uploadID)
+	if err != nil {
+		return Reply{}, err
+	}
+	parts, err := s.storedParts(ctx, rec)
+	if isNoSuchUpload(err) {
+		// Completed or aborted behind the record's back: settle it.
+		if _, err := s.settleGone(ctx, rec); err != nil {
+			return Reply{}, err
+		}
+		return Reply{}, ErrNotPending
+	}
+	if err != nil {
+		return Reply{}, fmt.Errorf("list parts of %s: %w", uploadID, storageError(err))
+	}
+	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
+	for _, p := range parts {
+		list.Parts = append(list.Parts, api.StoredPart{
+			PartNumber: int(deref(p.PartNumber)), Size: deref(p.Size), SHA256: hexChecksum(deref(p.ChecksumSHA256)), ETag: unquoteETag(deref(p.ETag)),
+		})
+	}
+	body, err := encode(list)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+}
+
+// Complete completes a multipart upload from what S3 holds, never from a
+// client's list: every part 1..partCount must be there with its expected
+// size; CompleteMultipartUpload gets each part's ETag and checksum, the
+// expected total size, and If-None-Match so it never overwrites. Completing
+// again answers the same body, and a Complete whose answer was lost is
+// recognised (the object exists) and recorded, never repeated. Errors:
+// ErrNotFound, ErrNotPending, *PartsMissingError, *ValidationError, the
+// store's.
+func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Reply, error) {
+	rec, err := s.ownRecord(ctx, tenant, uploadID)
+	if err != nil {
+		return Reply{}, err
+	}
+	u, err := uploadFromRecord(rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	if u.Multipart == nil {
+		return Reply{}, errSinglePut
+	}
+	if rec.State == idempotency.StatePending {
+		if rec, err = s.completeMultipart(ctx, rec, u); err != nil {
+			return Reply{}, err
+		}
+	}
+	if rec.Data[dataStatus] == api.StatusAborted {
+		return Reply{}, ErrNotPending
+	}
+	body, err := completedBody(rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+}
+
+func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record, u api.Upload) (idempotency.Record, error) {
+	parts, err := s.storedParts(ctx, rec)
+	if isNoSuchUpload(err) {
+		return s.settleGone(ctx, rec)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, storageError(err))
+	}
+	byNumber := make(map[int32]types.Part, len(parts))
+	for _, p := range parts {
+		byNumber[deref(p.PartNumber)] = p
+	}
+	missing := &PartsMissingError{}
+	completed := make([]types.CompletedPart, 0, u.Multipart.PartCount)
+	for n := 1; n <= u.Multipart.PartCount; n++ {
+		p, ok := byNumber[int32(n)]
+		if !ok || deref(p.Size) != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
+			missing.Count++
+			if len(missing.Missing) < 10 {
+				missing.Missing = append(missing.Missing, n)
+			}
+			continue
+		}
+		completed = append(completed, types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
+	}
+	if missing.Count > 0 {
+		return rec, missing
+	}
+	out, err := s.objects.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID]),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+		MpuObjectSize:   &u.Bytes,
+		IfNoneMatch:     ptr("*"),
+	})
+	switch {
+	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed":
+		// An earlier Complete (whose answer was lost) or an abort got
+		// there first: the object, or its absence, says which.
+		return s.settleGone(ctx, rec)
+	case apiErrorCode(err) == "InvalidPart" || apiErrorCode(err) == "InvalidPartOrder":
+		// A part changed between the list and the complete (a client
+		// re-sent it); the next attempt lists it again.
+		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err)
+	case err != nil:
+		return rec, fmt.Errorf("complete %s: %w", u.UploadID, storageError(err))
+	}
+	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
+		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: deref(out.ETag),
+		Checksum: deref(out.ChecksumSHA256), Time: s.opts.Now(),
+	})
+	if err != nil {
+		return rec, err
+	}
+	return s.afterCompletion(ctx, rec, done)
+}
+
+// afterCompletion returns the record as it is once a completion was
+// attempted: completed (by this call, by finalize, or aborted by a racing
+// request), or read again when the update found nothing it could use.
+func (s *Service) afterCompletion(ctx context.Context, rec, done idempotency.Record) (idempotency.Record, error) {
+	if done.State == idempotency.StateCompleted {
+		return done, nil
+	}
+	latest, err := s.store.Get(ctx, rec.ID)
+	if errors.Is(err, idempotency.ErrNotFound) || err == nil && latest.ClaimID != rec.ClaimID {
+		return rec, ErrNotFound
+	}
+	if err != nil {
+		return rec, fmt.Errorf("read %s: %w", rec.ClaimID, err)
+	}
+	if latest.State != idempotency.StateCompleted {
+		return rec, fmt.Errorf("complete %s: the object does not match its claim", rec.ClaimID)
+	}
+	return latest, nil
+}
+
+// settleGone decides what became of a multipart upload that S3 no longer
+// has: completed if the object is there (recorded now, as finalize would),
+// else aborted (by a DELETE, or by the bucket's lifecycle rule).
+func (s *Service) settleGone(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
+	key := rec.Data[dataObjectKey]
+	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
+	var notFound *types.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return s.markAborted(ctx, rec)
+	case err != nil:
+		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, storageError(err))
+	}
+	completedAt := s.opts.Now()
+	if head.LastModified != nil {
+		completedAt = *head.LastModified
+	}
+	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
+		Bucket: s.cfg.Bucket, Key: key, Size: deref(head.ContentLength), ETag: deref(head.ETag),
+		Checksum: deref(head.ChecksumSHA256), Time: completedAt,
+	})
+	if err != nil {
+		return rec, err
+	}
+	return s.afterCompletion(ctx, rec, done)
+}
+
+// Abort aborts a pending multipart upload: S3 first, so that no Complete
+// can succeed after the record says aborted; then the record, which from
+// then on answers with the aborted body. Aborting again answers the same.
+// Errors: ErrNotFound, ErrCompleted, *ValidationError (a single PUT), the
+// store's.
+func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, error) {
+	rec, err := s.ownRecord(ctx, tenant, uploadID)
+	if err != nil {
+		return Reply{}, err
+	}
+	u, err := uploadFromRecord(rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	if u.Multipart == nil {
+		return Reply{}, invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own")
+	}
+	if rec.State == idempotency.StatePending {
+		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID])})
+		switch {
+		case isNoSuchUpload(err):
+			rec, err = s.settleGone(ctx, rec)
+		case err != nil:
+			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, storageError(err))
+		default:
+			rec, err = s.markAborted(ctx, rec)
+		}
+		if err != nil {
+			return Reply{}, err
+		}
+	}
+	if rec.Data[dataStatus] != api.StatusAborted {
+		return Reply{}, ErrCompleted
+	}
+	body, err := completedBody(rec)
+	if err != nil {
+		return Reply{}, err
+	}
+	s.opts.Logger.InfoContext(ctx, "aborted", "upload_id", uploadID)
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+}
+
+// markAborted records that the upload's S3 multipart upload is gone without
+// an object. The record becomes final (state completed, status aborted), so
+// every later request, a replay of the create included, answers with it.
+func (s *Service) markAborted(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
+	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
+		State:         idempotency.StateCompleted,
+		Data:          map[string]string{dataStatus: api.StatusAborted, dataCompletedAt: s.opts.Now().UTC().Format(timeFormat)},
+		RestartExpiry: true,
+	})
+	var conflict *idempotency.ConflictError
+	switch {
+	case err == nil:
+		return done, nil
+	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict):
+		return conflict.Existing, nil
+	case errors.Is(err, idempotency.ErrNotFound):
+		return rec, ErrNotFound
+	default:
+		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)
+	}
+}
+
+// pendingMultipart returns the tenant's pending multipart upload.
+func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (idempotency.Record, api.Upload, error) {
+	rec, err := s.ownRecord(ctx, tenant, uploadID)
+	if err != nil {
+		return rec, api.Upload{}, err
+	}
+	u, err := uploadFromRecord(rec)
+	if err != nil {
+		return rec, u, err
+	}
+	if u.Multipart == nil {
+		return rec, u, errSinglePut
+	}
+	if rec.State != idempotency.StatePending {
+		return rec, u, ErrNotPending
+	}
+	return rec, u, nil
+}
+
+var errSinglePut = invalid("uploadId", "this upload is a single PUT; it has no parts")
+
+// ownRecord reads the live record of uploadID if it is the tenant's:
+// anything else (unknown, expired, another claim's or another tenant's) is
+// ErrNotFound. A claim still in progress is ErrInProgress.
+func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (idempotency.Record, error) {
+	id, err := ParseUploadID(uploadID)
+	if err != nil {
+		return idempotency.Record{}, ErrNotFound
+	}
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
+		return idempotency.Record{}, ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("read %s: %w", uploadID, err)
+	}
+	if rec.State == idempotency.StateInProgress {
+		return idempotency.Record{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+	}
+	return rec, nil
+}
+
+// storedParts lists every page of the parts S3 holds.
+func (s *Service) storedParts(ctx context.Context, rec idempotency.Record) ([]types.Part, error) {
+	var parts []types.Part
+	p := s3.NewListPartsPaginator(s.objects, &s3.ListPartsInput{
+		Bucket: &s.cfg.Bucket, Key: ptr(rec.Data[dataObjectKey]), UploadId: ptr(rec.Data[dataS3UploadID]),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, page.Parts...)
+	}
+	return parts, nil
+}
+
+// urlLifetime is how long a URL signed now may last: PRESIGN_TTL, but never
+// past the claim's expiry, so no URL outlives the record that knows it.
+// SigV4 counts whole seconds, at least one.
+func (s *Service) urlLifetime(claimExpires time.Time) time.Duration {
+	left := claimExpires.Sub(s.opts.Now()).Truncate(time.Second)
+	return max(min(s.cfg.PresignTTL, left), time.Second)
+}
+
+func isNoSuchUpload(err error) bool {
+	var nsu *types.NoSuchUpload
+	return errors.As(err, &nsu) || apiErrorCode(err) == "NoSuchUpload"
+}
+
+func apiErrorCode(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode()
+	}
+	return ""
+}
+
+// storageError marks S3 failures that a retry can cure with
+// idempotency.ErrUnavailable, which the handler answers with a 503.
+func storageError(err error) error {
+	if idempotency.Transient(err) {
+		return fmt.Errorf("%w: %w", idempotency.ErrUnavailable, err)
+	}
+	return err
+}
+
+// hexChecksum turns S3's base64 SHA-256 of a part into the API's hex.
+func hexChecksum(b64 string) string {
+	sum, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(sum)
+}

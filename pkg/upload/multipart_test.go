@@ -1,0 +1,595 @@
+package upload_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+const partSize = 5 << 20
+
+// bigFile is 11 MiB of random bytes: parts of 5, 5 and 1 MiB.
+type bigFile struct {
+	data []byte
+	req  api.CreateRequest
+}
+
+func newBigFile(t *testing.T, size int) bigFile {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	req := requestFor(data, "video/mp4")
+	req.Filename, req.PartSize = "movie.mp4", partSize
+	return bigFile{data, req}
+}
+
+func (f bigFile) part(n int) []byte {
+	start := (n - 1) * partSize
+	return f.data[start:min(start+partSize, len(f.data))]
+}
+
+func (f bigFile) partSum(n int) string {
+	sum := sha256.Sum256(f.part(n))
+	return hex.EncodeToString(sum[:])
+}
+
+func multipartEnv(t *testing.T) *env {
+	return newEnv(t, 15*time.Minute, func(c *upload.Config) { c.MaxUploadBytes = api.MaxMultipartBytes })
+}
+
+// sign signs parts and returns their instructions by number.
+func (e *env) sign(t *testing.T, tenant, uploadID string, f bigFile, parts ...int) map[int]api.SignedPart {
+	t.Helper()
+	req := api.SignPartsRequest{}
+	for _, n := range parts {
+		req.Parts = append(req.Parts, api.PartToSign{PartNumber: n, SHA256: f.partSum(n)})
+	}
+	reply, err := e.svc.SignParts(context.Background(), tenant, uploadID, req)
+	if err != nil {
+		t.Fatalf("sign %v: %v", parts, err)
+	}
+	var out api.SignedParts
+	if err := json.Unmarshal(reply.Body, &out); err != nil || reply.Status != http.StatusOK {
+		t.Fatalf("sign: %d %s", reply.Status, reply.Body)
+	}
+	byNumber := map[int]api.SignedPart{}
+	for _, p := range out.Parts {
+		byNumber[p.PartNumber] = p
+	}
+	return byNumber
+}
+
+// putPart sends body with the part's signed headers and returns S3's status.
+func putPart(t *testing.T, p api.SignedPart, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range p.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		// The server may refuse before reading the body: a reset, not a
+		// status. That is a refusal too.
+		return 499
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+func (e *env) multipartUploads(t *testing.T) int {
+	t.Helper()
+	out, err := e.s3.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Uploads)
+}
+
+// The whole multipart flow on the real servers: create (one claim, one S3
+// upload, one answer), replay, sign, S3 refusing other bytes part by part,
+// list, complete from what S3 holds, and every later request answering the
+// completed body.
+func TestMultipartUploadEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 11<<20)
+
+	e.resetCounts()
+	created, err := e.svc.Create(ctx, "tenant", "key-multipart-00001", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wantCalls(t, "create", map[string]int{"PutItem": 1, "UpdateItem": 1}, map[string]int{"CreateMultipartUpload": 1})
+	u := decode(t, created.Body)
+	if created.Status != 201 || u.Status != api.StatusPending || u.Upload != nil || u.Multipart == nil ||
+		*u.Multipart != (api.Multipart{PartSize: partSize, PartCount: 3}) || u.Bytes != 11<<20 {
+		t.Fatalf("create: %d %s", created.Status, created.Body)
+	}
+	e.resetCounts()
+	replay, err := e.svc.Create(ctx, "tenant", "key-multipart-00001", f.req)
+	if err != nil || !replay.Replayed || !bytes.Equal(replay.Body, created.Body) {
+		t.Fatalf("replay: %v %v %s", err, replay.Replayed, replay.Body)
+	}
+	e.wantCalls(t, "replay", map[string]int{"PutItem": 1}, map[string]int{})
+	if n := e.multipartUploads(t); n != 1 {
+		t.Fatalf("%d S3 multipart uploads, want 1", n)
+	}
+
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2, 3)
+	for n := 1; n <= 3; n++ {
+		p := signed[n]
+		if _, listed := p.Headers["Content-Length"]; listed || p.Headers["x-amz-checksum-sha256"] == "" || p.Method != "PUT" {
+			t.Fatalf("part %d instructions: %+v", n, p)
+		}
+	}
+	// S3 refuses anything but the signed bytes, part by part.
+	wrong := bytes.Clone(f.part(1))
+	wrong[0] ^= 1
+	for name, body := range map[string][]byte{"other bytes": wrong, "one byte short": f.part(1)[1:], "another part's bytes": f.part(2)[:len(f.part(1))-1]} {
+		if code := putPart(t, signed[1], body); code < 400 {
+			t.Errorf("part 1 with %s: S3 answered %d", name, code)
+		}
+	}
+	for n := 1; n <= 3; n++ {
+		if code := putPart(t, signed[n], f.part(n)); code != 200 {
+			t.Fatalf("part %d: %d", n, code)
+		}
+	}
+	listed, err := e.svc.ListParts(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list api.PartList
+	_ = json.Unmarshal(listed.Body, &list)
+	if len(list.Parts) != 3 {
+		t.Fatalf("list: %s", listed.Body)
+	}
+	for i, p := range list.Parts {
+		if p.PartNumber != i+1 || p.Size != int64(len(f.part(i+1))) || p.SHA256 != f.partSum(i+1) || p.ETag == "" {
+			t.Errorf("listed part %d: %+v", i+1, p)
+		}
+	}
+
+	e.resetCounts()
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wantCalls(t, "complete", map[string]int{"GetItem": 1, "UpdateItem": 1}, map[string]int{"ListParts": 1, "CompleteMultipartUpload": 1})
+	c := decode(t, done.Body)
+	if done.Status != 200 || c.Status != api.StatusCompleted || c.ETag == "" || c.CompletedAt == "" || c.Multipart == nil || c.SHA256 != f.req.SHA256 {
+		t.Fatalf("complete: %d %s", done.Status, done.Body)
+	}
+	if want := compositeSHA256(f, 3); c.CompositeSHA256 != want {
+		t.Errorf("compositeSha256 %q, want S3's %q", c.CompositeSHA256, want)
+	}
+	head := e.head(t, u.StorageKey)
+	if aws.ToInt64(head.ContentLength) != 11<<20 || aws.ToString(head.ContentType) != "video/mp4" || e.objectCount(t) != 1 || e.multipartUploads(t) != 0 {
+		t.Fatalf("stored %d bytes of %s; %d objects, %d multipart uploads", aws.ToInt64(head.ContentLength), aws.ToString(head.ContentType), e.objectCount(t), e.multipartUploads(t))
+	}
+
+	// From now on, the same completed body everywhere; nothing more to do.
+	again, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil || !bytes.Equal(again.Body, done.Body) {
+		t.Fatalf("complete again: %v %s", err, again.Body)
+	}
+	replayDone, err := e.svc.Create(ctx, "tenant", "key-multipart-00001", f.req)
+	if err != nil || !replayDone.Replayed || !bytes.Equal(replayDone.Body, done.Body) {
+		t.Fatalf("replay after complete: %v %s", err, replayDone.Body)
+	}
+	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
+	if err != nil || !bytes.Equal(status.Body, done.Body) {
+		t.Fatalf("status after complete: %v %s", err, status.Body)
+	}
+	// The S3 event arrives after the Complete recorded it: a no-op.
+	outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 11 << 20, ETag: c.ETag, Time: time.Now(), Multipart: true})
+	if err != nil || outcome != upload.OutcomeDuplicate {
+		t.Fatalf("late event: %v %v", outcome, err)
+	}
+	for name, call := range map[string]func() error{
+		"sign": func() error {
+			_, err := e.svc.SignParts(ctx, "tenant", u.UploadID, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}})
+			return err
+		},
+		"list":  func() error { _, err := e.svc.ListParts(ctx, "tenant", u.UploadID); return err },
+		"abort": func() error { _, err := e.svc.Abort(ctx, "tenant", u.UploadID); return err },
+	} {
+		want := upload.ErrNotPending
+		if name == "abort" {
+			want = upload.ErrCompleted
+		}
+		if err := call(); !errors.Is(err, want) {
+			t.Errorf("%s after complete: %v, want %v", name, err, want)
+		}
+	}
+}
+
+// compositeSHA256 is S3's checksum of a multipart object: the SHA-256 of
+// the parts' SHA-256 digests, base64, then "-" and the part count.
+func compositeSHA256(f bigFile, parts int) string {
+	h := sha256.New()
+	for n := 1; n <= parts; n++ {
+		sum := sha256.Sum256(f.part(n))
+		h.Write(sum[:])
+	}
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(parts)
+}
+
+// When the S3 event records the completion first (a client that completes
+// with S3 directly, or an event racing the Complete call), the record says
+// the same: completed, with S3's composite checksum.
+func TestMultipartFinalizedByTheEvent(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-multipart-event1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
+	for n := 1; n <= 2; n++ {
+		if code := putPart(t, signed[n], f.part(n)); code != 200 {
+			t.Fatalf("part %d: %d", n, code)
+		}
+	}
+	// Complete at S3 behind the service's back: the answer of a Complete
+	// call that was lost before it was recorded.
+	out := e.completeAtS3(t, u, f, 2)
+	outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 6 << 20, ETag: aws.ToString(out.ETag), Time: time.Now(), Multipart: true})
+	if err != nil || outcome != upload.OutcomeCompleted {
+		t.Fatalf("event: %v %v", outcome, err)
+	}
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := decode(t, done.Body)
+	if c.Status != api.StatusCompleted || c.CompositeSHA256 != compositeSHA256(f, 2) || c.ETag != unquote(aws.ToString(out.ETag)) {
+		t.Fatalf("complete after the event: %s (S3 ETag %s)", done.Body, aws.ToString(out.ETag))
+	}
+}
+
+func unquote(s string) string { return string(bytes.Trim([]byte(s), `"`)) }
+
+func (e *env) completeAtS3(t *testing.T, u api.Upload, f bigFile, parts int) *s3.CompleteMultipartUploadOutput {
+	t.Helper()
+	ctx := context.Background()
+	mpus, err := e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
+	if err != nil || len(mpus.Uploads) != 1 {
+		t.Fatalf("multipart uploads: %v %v", mpus, err)
+	}
+	listed, err := e.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: &e.bucket, Key: &u.StorageKey, UploadId: mpus.Uploads[0].UploadId})
+	if err != nil || len(listed.Parts) != parts {
+		t.Fatalf("parts: %v %v", listed, err)
+	}
+	var completed []types.CompletedPart
+	for _, p := range listed.Parts {
+		completed = append(completed, types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
+	}
+	out, err := e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &e.bucket, Key: &u.StorageKey, UploadId: mpus.Uploads[0].UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A Complete whose answer was lost after S3 completed is recognised on the
+// next call (the object exists) and recorded, never repeated into a
+// second object.
+func TestLostCompleteAnswerIsRecognised(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-lost-complete-1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
+	for n := 1; n <= 2; n++ {
+		putPart(t, signed[n], f.part(n))
+	}
+	e.completeAtS3(t, u, f, 2) // S3 completed; the record never heard
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := decode(t, done.Body); c.Status != api.StatusCompleted || c.CompositeSHA256 != compositeSHA256(f, 2) {
+		t.Fatalf("complete after a lost answer: %s", done.Body)
+	}
+	if n := e.objectCount(t); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+}
+
+// Complete checks what S3 holds: a missing part is a 409 that names it,
+// and nothing is completed.
+func TestCompleteWithPartsMissing(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 11<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-parts-missing-1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 2)
+	putPart(t, signed[2], f.part(2))
+	_, err = e.svc.Complete(ctx, "tenant", u.UploadID)
+	var missing *upload.PartsMissingError
+	if !errors.As(err, &missing) || missing.Count != 2 || fmt.Sprint(missing.Missing) != "[1 3]" {
+		t.Fatalf("complete with parts 1 and 3 missing: %v", err)
+	}
+	if n := e.objectCount(t); n != 0 {
+		t.Fatalf("%d objects after a refused complete", n)
+	}
+}
+
+// Abort: S3's upload is gone, the record answers "aborted" from then on
+// (to a replay of the create too), and nothing can be signed, sent or
+// completed; a part PUT racing the abort is refused by S3.
+func TestAbort(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 11<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-abort-0000001", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
+	putPart(t, signed[1], f.part(1))
+
+	aborted, err := e.svc.Abort(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := decode(t, aborted.Body)
+	if aborted.Status != 200 || a.Status != api.StatusAborted || a.UploadID != u.UploadID || a.Multipart == nil {
+		t.Fatalf("abort: %d %s", aborted.Status, aborted.Body)
+	}
+	if code := putPart(t, signed[2], f.part(2)); code < 400 {
+		t.Errorf("part PUT after the abort: %d, want S3's refusal", code)
+	}
+	if n, m := e.multipartUploads(t), e.objectCount(t); n != 0 || m != 0 {
+		t.Fatalf("after abort: %d multipart uploads, %d objects", n, m)
+	}
+	again, err := e.svc.Abort(ctx, "tenant", u.UploadID)
+	if err != nil || !bytes.Equal(again.Body, aborted.Body) {
+		t.Fatalf("abort again: %v %s", err, again.Body)
+	}
+	replay, err := e.svc.Create(ctx, "tenant", "key-abort-0000001", f.req)
+	if err != nil || !replay.Replayed || !bytes.Equal(replay.Body, aborted.Body) {
+		t.Fatalf("replay after abort: %v %s", err, replay.Body)
+	}
+	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
+	if err != nil || !bytes.Equal(status.Body, aborted.Body) {
+		t.Fatalf("status after abort: %v %s", err, status.Body)
+	}
+	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
+		t.Fatalf("complete after abort: %v", err)
+	}
+	if _, err := e.svc.SignParts(ctx, "tenant", u.UploadID, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}}); !errors.Is(err, upload.ErrNotPending) {
+		t.Fatalf("sign after abort: %v", err)
+	}
+}
+
+// Concurrent creates with one key make one S3 multipart upload: one claim
+// wins; the others get 409 in progress while it works, or its answer.
+func TestConcurrentMultipartCreates(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	const n = 16
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			reply, err := e.svc.Create(ctx, "tenant", "key-mp-concurrent-1", f.req)
+			errs[i] = err
+			if err == nil {
+				ids[i] = decode(t, reply.Body).UploadID
+			}
+		})
+	}
+	wg.Wait()
+	var winner string
+	for i := range n {
+		var inProgress *idempotency.InProgressError
+		switch {
+		case errs[i] == nil && (winner == "" || ids[i] == winner):
+			winner = ids[i]
+		case errors.As(errs[i], &inProgress) && inProgress.RetryAfter >= time.Second:
+		default:
+			t.Fatalf("create %d: id %q err %v (winner %q)", i, ids[i], errs[i], winner)
+		}
+	}
+	if winner == "" || e.multipartUploads(t) != 1 {
+		t.Fatalf("winner %q, %d S3 multipart uploads; want one", winner, e.multipartUploads(t))
+	}
+}
+
+// slowObjects holds CreateMultipartUpload until released, as a function
+// that stalls (or dies) between its claim and its answer.
+type slowObjects struct {
+	upload.ObjectAPI
+	entered, release chan struct{}
+}
+
+func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.ObjectAPI.CreateMultipartUpload(ctx, in, optFns...)
+}
+
+// While a create holds the claim in progress, the key answers 409 with
+// Retry-After; once its lease runs out, a retry takes the claim over; and
+// the stalled create, resuming late, gives up its S3 upload instead of
+// answering with a second one.
+func TestInProgressLeaseIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	slow := &slowObjects{ObjectAPI: e.s3, entered: make(chan struct{}), release: make(chan struct{})}
+	stalled := upload.New(e.store, e.signer, slow, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := stalled.Create(ctx, "tenant", "key-lease-takeover1", f.req)
+		done <- err
+	}()
+	<-slow.entered
+	_, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
+	var inProgress *idempotency.InProgressError
+	if !errors.As(err, &inProgress) || inProgress.RetryAfter < time.Second || inProgress.RetryAfter > 30*time.Second {
+		t.Fatalf("during the claim's work: %v, want in progress with a Retry-After within the lease", err)
+	}
+	e.advance(31 * time.Second) // the default lease is 30 s
+	taken, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
+	if err != nil || taken.Replayed {
+		t.Fatalf("after the lease: %v replayed=%v", err, taken.Replayed)
+	}
+	close(slow.release)
+	if err := <-done; !errors.As(err, &inProgress) {
+		t.Fatalf("the stalled create resumed: %v, want in progress (another request holds the key)", err)
+	}
+	if n := e.multipartUploads(t); n != 1 {
+		t.Fatalf("%d S3 multipart uploads, want only the winner's", n)
+	}
+	replay, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
+	if err != nil || decode(t, replay.Body).UploadID != taken.UploadID {
+		t.Fatalf("replay: %v %s, want the winner %s", err, replay.Body, taken.UploadID)
+	}
+}
+
+// Another tenant gets 404 on every route of an upload, and nothing changes.
+func TestMultipartTenantIsolation(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "owner", "key-mp-isolation-1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := decode(t, created.Body).UploadID
+	sign := api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}}
+	for name, call := range map[string]func() (upload.Reply, error){
+		"status":   func() (upload.Reply, error) { return e.svc.Status(ctx, "intruder", id) },
+		"sign":     func() (upload.Reply, error) { return e.svc.SignParts(ctx, "intruder", id, sign) },
+		"list":     func() (upload.Reply, error) { return e.svc.ListParts(ctx, "intruder", id) },
+		"complete": func() (upload.Reply, error) { return e.svc.Complete(ctx, "intruder", id) },
+		"abort":    func() (upload.Reply, error) { return e.svc.Abort(ctx, "intruder", id) },
+	} {
+		if reply, err := call(); !errors.Is(err, upload.ErrNotFound) {
+			t.Errorf("%s by another tenant: %v %s, want not found", name, err, reply.Body)
+		}
+	}
+	if n := e.multipartUploads(t); n != 1 {
+		t.Fatalf("%d S3 multipart uploads after the intruder, want the owner's 1", n)
+	}
+	if _, err := e.svc.ListParts(ctx, "owner", id); err != nil {
+		t.Fatalf("the owner's upload after the intruder: %v", err)
+	}
+}
+
+// Signing keeps an upload that makes progress alive past its first
+// window; an idle one expires like any claim; and no URL outlives its
+// claim.
+func TestSigningKeepsAnActiveUploadAlive(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 2*time.Hour, func(c *upload.Config) { c.MaxUploadBytes = api.MaxMultipartBytes }) // longer than the 1 h keys
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-mp-keepalive-1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	id, _ := upload.ParseUploadID(u.UploadID)
+	for range 3 { // 3 × 40 min: past the first hour
+		e.advance(40 * time.Minute)
+		p := e.sign(t, "tenant", u.UploadID, f, 1)[1]
+		rec, err := e.store.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("after %s of signing: %v", time.Until(e.Now()).Round(time.Minute), err)
+		}
+		expires, _ := time.Parse(time.RFC3339, p.ExpiresAt)
+		if expires.After(rec.ExpiresAt) {
+			t.Fatalf("URL expires %s, after its claim %s", expires, rec.ExpiresAt)
+		}
+	}
+	e.advance(61 * time.Minute) // idle for longer than the window
+	if _, err := e.svc.ListParts(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotFound) {
+		t.Fatalf("idle upload after its window: %v, want not found", err)
+	}
+}
+
+// Parts outside 1..partCount, and signing a single-PUT upload, are the
+// client's errors.
+func TestSignPartsRefusals(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-mp-refusals-01", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := decode(t, created.Body).UploadID
+	for _, n := range []int{0, 3, -1} {
+		_, err := e.svc.SignParts(ctx, "tenant", id, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: n, SHA256: f.partSum(1)}}})
+		var v *upload.ValidationError
+		if !errors.As(err, &v) {
+			t.Errorf("part %d of 2: %v, want a validation error", n, err)
+		}
+	}
+	single, err := e.svc.Create(ctx, "tenant", "key-mp-refusals-02", requestFor([]byte("small"), "text/plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := decode(t, single.Body).UploadID
+	for name, call := range map[string]func() error{
+		"sign": func() error {
+			_, err := e.svc.SignParts(ctx, "tenant", sid, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}})
+			return err
+		},
+		"list":     func() error { _, err := e.svc.ListParts(ctx, "tenant", sid); return err },
+		"complete": func() error { _, err := e.svc.Complete(ctx, "tenant", sid); return err },
+		"abort":    func() error { _, err := e.svc.Abort(ctx, "tenant", sid); return err },
+	} {
+		var v *upload.ValidationError
+		if err := call(); !errors.As(err, &v) {
+			t.Errorf("%s of a single-PUT upload: %v, want a validation error", name, err)
+		}
+	}
+}
