@@ -6,13 +6,16 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/client"
 )
 
 // LargeFile compares ways of sending one large file to the same local S3:
@@ -27,6 +30,20 @@ type LargeFile struct {
 	// Ways holds each way's runs, in the order above; a way that could
 	// not run has none and a Note.
 	Ways []LargeFileWay `json:"ways"`
+	// Phases are where the time goes, measured once in-process with the
+	// client library (the CLI's code), in parts and in one PUT.
+	Phases       Phases `json:"phases_parts"`
+	SinglePhases Phases `json:"phases_one_put"`
+}
+
+// Phases of one upload, in seconds: hashing (the pass before the create),
+// sending (the first PUT's start to the last one's end) and completing (the
+// complete request, or the wait for the S3 event of one PUT).
+type Phases struct {
+	Hash     float64 `json:"hash"`
+	Send     float64 `json:"send"`
+	Complete float64 `json:"complete"`
+	Total    float64 `json:"total"`
 }
 
 // LargeFileWay is one way of sending the file, run several times.
@@ -36,9 +53,14 @@ type LargeFileWay struct {
 	// median run.
 	Seconds     []float64 `json:"seconds"`
 	MedianMiBps float64   `json:"median_mib_per_second"`
-	// PeakRSSKiB is the largest resident set of the process over the runs
-	// (getrusage of the child: ru_maxrss).
-	PeakRSSKiB int64  `json:"peak_rss_kib"`
+	// PeakRSSKiB is the largest resident set of the process over the runs:
+	// VmHWM from /proc, read every 10 ms while it runs. (The child's
+	// ru_maxrss is no use: Go starts children with vfork, and Linux carries
+	// the parent's high-water mark into the child at exec.)
+	PeakRSSKiB int64 `json:"peak_rss_kib"`
+	// CPUSeconds is the process's median user plus system time.
+	CPUSeconds float64 `json:"cpu_seconds_median"`
+	cpu        []float64
 	Command    string `json:"command"`
 	Note       string `json:"note,omitempty"`
 }
@@ -119,11 +141,11 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 			if w.cmd == nil {
 				continue
 			}
-			secs, rss, err := timeProcess(w.cmd(run))
+			secs, cpu, rss, err := timeProcess(w.cmd(run))
 			if err != nil {
 				return out, fmt.Errorf("%s: %w", w.Name, err)
 			}
-			w.Seconds = append(w.Seconds, secs)
+			w.Seconds, w.cpu = append(w.Seconds, secs), append(w.cpu, cpu)
 			w.PeakRSSKiB = max(w.PeakRSSKiB, rss)
 			if cfg.Clean != nil {
 				if err := cfg.Clean(ctx); err != nil {
@@ -132,31 +154,77 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 			}
 		}
 	}
+	var err error
+	if out.Phases, err = measurePhases(ctx, cfg.APIURL, file, cfg.PartSize, cfg.Parallel); err != nil {
+		return out, err
+	}
+	if out.SinglePhases, err = measurePhases(ctx, cfg.APIURL, file, -1, 1); err != nil {
+		return out, err
+	}
 	for _, w := range ways {
 		if len(w.Seconds) > 0 {
 			s := slices.Clone(w.Seconds)
 			slices.Sort(s)
 			w.MedianMiBps = float64(cfg.Bytes) / (1 << 20) / s[len(s)/2]
+			slices.Sort(w.cpu)
+			w.CPUSeconds = w.cpu[len(w.cpu)/2]
 		}
 		out.Ways = append(out.Ways, w.LargeFileWay)
 	}
 	return out, nil
 }
 
-// timeProcess runs cmd and returns its wall time and peak RSS.
-func timeProcess(cmd *exec.Cmd) (float64, int64, error) {
+// timeProcess runs cmd and returns its wall time, its CPU time (user and
+// system) and its peak RSS in KiB.
+func timeProcess(cmd *exec.Cmd) (wall, cpu float64, rssKiB int64, err error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
 	}
-	secs := time.Since(start).Seconds()
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss // KiB on Linux
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	done := make(chan struct{})
+	peak := make(chan int64)
+	go func() {
+		var hwm int64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			hwm = max(hwm, vmHWM(status))
+			select {
+			case <-done:
+				peak <- hwm
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err = cmd.Wait()
+	wall = time.Since(start).Seconds()
+	close(done)
+	rssKiB = <-peak
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return secs, rss, nil
+	return wall, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), rssKiB, nil
+}
+
+// vmHWM reads a process's peak resident set (KiB) from its status file; 0
+// once it has exited.
+func vmHWM(status string) int64 {
+	raw, err := os.ReadFile(status)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			_, _ = fmt.Sscanf(strings.TrimSpace(v), "%d", &kib)
+			return kib
+		}
+	}
+	return 0
 }
 
 func writeRandom(path string, n int64) error {
@@ -169,4 +237,60 @@ func writeRandom(path string, n int64) error {
 		return err
 	}
 	return f.Close()
+}
+
+// phaseClock notes when the requests of one upload start and end.
+type phaseClock struct {
+	next  http.RoundTripper
+	start time.Time
+
+	mu                         sync.Mutex
+	created, firstPut, lastPut time.Time
+	completeStart, completeEnd time.Time
+}
+
+func (p *phaseClock) RoundTrip(r *http.Request) (*http.Response, error) {
+	t0 := time.Now()
+	resp, err := p.next.RoundTrip(r)
+	t1 := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/uploads") && p.created.IsZero():
+		p.created = t0
+	case r.Method == http.MethodPut:
+		if p.firstPut.IsZero() {
+			p.firstPut = t0
+		}
+		p.lastPut = t1
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/complete"),
+		r.Method == http.MethodGet && !p.lastPut.IsZero():
+		if p.completeStart.IsZero() {
+			p.completeStart = t0
+		}
+		p.completeEnd = t1
+	}
+	return resp, err
+}
+
+func measurePhases(ctx context.Context, apiURL, file string, partSize int64, parallel int) (Phases, error) {
+	clock := &phaseClock{next: client.NewTransport(), start: time.Now()}
+	c, err := client.New(apiURL, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: clock} })
+	if err != nil {
+		return Phases{}, err
+	}
+	if _, err := c.Upload(ctx, file, client.UploadInput{PartSize: partSize, Parallel: parallel}); err != nil {
+		return Phases{}, fmt.Errorf("phases: %w", err)
+	}
+	end := time.Now()
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	complete := clock.completeEnd.Sub(clock.completeStart).Seconds()
+	if clock.completeStart.IsZero() {
+		complete = 0 // completed before the first status
+	}
+	return Phases{
+		Hash: clock.created.Sub(clock.start).Seconds(), Send: clock.lastPut.Sub(clock.firstPut).Seconds(),
+		Complete: complete, Total: end.Sub(clock.start).Seconds(),
+	}, nil
 }
