@@ -282,3 +282,30 @@ func TestNetworkDropMidPut(t *testing.T) {
 		})
 	}
 }
+
+// Part URLs live one second here; sending at 2 MiB/s, one part at a time,
+// the parts after the first find their URLs expired (Versity refuses them,
+// sometimes before reading the body, which Go reports as a reset): each is
+// signed again and sent, and the upload completes.
+func TestExpiredPartURLsAreSignedAgain(t *testing.T) {
+	st := startStack(t, map[string]string{"PRESIGN_TTL": "1s"})
+	var signs atomic.Int32
+	transport := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/parts") {
+			signs.Add(1)
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: transport} })
+	path := writeFile(t, "slow.bin", 11<<20) // parts of 5, 5 and 1 MiB
+	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize, Parallel: 1, RateLimit: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Upload.Status != api.StatusCompleted || signs.Load() < 2 {
+		t.Fatalf("status %s after %d sign requests; want completed, with parts signed again", res.Upload.Status, signs.Load())
+	}
+	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+}
