@@ -284,12 +284,12 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	}
 	note := ""
 	switch {
+	case res.PartsHeld > 0:
+		note = fmt.Sprintf("resumed: %d of %d parts were stored already, %d sent", res.PartsHeld, res.Upload.Multipart.PartCount, res.PartsSent)
 	case res.Replayed && res.PartsSent == 0 && res.Upload.Multipart == nil:
 		note = "already uploaded with this key"
 	case res.Replayed && res.PartsSent == 0:
 		note = "already uploaded with this key; nothing sent"
-	case res.PartsHeld > 0:
-		note = fmt.Sprintf("resumed: %d of %d parts were stored already, %d sent", res.PartsHeld, res.Upload.Multipart.PartCount, res.PartsSent)
 	}
 	report(stdout, o, file, res.Key, res.Replayed, res.Upload, note)
 	return exitOK
