@@ -44,6 +44,7 @@ lint: tools
 	$(TOOLS)/staticcheck ./...
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
 	cfn-lint template.yaml
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(TOOLS)/redocly lint --format=stylish openapi.yaml
 
 # Unit and integration tests. Integration tests start the servers they need
 # (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
@@ -60,7 +61,7 @@ test: lint web
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
-	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey \
+	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/localstack/:FuzzEncodeS3EventKey ./internal/localstack/:FuzzTranslateS3Event
 fuzz:

@@ -3,6 +3,8 @@
 # again: each tool is reinstalled only when its pinned version changes.
 #   dynoxide   DynamoDB-compatible server (npm, static binary)
 #   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm)
+#   redocly    Redocly CLI, lints openapi.yaml in make lint (npm)
+#   prism      Stoplight Prism, the OpenAPI validating proxy of the contract tests (npm)
 #   versitygw  S3-compatible gateway (Go module, ~2 min cold build)
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go module)
 #   staticcheck     Go linter (Go module)
@@ -20,12 +22,14 @@ mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")" = "$2" ]; }
 
 npm_pin=$(cat tools/package.json tools/package-lock.json | sha256sum | cut -c1-16)
-if ! stamp npm "$npm_pin" || [ ! -x "$TOOLS/bin/dynoxide" ]; then
-  echo "install-tools: npm servers (dynoxide, dynalite) from tools/package-lock.json"
+if ! stamp npm "$npm_pin" || [ ! -x "$TOOLS/bin/dynoxide" ] || [ ! -x "$TOOLS/bin/prism" ]; then
+  echo "install-tools: npm tools (dynoxide, dynalite, redocly, prism) from tools/package-lock.json"
   cp tools/package.json tools/package-lock.json "$TOOLS/npm/"
   (cd "$TOOLS/npm" && npm ci --no-audit --no-fund --loglevel=error)
   ln -sf "$TOOLS/npm/node_modules/@dynoxide/linux-x64/dynoxide" "$TOOLS/bin/dynoxide"
   ln -sf "$TOOLS/npm/node_modules/.bin/dynalite" "$TOOLS/bin/dynalite"
+  ln -sf "$TOOLS/npm/node_modules/.bin/redocly" "$TOOLS/bin/redocly"
+  ln -sf "$TOOLS/npm/node_modules/.bin/prism" "$TOOLS/bin/prism"
   echo "$npm_pin" > "$TOOLS/bin/.npm.version"
 fi
 

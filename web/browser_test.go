@@ -208,6 +208,7 @@ type result struct {
 		ResponseHeaders map[string]string `json:"responseHeaders"`
 	} `json:"preflights"`
 	Console []string `json:"console"`
+	Workers []string `json:"workers"`
 
 	// reload, restart
 	Before            row      `json:"before"`
@@ -217,6 +218,25 @@ type result struct {
 	ServerAfterReload string   `json:"serverAfterReload"`
 	// several
 	Screenshot string `json:"screenshot"`
+
+	// large files
+	Screenshots []string `json:"screenshots"`
+	PartsBefore int      `json:"partsBefore"`
+	PartCount   int      `json:"partCount"`
+	Paused      row      `json:"paused"`
+	During      row      `json:"during"`
+	Stopped     row      `json:"stopped"`
+	HashMs      int64    `json:"hashMs"`
+	MainThread  struct {
+		Tasks     int       `json:"tasks"`
+		LongestMs float64   `json:"longestMs"`
+		Over50    int       `json:"over50"`
+		Top       []float64 `json:"top"`
+	} `json:"mainThread"`
+	LongTasks []struct {
+		Start    float64 `json:"start"`
+		Duration float64 `json:"duration"`
+	} `json:"longTasks"`
 }
 
 type row struct {
@@ -251,10 +271,18 @@ type harness struct {
 // ("" for the page's own origin).
 func (h *harness) run(t *testing.T, scenario, apiURL string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return h.runWith(t, scenario, apiURL, 90*time.Second)
+}
+
+// runWith runs a scenario with a time limit and more of its environment
+// (PROXY_URL, FILE_PATH, …).
+func (h *harness) runWith(t *testing.T, scenario, apiURL string, limit time.Duration, env ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.node, filepath.Join("test", "e2e.mjs"), scenario)
 	cmd.Env = append(os.Environ(), "APP_URL="+h.st.APIURL, "API_URL="+apiURL, "OUT_DIR=test-results", "CHROMIUM="+chromiumPath)
+	cmd.Env = append(cmd.Env, env...)
 	// Its own process group, so a timeout also ends the browser it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -455,7 +483,7 @@ func TestBrowser(t *testing.T) {
 		if len(res.Posts) != 1 || r.Replay != "false" {
 			t.Errorf("creates %d (replay %q), want one first-time create", len(res.Posts), r.Replay)
 		}
-		for _, want := range []string{"Computing SHA-256…", "Creating upload…", "Uploading…", "Completed"} {
+		for _, want := range []string{"Preparing…", "Creating upload…", "Uploading…", "Completed"} {
 			if !hasStatus(res, "", regexp.MustCompile("^"+regexp.QuoteMeta(want)+"$")) {
 				t.Errorf("the status line never showed %q: %+v", want, res.StatusLog)
 			}
@@ -612,6 +640,8 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("PUTs: %+v", res.Puts)
 		}
 	})
+
+	t.Run("large", func(t *testing.T) { testLargeFiles(t, h) })
 
 	t.Run("several", func(t *testing.T) {
 		before := h.objects(t)

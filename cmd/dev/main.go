@@ -21,14 +21,19 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/telemetry"
 )
 
 func main() {
 	rie := flag.Bool("rie", env("DEV_RIE", "false") == "true", "run the bootstraps in "+env("BOOTSTRAP_DIR", ".build/amd64")+" under the Lambda Runtime Interface Emulator")
 	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// The functions' metric lines are tallied for a live view (in-process
+	// mode; under the emulator they go to the functions' log files).
+	var tally telemetry.Tally
+	logger := slog.New(tally.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	cfg := localstack.Config{
 		DataDir:      env("DEV_DATA_DIR", ".local"),
 		APIPort:      port("API_PORT", 3000),
@@ -52,15 +57,35 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf(`onceupload is running locally (functions: %s)
-  API        %s     POST /uploads, GET /uploads/{uploadId}
+  API        %s     POST /uploads, GET|DELETE /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
   DynamoDB   %s     table %s
   S3         %s     bucket %s (path style, access key %s, secret %s)
   data, logs %s
+A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
 `, st.Mode, st.APIURL, st.DynamoURL, st.Table, st.S3URL, st.Bucket, localstack.AccessKey, localstack.SecretKey, cfg.DataDir)
+	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	st.Close()
+}
+
+// showTally prints the metrics' tally every interval while it changes.
+func showTally(ctx context.Context, tally *telemetry.Tally, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	shown := int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s, lines := tally.String(); lines != shown {
+				shown = lines
+				fmt.Printf("metrics (%d requests): %s\n", lines, s)
+			}
+		}
+	}
 }
 
 func env(name, def string) string {

@@ -11,17 +11,19 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
 	slog.SetDefault(logger)
-	svc, _, err := wiring.Service(context.Background(), os.LookupEnv, logger)
+	svc, cfg, err := wiring.Service(context.Background(), os.LookupEnv, logger)
 	if err != nil {
 		logger.Error("finalize: cannot start", "error", err)
 		os.Exit(1)
 	}
-	h := &finalize.Handler{Service: svc, Logger: logger}
+	h := &finalize.Handler{Service: svc, Logger: logger,
+		Telemetry: &telemetry.Recorder{Logger: logger, Namespace: cfg.MetricsNamespace, Function: "finalize"}}
 	lambda.Start(h.Handle)
 }

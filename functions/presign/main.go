@@ -1,5 +1,5 @@
-// Command presign is the Lambda function behind POST /uploads and
-// GET /uploads/{uploadId}.
+// Command presign is the Lambda function behind every API route: create,
+// status, parts, complete and abort.
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
 
@@ -22,6 +23,7 @@ func main() {
 		logger.Error("presign: cannot start", "error", err)
 		os.Exit(1)
 	}
-	h := &presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger}
+	h := &presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger,
+		Telemetry: &telemetry.Recorder{Logger: logger, Namespace: cfg.MetricsNamespace, Function: "presign"}}
 	lambda.Start(h.Handle)
 }

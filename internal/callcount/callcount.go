@@ -1,7 +1,8 @@
-// Package callcount counts the HTTP attempts AWS SDK clients send, by
-// operation, with a middleware added after the retry step: every attempt,
-// retries included, counts as the round trip it is. Tests and benchmarks
-// use it to hold the design's round-trip budget.
+// Package callcount counts the HTTP attempts AWS SDK clients send, with a
+// middleware added after the retry step: every attempt, retries included,
+// counts as the round trip it is. Tests and benchmarks count by operation
+// to hold the round-trip budget; the functions count each request's calls
+// by service for its log line (WithScope, ScopeMiddleware).
 package callcount
 
 import (
@@ -59,6 +60,33 @@ func (c *Counter) Middleware(stack *middleware.Stack) error {
 			}
 			c.ops[awsmiddleware.GetOperationName(ctx)]++
 			c.mu.Unlock()
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+}
+
+type scopeKey struct{}
+
+// WithScope returns ctx carrying a new Counter that ScopeMiddleware fills
+// with the calls made with ctx, by service ("DynamoDB", "S3"): the round
+// trips one request cost, for its log line.
+func WithScope(ctx context.Context) (context.Context, *Counter) {
+	c := &Counter{}
+	return context.WithValue(ctx, scopeKey{}, c), c
+}
+
+// ScopeMiddleware counts every attempt in the Counter of the request's
+// context, if it has one; add it to the clients once, in main.
+func ScopeMiddleware(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount-scope",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if c, ok := ctx.Value(scopeKey{}).(*Counter); ok {
+				c.mu.Lock()
+				if c.ops == nil {
+					c.ops = map[string]int{}
+				}
+				c.ops[awsmiddleware.GetServiceID(ctx)]++
+				c.mu.Unlock()
+			}
 			return next.HandleFinalize(ctx, in)
 		}), middleware.After)
 }

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,8 +82,11 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := upload.New(idempotency.NewDynamoStore(viaProxy, table), presigner, s3c,
-		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20},
+	// A short lease, so that a multipart claim a fault left in progress is
+	// taken over within the test.
+	store := idempotency.NewDynamoStore(viaProxy, table, func(o *idempotency.Options) { o.Lease = time.Second })
+	svc := upload.New(store, presigner, s3c,
+		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
 		proxy: proxy, store: idempotency.NewDynamoStore(direct, table),
@@ -293,5 +298,86 @@ func TestFunctionDiesAfterClaim(t *testing.T) {
 	rec, err := r.store.Get(context.Background(), idempotency.NewID(presign.JWTTenant("tenant"), "crash-after-claim-01"))
 	if retried.StatusCode != 201 || err != nil || retried.Headers["Location"] != "/uploads/"+rec.ClaimID || retried.Headers["Idempotent-Replay"] != "true" {
 		t.Fatalf("retry %d %v %s; record %+v %v", retried.StatusCode, retried.Headers, retried.Body, rec, err)
+	}
+}
+
+// A multipart create whose answer cannot be recorded (the claim's update
+// fails, or succeeds with its answer lost, past the SDK's retries) answers
+// 503 and undoes nothing it cannot know the state of; the client's retries
+// then get one upload that works end to end: its S3 upload was not aborted
+// under a recorded answer.
+func TestFaultsDuringMultipartCreate(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	data := make([]byte, 5<<20+7)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(data)
+	body := fmt.Sprintf(`{"filename":"big.bin","contentType":"application/octet-stream","size":%d,"sha256":"%x","partSize":%d}`, len(data), sum, 5<<20)
+	call := func(route, uploadID, key, reqBody string) events.APIGatewayV2HTTPResponse {
+		resp, err := r.presign.Handle(ctx, events.APIGatewayV2HTTPRequest{
+			RouteKey: route, Body: reqBody, Headers: map[string]string{"idempotency-key": key},
+			PathParameters: map[string]string{"uploadId": uploadID},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "tenant"}},
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, kind := range dynamoFaults {
+		t.Run(kind.String(), func(t *testing.T) {
+			key := "mp-create-fault-" + kind.String()
+			r.proxy.SetRule(faults.Always(kind, "UpdateItem"))
+			failed := call("POST /uploads", "", key, body)
+			r.proxy.SetRule(faults.Always(faults.None))
+			if failed.StatusCode != http.StatusServiceUnavailable || failed.Headers["Retry-After"] == "" {
+				t.Fatalf("under %s: %d %s, want 503 with Retry-After", kind, failed.StatusCode, failed.Body)
+			}
+			// The client retries, honouring 409 in progress, until answered.
+			var created events.APIGatewayV2HTTPResponse
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				created = call("POST /uploads", "", key, body)
+				if created.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+					break
+				}
+			}
+			var u api.Upload
+			if created.StatusCode != 201 || json.Unmarshal([]byte(created.Body), &u) != nil {
+				t.Fatalf("retry after %s: %d %s", kind, created.StatusCode, created.Body)
+			}
+			parts := [][]byte{data[:5<<20], data[5<<20:]}
+			signBody := `{"parts":[`
+			for i, p := range parts {
+				ps := sha256.Sum256(p)
+				if i > 0 {
+					signBody += ","
+				}
+				signBody += fmt.Sprintf(`{"partNumber":%d,"sha256":"%x"}`, i+1, ps)
+			}
+			signed := call("POST /uploads/{uploadId}/parts", u.UploadID, "", signBody+"]}")
+			var sp api.SignedParts
+			if signed.StatusCode != 200 || json.Unmarshal([]byte(signed.Body), &sp) != nil {
+				t.Fatalf("sign: %d %s", signed.StatusCode, signed.Body)
+			}
+			for i, p := range sp.Parts {
+				req, _ := http.NewRequest(p.Method, p.URL, bytes.NewReader(parts[i]))
+				for k, v := range p.Headers {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("part %d after %s: %v %v (the S3 upload under the recorded answer is gone?)", i+1, kind, resp, err)
+				}
+				resp.Body.Close()
+			}
+			done := call("POST /uploads/{uploadId}/complete", u.UploadID, "", "")
+			if done.StatusCode != 200 || !strings.Contains(done.Body, `"status":"completed"`) {
+				t.Fatalf("complete after %s: %d %s", kind, done.StatusCode, done.Body)
+			}
+		})
 	}
 }

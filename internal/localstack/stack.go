@@ -42,6 +42,7 @@ import (
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
 
@@ -259,7 +260,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 // endpoints over the caller's settings.
 func (st *Stack) functionEnv() map[string]string {
 	env := map[string]string{}
-	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS"} {
+	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "METRICS_NAMESPACE"} {
 		if v, ok := st.cfg.Env(name); ok {
 			env[name] = v
 		}
@@ -306,9 +307,11 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		// would; every instance has its own, sharing the service (its AWS
 		// clients are safe for concurrent use).
 		for _, fn := range functions {
-			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger}).Handle
+			rec := &telemetry.Recorder{Logger: st.cfg.Logger, Namespace: cfg.MetricsNamespace, Function: "presign"}
+			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			if fn == st.spec.ObjectCreatedFunction {
-				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger}).Handle
+				rec.Function = "finalize"
+				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			}
 			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
 				return lambda.NewHandler(handler), nil

@@ -108,7 +108,7 @@ func LoadSpec(path string) (*Spec, error) {
 		case "AWS::DynamoDB::Table":
 			err = readTable(id, props, &spec.Table)
 		case "AWS::S3::Bucket":
-			err = readBucket(id, props, &spec.Bucket)
+			err = readBucket(id, props, spec)
 		case "AWS::Serverless::HttpApi":
 			var p struct {
 				CorsConfiguration APISpec `yaml:"CorsConfiguration"`
@@ -191,16 +191,37 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 	return nil
 }
 
-func readBucket(id string, props *yaml.Node, b *BucketSpec) error {
+func readBucket(id string, props *yaml.Node, spec *Spec) error {
 	var p struct {
 		CorsConfiguration struct {
 			CorsRules []CORSRule `yaml:"CorsRules"`
 		} `yaml:"CorsConfiguration"`
+		NotificationConfiguration struct {
+			LambdaConfigurations []struct {
+				Event    string    `yaml:"Event"`
+				Function yaml.Node `yaml:"Function"`
+			} `yaml:"LambdaConfigurations"`
+		} `yaml:"NotificationConfiguration"`
 	}
-	if err := decodeLiteral(props, &p); err != nil {
+	if err := props.Decode(&p); err != nil {
 		return err
 	}
-	b.LogicalID, b.CORSRules = id, p.CorsConfiguration.CorsRules
+	var cors struct {
+		CorsConfiguration struct {
+			CorsRules []CORSRule `yaml:"CorsRules"`
+		} `yaml:"CorsConfiguration"`
+	}
+	if err := decodeLiteral(props, &cors); err != nil {
+		return err
+	}
+	spec.Bucket.LogicalID, spec.Bucket.CORSRules = id, cors.CorsConfiguration.CorsRules
+	// The function a notification invokes: !GetAtt <LogicalId>.Arn.
+	for _, lc := range p.NotificationConfiguration.LambdaConfigurations {
+		fn, ok := strings.CutSuffix(lc.Function.Value, ".Arn")
+		if lc.Function.Tag == "!GetAtt" && ok && strings.HasPrefix(lc.Event, "s3:ObjectCreated:") {
+			spec.ObjectCreatedFunction = fn
+		}
+	}
 	return nil
 }
 

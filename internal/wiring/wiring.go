@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/callcount"
 	appconfig "github.com/onceupload/onceupload/pkg/config"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -47,12 +48,14 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 	s3Endpoint, _ := lookup("AWS_ENDPOINT_URL_S3")
 	dynamoEndpoint, _ := lookup("AWS_ENDPOINT_URL_DYNAMODB")
 	s3Client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, callcount.ScopeMiddleware) // calls per request, for its log line
 		o.UsePathStyle = pathStyle
 		if s3Endpoint != "" {
 			o.BaseEndpoint = &s3Endpoint
 		}
 	})
 	dynamoClient := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, callcount.ScopeMiddleware)
 		if dynamoEndpoint != "" {
 			o.BaseEndpoint = &dynamoEndpoint
 		}

@@ -28,6 +28,9 @@ type Config struct {
 	// whatever the setting) and ALLOWED_CONTENT_TYPES (comma
 	// list, "image/*" wildcards; empty allows any valid type).
 	Upload upload.Config
+	// MetricsNamespace is the CloudWatch namespace of the functions'
+	// metrics (METRICS_NAMESPACE, default "onceupload").
+	MetricsNamespace string
 	// Warnings are settings that work but may surprise; main logs them.
 	Warnings []string
 }
@@ -59,8 +62,9 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	}
 
 	c := Config{
-		Table:          required("TABLE_NAME"),
-		IdempotencyTTL: duration("IDEMPOTENCY_TTL", "24h"),
+		MetricsNamespace: get("METRICS_NAMESPACE", "onceupload"),
+		Table:            required("TABLE_NAME"),
+		IdempotencyTTL:   duration("IDEMPOTENCY_TTL", "24h"),
 		Upload: upload.Config{
 			Bucket:     required("BUCKET_NAME"),
 			Prefix:     get("UPLOAD_PREFIX", "uploads/"),

@@ -43,7 +43,7 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 	t.Helper()
 	var v *ValidationError
 	switch {
-	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, ErrFileTooLarge), errors.Is(err, ErrUnsupportedMedia):
+	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, ErrFileTooLarge), errors.Is(err, ErrUnsupportedMedia), errors.Is(err, ErrNeedsParts):
 		return
 	case !errors.As(err, &v):
 		t.Fatalf("body %q: refused with %T %v, not a client error", body, err, err)
@@ -144,6 +144,12 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"filename":"\ud800.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
 		"{\"filename\":\"\xff.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		`[` + strings.Repeat("[", 200) + `]`, `null`, `{}`, ``, `"x"`,
+		`{"filename":"big.mov","contentType":"video/quicktime","size":21474836480,"sha256":"` + fuzzDigest + `","partSize":16777216}`,
+		`{"filename":"big.mov","contentType":"video/quicktime","size":53687091200001,"sha256":"` + fuzzDigest + `","partSize":5368709120}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","partSize":5242879}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","partSize":null}`,
+		`{"filename":"a.jpg","contentType":"image/*","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"Filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -367,6 +373,56 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 					t.Fatalf("prefix %q: repeated event = %s, %v; want duplicate", prefix, again, err)
 				}
 			}
+		}
+	})
+}
+
+// FuzzDecodeSignPartsRequest decodes arbitrary sign bodies. A refusal is a
+// client error; an accepted request lists 1 to 100 distinct parts, each
+// with a lower-case 64-hex SHA-256, and reads the same when written again.
+func FuzzDecodeSignPartsRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `"}]}`,
+		`{"parts":[{"partNumber":1,"sha256":"` + strings.ToUpper(fuzzDigest) + `"},{"partNumber":10000,"sha256":"` + fuzzDigest + `"}]}`,
+		`{"parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `"},{"partNumber":1,"sha256":"` + fuzzDigest + `"}]}`,
+		`{"parts":[]}`, `{"parts":null}`, `{"parts":{}}`, `{"parts":[1]}`, `{"parts":[{"partNumber":"1","sha256":"x"}]}`,
+		`{"parts":[{"partNumber":1.5,"sha256":"` + fuzzDigest + `"}]}`, `{"parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `","extra":1}]}`,
+		`{"Parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `"}]}`, `{"parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `"}],"parts":[]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeSignPartsRequest(body)
+		if err != nil {
+			var v *ValidationError
+			if !errors.Is(err, ErrBodyTooLarge) && !errors.As(err, &v) {
+				t.Fatalf("body %q: refused with %T %v, not a client error", body, err, err)
+			}
+			if v != nil {
+				for _, leak := range goErrorText {
+					if strings.Contains(v.Message, leak) {
+						t.Fatalf("body %q: message %q leaks %q", body, v.Message, leak)
+					}
+				}
+			}
+			return
+		}
+		if len(req.Parts) < 1 || len(req.Parts) > api.MaxPartsPerSign {
+			t.Fatalf("accepted %d parts", len(req.Parts))
+		}
+		seen := map[int]bool{}
+		for _, p := range req.Parts {
+			if seen[p.PartNumber] || len(p.SHA256) != 64 || !isLowerHex(p.SHA256) {
+				t.Fatalf("accepted part %+v (seen before: %v)", p, seen[p.PartNumber])
+			}
+			seen[p.PartNumber] = true
+		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2, err := DecodeSignPartsRequest(again); err != nil || fmt.Sprint(r2) != fmt.Sprint(req) {
+			t.Fatalf("written again as %s: %+v %v, want %+v", again, r2, err, req)
 		}
 	})
 }

@@ -51,16 +51,18 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 		Response: &idempotency.Response{Status: http.StatusCreated, Body: body},
 		Data:     map[string]string{dataS3UploadID: *out.UploadId},
 	})
-	if err != nil {
-		// The S3 upload is orphaned: abort it now rather than leave it to
-		// the lifecycle rule. Our claim was taken over (its lease ran out)
-		// or cannot be recorded; either way the client retries.
+	if errors.Is(err, idempotency.ErrNotFound) {
+		// Our lease ran out and another request holds the key: this S3
+		// upload is nobody's, so abort it now; the client retries.
 		s.abortS3(ctx, pending.StorageKey, *out.UploadId)
-		if errors.Is(err, idempotency.ErrNotFound) {
-			log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
-			return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
-		}
-		s.release(ctx, claim)
+		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
+		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+	}
+	if err != nil {
+		// The answer may have been recorded (a timeout after DynamoDB
+		// wrote it), so neither the claim nor the S3 upload is undone: if
+		// it was not, the lease runs out, the next retry takes the claim
+		// over, and the bucket's lifecycle rule aborts this S3 upload.
 		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, err)
 	}
 	log.InfoContext(ctx, "claimed", "multipart", true)

@@ -3,6 +3,7 @@ package upload
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -114,6 +115,9 @@ type Reply struct {
 	UploadID string
 	// Replayed is true when a create was answered from an earlier claim.
 	Replayed bool
+	// Healed is true when a status found the object in S3 and completed
+	// the record (its event was lost or is late).
+	Healed bool
 }
 
 // timeFormat renders every time in a body: UTC with milliseconds.
@@ -294,17 +298,19 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 	if err != nil {
 		return Reply{}, err
 	}
+	healed := false
 	if rec.State == idempotency.StatePending {
 		rec, err = s.healFromS3(ctx, rec)
 		if err != nil {
 			return Reply{}, err
 		}
+		healed = rec.State == idempotency.StateCompleted
 	}
 	body, err := s.replayBody(ctx, rec)
 	if err != nil {
 		return Reply{}, err
 	}
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID, Healed: healed}, nil
 }
 
 // healFromS3 completes a pending record whose object exists, with one
@@ -373,7 +379,8 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 	uploadID, ok := strings.CutPrefix(obj.Key, s.cfg.Prefix)
 	id, err := ParseUploadID(uploadID)
 	if obj.Bucket != s.cfg.Bucket || !ok || err != nil {
-		s.opts.Logger.InfoContext(ctx, "finalize: skipped an object that is not an upload", "bucket", obj.Bucket, "key", obj.Key)
+		// The key may be anyone's text: log its hash, not the key.
+		s.opts.Logger.InfoContext(ctx, "finalize: skipped an object that is not an upload", "bucket", obj.Bucket, "key_sha256", keyHash(obj.Key))
 		return OutcomeSkipped, nil
 	}
 	if obj.Multipart && obj.Checksum == "" {
@@ -457,6 +464,11 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idem
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
 	return nil
+}
+
+func keyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,8 @@
 // npm run build: type-checks src/ and writes dist/
 //   dist/index.html, dist/demo.js   the demo page (served by `make dev` at /)
+//   dist/hash-worker.js             the hashing worker, next to demo.js
 //   dist/lib/onceupload.js          the client as one ES module, for web apps
+//   dist/lib/hash-worker.js         its hashing worker (loaded from beside onceupload.js)
 //   dist/lib/*.d.ts                 its type declarations
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";
@@ -24,6 +26,7 @@ execFileSync(
   { stdio: "inherit" },
 );
 rmSync(join(dist, "lib", "demo.d.ts"), { force: true });
+rmSync(join(dist, "lib", "hash-worker.d.ts"), { force: true });
 
 const common = {
   bundle: true,
@@ -36,5 +39,9 @@ const common = {
 };
 await esbuild.build({ ...common, entryPoints: [join(root, "src", "demo.ts")], outfile: join(dist, "demo.js"), minify: true });
 await esbuild.build({ ...common, entryPoints: [join(root, "src", "index.ts")], outfile: join(dist, "lib", "onceupload.js") });
+// A classic worker script (an IIFE), which every browser above can start.
+for (const dir of [dist, join(dist, "lib")]) {
+  await esbuild.build({ ...common, format: "iife", entryPoints: [join(root, "src", "hash-worker.ts")], outfile: join(dir, "hash-worker.js"), minify: true });
+}
 copyFileSync(join(root, "index.html"), join(dist, "index.html"));
 console.log("built", dist);

@@ -1,5 +1,6 @@
 /**
- * One attempt at each API call (POST /uploads, GET /uploads/{uploadId}),
+ * One attempt at each API call (POST /uploads, GET /uploads/{uploadId}, and
+ * the multipart routes under /uploads/{uploadId}),
  * with every failure turned into an {@link UploadError} that says whether a
  * retry may help. Retrying is the caller's business (see retry.ts).
  */
@@ -13,6 +14,8 @@ export interface CreateRequest {
   size: number;
   /** 64 lower-case hex characters. */
   sha256: string;
+  /** Asks for a multipart upload in parts of this size (5 MiB to 5 GiB, at most 10,000 parts). */
+  partSize?: number;
 }
 
 /** How to send the bytes. `headers` never lists Content-Length. */
@@ -21,6 +24,25 @@ export interface UploadInstructions {
   url: string;
   headers: Record<string, string>;
   expiresAt: string;
+}
+
+/** How to send one part of a multipart upload. */
+export interface PartInstructions extends UploadInstructions {
+  partNumber: number;
+}
+
+/** A part the storage holds (GET /uploads/{id}/parts). */
+export interface StoredPart {
+  partNumber: number;
+  size: number;
+  /** 64 lower-case hex characters. */
+  sha256: string;
+  etag: string;
+}
+
+export interface MultipartLayout {
+  partSize: number;
+  partCount: number;
 }
 
 interface UploadBase {
@@ -32,18 +54,35 @@ interface UploadBase {
   sha256: string;
 }
 
+/** A pending upload sent in one PUT. */
 export interface PendingUpload extends UploadBase {
   status: "pending";
   upload: UploadInstructions;
+  multipart?: undefined;
+}
+
+/** A pending upload sent in parts: their URLs come from POST /uploads/{id}/parts. */
+export interface PendingMultipartUpload extends UploadBase {
+  status: "pending";
+  upload?: undefined;
+  multipart: MultipartLayout;
 }
 
 export interface CompletedUpload extends UploadBase {
   status: "completed";
   etag: string;
   completedAt: string;
+  multipart?: MultipartLayout;
+  /** S3's checksum of the parts' checksums (multipart uploads). */
+  compositeSha256?: string;
 }
 
-export type UploadResponse = PendingUpload | CompletedUpload;
+/** Discarded with DELETE /uploads/{id}. */
+export interface AbortedUpload extends UploadBase {
+  status: "aborted";
+}
+
+export type UploadResponse = PendingUpload | PendingMultipartUpload | CompletedUpload | AbortedUpload;
 
 export interface ApiAnswer {
   body: UploadResponse;
@@ -89,17 +128,51 @@ export class Api {
   }
 
   /** POST /uploads with the key. One attempt. */
-  create(key: string, req: CreateRequest, opts: CallOptions = {}): Promise<ApiAnswer> {
-    const body = JSON.stringify({ filename: req.filename, contentType: req.contentType, size: req.size, sha256: req.sha256 });
-    return this.call("POST", "uploads", { "Idempotency-Key": key, "Content-Type": "application/json" }, body, opts);
+  async create(key: string, req: CreateRequest, opts: CallOptions = {}): Promise<ApiAnswer> {
+    const fields: CreateRequest = { filename: req.filename, contentType: req.contentType, size: req.size, sha256: req.sha256 };
+    if (req.partSize !== undefined) fields.partSize = req.partSize;
+    const headers = { "Idempotency-Key": key, "Content-Type": "application/json" };
+    return uploadAnswer(await this.call("POST", "uploads", headers, JSON.stringify(fields), opts));
   }
 
   /** GET /uploads/{uploadId}. One attempt. */
-  get(uploadId: string, opts: CallOptions = {}): Promise<ApiAnswer> {
-    return this.call("GET", "uploads/" + encodeURIComponent(uploadId), {}, undefined, opts);
+  async get(uploadId: string, opts: CallOptions = {}): Promise<ApiAnswer> {
+    return uploadAnswer(await this.call("GET", uploadPath(uploadId), {}, undefined, opts));
   }
 
-  private async call(method: string, path: string, headers: Record<string, string>, body: string | undefined, opts: CallOptions): Promise<ApiAnswer> {
+  /** POST /uploads/{uploadId}/parts: signed PUTs for up to 100 parts, each bound to its SHA-256 (hex). One attempt. */
+  async partUrls(uploadId: string, parts: { partNumber: number; sha256: string }[], opts: CallOptions = {}): Promise<PartInstructions[]> {
+    const res = await this.call("POST", uploadPath(uploadId) + "/parts", { "Content-Type": "application/json" }, JSON.stringify({ parts }), opts);
+    const list = partList(res);
+    for (const p of list as Partial<PartInstructions>[]) {
+      if (typeof p.partNumber !== "number" || typeof p.url !== "string" || (p.method !== undefined && p.method !== "PUT")) {
+        throw protocolError(res.status, "a part without a URL");
+      }
+    }
+    return list as PartInstructions[];
+  }
+
+  /** GET /uploads/{uploadId}/parts: the parts the storage holds. One attempt. */
+  async listParts(uploadId: string, opts: CallOptions = {}): Promise<StoredPart[]> {
+    const res = await this.call("GET", uploadPath(uploadId) + "/parts", {}, undefined, opts);
+    const list = partList(res);
+    for (const p of list as Partial<StoredPart>[]) {
+      if (typeof p.partNumber !== "number" || typeof p.size !== "number" || typeof p.sha256 !== "string") throw protocolError(res.status, "a part without its size or SHA-256");
+    }
+    return list as StoredPart[];
+  }
+
+  /** POST /uploads/{uploadId}/complete: joins the parts. Idempotent. One attempt. */
+  async complete(uploadId: string, opts: CallOptions = {}): Promise<ApiAnswer> {
+    return uploadAnswer(await this.call("POST", uploadPath(uploadId) + "/complete", {}, undefined, opts));
+  }
+
+  /** DELETE /uploads/{uploadId}: discards a multipart upload and the parts stored so far. One attempt. */
+  async abort(uploadId: string, opts: CallOptions = {}): Promise<ApiAnswer> {
+    return uploadAnswer(await this.call("DELETE", uploadPath(uploadId), {}, undefined, opts));
+  }
+
+  private async call(method: string, path: string, headers: Record<string, string>, body: string | undefined, opts: CallOptions): Promise<RawAnswer> {
     if (opts.signal?.aborted) throw abortError(opts.signal);
     const auth = await this.authorization?.();
     if (auth) headers = { ...headers, Authorization: auth };
@@ -114,16 +187,43 @@ export class Api {
       } catch (e) {
         if (signal.aborted) throw abortError(signal);
         // fetch rejects with a TypeError on any network failure, CORS refusals included.
-        throw new UploadError({ kind: "network", message: `${method} /${path}: no answer (${errorText(e)})`, retryable: true, cause: e });
+        throw new UploadError({ kind: "network", message: `${method} /${path}: no answer (${errorText(e)})`, retryable: isRetryableStatus(0), cause: e });
       }
-      if (res.ok) {
-        return { body: parseUpload(text, res.status), status: res.status, replay: res.headers.get("Idempotent-Replay") === "true" };
-      }
+      if (res.ok) return { text, status: res.status, replay: res.headers.get("Idempotent-Replay") === "true" };
       throw apiError(res, text, this.now());
     } finally {
       done();
     }
   }
+}
+
+interface RawAnswer {
+  text: string;
+  status: number;
+  replay: boolean;
+}
+
+function uploadPath(uploadId: string): string {
+  return "uploads/" + encodeURIComponent(uploadId);
+}
+
+function uploadAnswer(res: RawAnswer): ApiAnswer {
+  return { body: parseUpload(res.text, res.status), status: res.status, replay: res.replay };
+}
+
+function partList(res: RawAnswer): unknown[] {
+  let b: unknown;
+  try {
+    b = JSON.parse(res.text);
+  } catch {
+    throw protocolError(res.status, "not JSON");
+  }
+  const parts = b && typeof b === "object" ? (b as { parts?: unknown }).parts : undefined;
+  if (!Array.isArray(parts)) throw protocolError(res.status, "no parts");
+  return parts.map((p: unknown) => {
+    if (!p || typeof p !== "object") throw protocolError(res.status, "a part that is not an object");
+    return p;
+  });
 }
 
 function errorText(e: unknown): string {
@@ -173,10 +273,16 @@ export function parseUpload(text: string, status: number): UploadResponse {
   }
   if (typeof o.bytes !== "number") throw protocolError(status, "no bytes");
   if (o.status === "completed") return b as CompletedUpload;
+  if (o.status === "aborted") return b as AbortedUpload;
   if (o.status !== "pending") throw protocolError(status, `status ${JSON.stringify(o.status)}`);
+  const m = o.multipart as Record<string, unknown> | undefined;
+  if (m && typeof m === "object") {
+    if (!Number.isInteger(m.partSize) || !Number.isInteger(m.partCount)) throw protocolError(status, "multipart without partSize and partCount");
+    return b as PendingMultipartUpload;
+  }
   const u = o.upload as Record<string, unknown> | undefined;
   if (!u || typeof u.url !== "string" || (u.method !== undefined && u.method !== "PUT") || (u.headers !== undefined && typeof u.headers !== "object")) {
-    throw protocolError(status, "pending without upload instructions");
+    throw protocolError(status, "pending without upload instructions or a multipart layout");
   }
   return b as PendingUpload;
 }

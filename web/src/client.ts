@@ -4,15 +4,21 @@
  * upload's phase, so that a reload or a browser restart resumes with the same
  * key; create with retries, PUT with progress, refresh of an expired URL by
  * replaying the create, and waiting for completion.
+ *
+ * Files over `multipartBytes` (64 MiB) go in parts: the record also keeps
+ * the part size and every part's SHA-256 (not the file), and a resumed
+ * upload sends only the parts the storage does not hold.
  */
-import { Api, type ApiOptions, type CompletedUpload, type CreateRequest, type PendingUpload, type UploadResponse } from "./api.js";
+import { Api, type ApiAnswer, type ApiOptions, type CompletedUpload, type CreateRequest, type PendingMultipartUpload, type PendingUpload, type UploadResponse } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import { DEFAULT_HASH_CHUNK, sha256Hex } from "./hash.js";
-import { type Clock, DEFAULT_POLICY, type RetryInfo, type RetryPolicy, retry, systemClock } from "./retry.js";
+import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, hashFile, workerHasher } from "./hash.js";
+import { sendParts } from "./parts.js";
+import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
 import { type PutTransport, storageError, xhrTransport } from "./transport.js";
 
-export type Step = "create" | "put" | "complete";
+/** What a retry was for: the create, a PUT (the file, or a part), a request for part URLs or the listing of parts, the completion. */
+export type Step = "create" | "put" | "parts" | "complete";
 
 /** What a UI hears while an upload runs. */
 export type UploadEvent =
@@ -20,8 +26,10 @@ export type UploadEvent =
   | { type: "hash-progress"; loaded: number; total: number }
   | { type: "upload-progress"; loaded: number; total: number }
   | { type: "created"; uploadId: string; status: UploadResponse["status"]; replay: boolean }
-  | ({ type: "retry"; step: Step } & RetryInfo)
-  | { type: "refresh"; reason: "expired" | "forbidden" }
+  | ({ type: "retry"; step: Step; partNumber?: number } & RetryInfo)
+  | { type: "refresh"; reason: "expired" | "forbidden"; partNumber?: number }
+  /** Multipart uploads: how many parts the storage holds (after listing them on resume, and after each part). */
+  | { type: "parts"; done: number; total: number }
   | { type: "completed"; result: CompletedUpload }
   | { type: "failed"; error: UploadError };
 
@@ -53,12 +61,23 @@ export interface UploadClientOptions {
   authorization?: ApiOptions["authorization"];
   /** Retries of POST /uploads and GET /uploads/{id}. */
   createPolicy?: Partial<RetryPolicy>;
-  /** Retries of the PUT to storage (its attempts are limited by stalls, not by time). */
+  /** Retries of the PUT to storage (an attempt is limited by stalls, not by time). */
   putPolicy?: Partial<RetryPolicy>;
   completion?: Partial<CompletionPolicy>;
   /** Files up to this size are kept in IndexedDB, so a reload resumes without picking them again. Default 64 MiB. */
   keepFileBytes?: number;
+  /** Files larger than this are sent in parts (multipart upload). Default 64 MiB. */
+  multipartBytes?: number;
+  /** The smallest part size; larger for files that would have over 10,000 parts. Default 8 MiB (S3's minimum is 5 MiB). */
+  partBytes?: number;
+  /** Part PUTs in flight at once. Default 4. */
+  partConcurrency?: number;
   hashChunkBytes?: number;
+  /**
+   * Hashes picked files. Default: in a Web Worker (hash-worker.js, next to
+   * this module), or on the page's thread where there are no workers.
+   */
+  hasher?: Hasher;
   /** A PUT attempt without upload progress for this long is abandoned and retried. Default 60 s. */
   stallTimeoutMs?: number;
   /** Injected for tests. */
@@ -66,13 +85,34 @@ export interface UploadClientOptions {
   transport?: PutTransport;
   clock?: Clock;
   random?: () => number;
+  /** Whether the device is online (retries wait for it). Default: navigator.onLine and the online/offline events. */
+  network?: Network;
   newKey?: () => string;
   /** Web Locks, to keep two tabs from running one upload at once. Default: navigator.locks if present. */
   locks?: LockManager | null;
 }
 
-export const DEFAULT_PUT_POLICY: Partial<RetryPolicy> = { maxAttempts: 6, deadlineMs: Infinity, attemptTimeoutMs: Infinity };
+/** A PUT has no time limit of its own: an attempt ends when it stalls (stallTimeoutMs). Otherwise the shared policy. */
+export const DEFAULT_PUT_POLICY: Partial<RetryPolicy> = { attemptTimeoutMs: Infinity };
 export const DEFAULT_COMPLETION: CompletionPolicy = { baseMs: 200, capMs: 3_000, timeoutMs: 120_000 };
+
+export const DEFAULT_MULTIPART_BYTES = 64 << 20;
+export const DEFAULT_PART_BYTES = 8 << 20;
+/** S3's limit on the parts of one upload. */
+export const MAX_PARTS = 10_000;
+/** A `parts_missing` answer to complete lists and sends the parts again at most this many times. */
+const MAX_COMPLETE_ROUNDS = 3;
+
+/**
+ * The part size for a file: `minPartBytes`, or the smallest whole number of
+ * MiB that keeps the file within 10,000 parts.
+ */
+export function choosePartSize(size: number, minPartBytes = DEFAULT_PART_BYTES): number {
+  const needed = Math.ceil(size / MAX_PARTS);
+  if (needed <= minPartBytes) return minPartBytes;
+  const mib = 1 << 20;
+  return Math.ceil(needed / mib) * mib;
+}
 
 /** A URL with less than this left is refreshed before use. */
 const EXPIRY_MARGIN_MS = 10_000;
@@ -85,16 +125,27 @@ export class UploadClient {
   private readonly api: Api;
   private readonly clock: Clock;
   private readonly random: () => number;
+  private readonly network: Network;
   private readonly transport: PutTransport;
   private readonly newKey: () => string;
   private readonly createPolicy: Partial<RetryPolicy>;
   private readonly putPolicy: Partial<RetryPolicy>;
   private readonly completion: CompletionPolicy;
   private readonly keepFileBytes: number;
+  private readonly multipartBytes: number;
+  private readonly partBytes: number;
+  private readonly partConcurrency: number;
   private readonly hashChunkBytes: number;
+  private readonly hasher: Hasher;
   private readonly stallTimeoutMs: number;
   private readonly locks: LockManager | null;
   private readonly running = new Set<string>();
+  /**
+   * Files picked in this page, by key: a file too large to keep in IndexedDB
+   * is still at hand until the page goes away, so upload(key) after add(file)
+   * (or Resume after Cancel) needs no second pick and no second hash.
+   */
+  private readonly picked = new Map<string, Blob>();
 
   constructor(opts: UploadClientOptions) {
     this.apiBase = opts.apiBase;
@@ -102,13 +153,18 @@ export class UploadClient {
     this.api = new Api({ baseUrl: opts.apiBase, fetch: opts.fetch, authorization: opts.authorization, now: () => this.clock.now() });
     this.store = opts.store ?? new IndexedDBStore();
     this.random = opts.random ?? Math.random;
+    this.network = opts.network ?? browserNetwork;
     this.transport = opts.transport ?? xhrTransport;
     this.newKey = opts.newKey ?? mintKey;
     this.createPolicy = { ...DEFAULT_POLICY, ...opts.createPolicy };
     this.putPolicy = { ...DEFAULT_POLICY, ...DEFAULT_PUT_POLICY, ...opts.putPolicy };
     this.completion = { ...DEFAULT_COMPLETION, ...opts.completion };
     this.keepFileBytes = opts.keepFileBytes ?? 64 << 20;
+    this.multipartBytes = opts.multipartBytes ?? DEFAULT_MULTIPART_BYTES;
+    this.partBytes = opts.partBytes ?? DEFAULT_PART_BYTES;
+    this.partConcurrency = Math.max(1, opts.partConcurrency ?? 4);
     this.hashChunkBytes = opts.hashChunkBytes ?? DEFAULT_HASH_CHUNK;
+    this.hasher = opts.hasher ?? (typeof Worker === "function" ? workerHasher(new URL("./hash-worker.js", import.meta.url)) : hashFile);
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }
@@ -131,15 +187,17 @@ export class UploadClient {
       size: file.size,
       lastModified: file.lastModified,
       file: file.size <= this.keepFileBytes ? file : undefined,
+      partSize: file.size > this.multipartBytes ? choosePartSize(file.size, this.partBytes) : undefined,
       phase: "hashing",
       createdAt: now,
       updatedAt: now,
     };
     await this.store.put(rec);
+    this.picked.set(rec.key, file);
     emit(opts, { type: "phase", phase: rec.phase, record: rec });
     try {
-      const sha256 = await this.hash(file, opts);
-      rec = { ...rec, sha256, phase: "ready", updatedAt: this.clock.now() };
+      const { sha256, parts } = await this.hash(file, rec.partSize, opts);
+      rec = { ...rec, sha256, partSha256: parts, phase: "ready", updatedAt: this.clock.now() };
       await this.store.put(rec);
       emit(opts, { type: "phase", phase: rec.phase, record: rec });
       return rec;
@@ -167,9 +225,49 @@ export class UploadClient {
     return this.store.get(key);
   }
 
-  /** Forgets an upload (its key and kept file). Does not delete anything on the server. */
+  /** Forgets an upload (its key and kept file). Does not delete anything on the server: see {@link discard}. */
   async remove(key: string): Promise<void> {
+    this.picked.delete(key);
     await this.store.delete(key);
+  }
+
+  /** Whether {@link upload} can run without the file being picked again (kept in IndexedDB, or picked in this page). */
+  hasFile(rec: UploadRecord): boolean {
+    return !!rec.file || this.picked.has(rec.key);
+  }
+
+  /**
+   * Gives up an upload for good: a multipart upload is deleted on the server
+   * (DELETE /uploads/{id}: the storage drops the parts it holds), then the
+   * key is forgotten. Resolves with "aborted", "completed" (too late: it
+   * completed meanwhile; its record is forgotten all the same) or
+   * "forgotten" (nothing was held on the server). Not while it runs: cancel first.
+   */
+  async discard(key: string, opts: RunOptions = {}): Promise<"aborted" | "completed" | "forgotten"> {
+    if (this.running.has(key)) throw busy();
+    const rec = await this.store.get(key);
+    if (!rec) return "forgotten";
+    let outcome: "aborted" | "completed" | "forgotten" = "forgotten";
+    // A single PUT stores all or nothing: an unfinished one holds nothing to delete.
+    if (rec.partSize && rec.sha256 && rec.partSha256 && (rec.uploadId || rec.sent)) {
+      let uploadId = rec.uploadId;
+      if (!uploadId) {
+        // The create's answer never arrived: replaying it with the same key says which upload the server holds.
+        const ans = await this.create(rec.key, this.createRequest(rec), opts);
+        uploadId = ans.body.uploadId;
+      }
+      try {
+        const ans = await retry((ctx) => this.api.abort(uploadId, ctx), this.retryOptions("complete", opts));
+        outcome = ans.body.status === "completed" ? "completed" : "aborted";
+      } catch (e) {
+        const err = toUploadError(e);
+        if (err.code === "upload_completed") outcome = "completed";
+        // Expired on the server already: nothing is left to delete.
+        else if (err.code !== "not_found") throw err;
+      }
+    }
+    await this.remove(key);
+    return outcome;
   }
 
   /** Whether this page is running the upload now. */
@@ -209,26 +307,36 @@ export class UploadClient {
     try {
       if (rec.phase === "completed" && rec.result) return rec.result;
       const blob = this.fileFor(rec, opts.file);
-      if (!rec.sha256 || opts.file) {
+      // A file picked again is checked against the record; the very file
+      // hashed by add() in this page need not be.
+      if (!rec.sha256 || (rec.partSize && !rec.partSha256) || (opts.file && opts.file !== this.picked.get(key))) {
         await save({ phase: "hashing", error: undefined });
-        const sha256 = await this.hash(blob, opts);
+        const { sha256, parts } = await this.hash(blob, rec.partSize, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
           throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
         }
-        await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
+        await save({ sha256, partSha256: parts, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
+        this.picked.set(key, blob);
       }
-      const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size, sha256: rec.sha256! };
+      const meta = this.createRequest(rec);
 
-      await save({ phase: "creating", error: undefined });
-      let created = await this.create(rec.key, meta, opts);
+      await save({ phase: "creating", error: undefined, sent: true });
+      if (meta.partSize) {
+        const result = await this.runMultipart(rec, meta, blob, save, opts);
+        return await this.finish(key, result, meta, save, opts);
+      }
+      let created = (await this.create(rec.key, meta, opts)).body;
       let refreshes = 0;
       let justRefreshed = false;
       const refresh = async (reason: "expired" | "forbidden") => {
         refreshes++;
         justRefreshed = true;
         emit(opts, { type: "refresh", reason });
-        created = await this.create(rec!.key, meta, opts);
+        created = (await this.create(rec!.key, meta, opts)).body;
       };
+      if (created.status === "pending" && created.multipart) {
+        throw new UploadError({ kind: "protocol", message: "The API answered with a multipart upload to a single-PUT create." });
+      }
       while (created.status === "pending") {
         await save({ phase: "uploading", uploadId: created.uploadId, storageKey: created.storageKey });
         if (!justRefreshed && refreshes < MAX_REFRESHES && this.expiresSoon(created)) {
@@ -255,16 +363,13 @@ export class UploadClient {
       let result: CompletedUpload;
       if (created.status === "completed") {
         result = created;
+      } else if (created.status === "aborted") {
+        throw discarded();
       } else {
         await save({ phase: "completing", uploadId: created.uploadId, storageKey: created.storageKey });
         result = await this.waitForCompletion(created.uploadId, opts);
       }
-      checkSame(result, meta);
-      await save({ phase: "completed", result, uploadId: result.uploadId, storageKey: result.storageKey, file: undefined, error: undefined });
-      // The key has done its work: forget it (and the kept file).
-      await this.store.delete(key);
-      emit(opts, { type: "completed", result });
-      return result;
+      return await this.finish(key, result, meta, save, opts);
     } catch (e) {
       const err = toUploadError(e);
       const aborted = err.kind === "aborted";
@@ -274,6 +379,100 @@ export class UploadClient {
     }
   }
 
+  private async finish(key: string, result: CompletedUpload, meta: CreateRequest, save: (patch: Partial<UploadRecord>) => Promise<void>, opts: RunOptions): Promise<CompletedUpload> {
+    checkSame(result, meta);
+    await save({ phase: "completed", result, uploadId: result.uploadId, storageKey: result.storageKey, file: undefined, error: undefined });
+    // The key has done its work: forget it (and the kept file).
+    await this.store.delete(key);
+    this.picked.delete(key);
+    emit(opts, { type: "completed", result });
+    return result;
+  }
+
+  /**
+   * Create (or replay) the multipart upload, send the parts the storage
+   * lacks, complete it. A replayed create lists the parts first: after a
+   * reload or a Cancel only the missing ones are sent.
+   */
+  private async runMultipart(
+    rec: UploadRecord,
+    meta: CreateRequest,
+    blob: Blob,
+    save: (patch: Partial<UploadRecord>) => Promise<void>,
+    opts: RunOptions,
+  ): Promise<CompletedUpload> {
+    const ans = await this.create(rec.key, meta, opts);
+    const created = ans.body;
+    if (created.status === "completed") return created;
+    if (created.status === "aborted") throw discarded();
+    if (!created.multipart) throw new UploadError({ kind: "protocol", message: "The API answered a multipart create without a multipart layout." });
+    const upload: PendingMultipartUpload = created;
+    const partSha256 = rec.partSha256!;
+    await save({ phase: "uploading", uploadId: upload.uploadId, storageKey: upload.storageKey });
+    try {
+      // A first-time create holds no parts yet: no need to ask.
+      let listed = ans.replay;
+      for (let round = 1; ; round++) {
+        const held = listed ? await retry((ctx) => this.api.listParts(upload.uploadId, ctx), this.retryOptions("parts", opts)) : [];
+        listed = true;
+        await sendParts({
+          api: this.api,
+          transport: this.transport,
+          uploadId: upload.uploadId,
+          blob,
+          partSize: meta.partSize!,
+          partSha256,
+          held,
+          concurrency: this.partConcurrency,
+          stallTimeoutMs: this.stallTimeoutMs,
+          signal: opts.signal,
+          retryOptions: (step, partNumber) => this.retryOptions(step, opts, partNumber),
+          now: () => this.clock.now(),
+          onProgress: (loaded, total) => emit(opts, { type: "upload-progress", loaded, total }),
+          onParts: (done, total) => emit(opts, { type: "parts", done, total }),
+          onRefresh: (partNumber) => emit(opts, { type: "refresh", reason: "forbidden", partNumber }),
+        });
+        await save({ phase: "completing" });
+        try {
+          const done = await retry((ctx) => this.api.complete(upload.uploadId, ctx), this.retryOptions("complete", opts));
+          if (done.body.status !== "completed") throw new UploadError({ kind: "protocol", message: `The API answered complete with status "${done.body.status}".` });
+          return done.body;
+        } catch (e) {
+          const err = toUploadError(e);
+          // The storage lacks parts we thought sent (or lost them): list, send, complete again.
+          if (err.code !== "parts_missing" || round >= MAX_COMPLETE_ROUNDS) throw err;
+          await save({ phase: "uploading" });
+        }
+      }
+    } catch (e) {
+      const err = toUploadError(e);
+      // The API says the upload is no longer pending, or the storage no
+      // longer knows it: completed meanwhile (another tab, an earlier complete
+      // whose answer was lost), or discarded.
+      if (err.code !== "upload_not_pending" && !(err.kind === "storage" && err.code === "NoSuchUpload")) throw err;
+      const now = await retry((ctx) => this.api.get(upload.uploadId, ctx), this.retryOptions("complete", opts));
+      if (now.body.status === "completed") return now.body;
+      throw discarded();
+    }
+  }
+
+  private createRequest(rec: UploadRecord): CreateRequest {
+    const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size, sha256: rec.sha256! };
+    if (rec.partSize) meta.partSize = rec.partSize;
+    return meta;
+  }
+
+  private retryOptions(step: Step, opts: RunOptions, partNumber?: number): RetryOptions {
+    return {
+      policy: step === "put" ? this.putPolicy : this.createPolicy,
+      clock: this.clock,
+      random: this.random,
+      network: this.network,
+      signal: opts.signal,
+      onRetry: (info) => emit(opts, { type: "retry", step, partNumber, ...info }),
+    };
+  }
+
   private fileFor(rec: UploadRecord, picked?: Blob): Blob {
     if (picked) {
       if (picked.size !== rec.size) {
@@ -281,14 +480,16 @@ export class UploadClient {
       }
       return picked;
     }
-    if (rec.file) return rec.file;
+    const blob = rec.file ?? this.picked.get(rec.key);
+    if (blob) return blob;
     throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${rec.filename}" again to resume: the browser did not keep a copy of it.` });
   }
 
-  private async hash(blob: Blob, opts: RunOptions): Promise<string> {
+  private async hash(blob: Blob, partBytes: number | undefined, opts: RunOptions): Promise<FileHashes> {
     try {
-      return await sha256Hex(blob, {
+      return await this.hasher(blob, {
         chunkBytes: this.hashChunkBytes,
+        partBytes,
         signal: opts.signal,
         onProgress: (loaded, total) => emit(opts, { type: "hash-progress", loaded, total }),
       });
@@ -299,17 +500,11 @@ export class UploadClient {
     }
   }
 
-  private async create(key: string, meta: CreateRequest, opts: RunOptions): Promise<UploadResponse> {
-    const ans = await retry((ctx) => this.api.create(key, meta, ctx), {
-      policy: this.createPolicy,
-      clock: this.clock,
-      random: this.random,
-      signal: opts.signal,
-      onRetry: (info) => emit(opts, { type: "retry", step: "create", ...info }),
-    });
+  private async create(key: string, meta: CreateRequest, opts: RunOptions): Promise<ApiAnswer> {
+    const ans = await retry((ctx) => this.api.create(key, meta, ctx), this.retryOptions("create", opts));
     checkSame(ans.body, meta);
     emit(opts, { type: "created", uploadId: ans.body.uploadId, status: ans.body.status, replay: ans.replay });
-    return ans.body;
+    return ans;
   }
 
   private expiresSoon(p: PendingUpload): boolean {
@@ -333,13 +528,7 @@ export class UploadClient {
         if (res.status < 200 || res.status > 299) throw storageError(res);
         emit(opts, { type: "upload-progress", loaded: blob.size, total: blob.size });
       },
-      {
-        policy: this.putPolicy,
-        clock: this.clock,
-        random: this.random,
-        signal: opts.signal,
-        onRetry: (info) => emit(opts, { type: "retry", step: "put", ...info }),
-      },
+      this.retryOptions("put", opts),
     );
   }
 
@@ -347,13 +536,7 @@ export class UploadClient {
   private async waitForCompletion(uploadId: string, opts: RunOptions): Promise<CompletedUpload> {
     const started = this.clock.now();
     for (let poll = 0; ; poll++) {
-      const ans = await retry((ctx) => this.api.get(uploadId, ctx), {
-        policy: this.createPolicy,
-        clock: this.clock,
-        random: this.random,
-        signal: opts.signal,
-        onRetry: (info) => emit(opts, { type: "retry", step: "complete", ...info }),
-      });
+      const ans = await retry((ctx) => this.api.get(uploadId, ctx), this.retryOptions("complete", opts));
       if (ans.body.status === "completed") return ans.body;
       const ceiling = Math.min(this.completion.capMs, this.completion.baseMs * 2 ** Math.min(poll, 30));
       const delay = Math.floor(ceiling / 2 + (this.random() * ceiling) / 2);
@@ -382,10 +565,18 @@ function busy(): UploadError {
   return new UploadError({ kind: "busy", retryable: true, message: "This upload is already running (in this page or another tab)." });
 }
 
-/** The server's upload must be the one asked for (same size and content). */
+function discarded(): UploadError {
+  return new UploadError({ kind: "state", code: "upload_aborted", message: "This upload was discarded." });
+}
+
+/** The server's upload must be the one asked for (same size and content, and the same parts). */
 function checkSame(u: UploadResponse, meta: CreateRequest): void {
   if (u.bytes !== meta.size || u.sha256.toLowerCase() !== meta.sha256) {
     throw new UploadError({ kind: "protocol", message: `The API answered for another file (${u.bytes} bytes, SHA-256 ${u.sha256}).` });
+  }
+  const m = u.status === "pending" || u.status === "completed" ? u.multipart : undefined;
+  if (meta.partSize && u.status === "pending" && (!m || m.partSize !== meta.partSize || m.partCount !== Math.ceil(meta.size / meta.partSize))) {
+    throw new UploadError({ kind: "protocol", message: `The API answered with another part layout (${JSON.stringify(m)}).` });
   }
 }
 

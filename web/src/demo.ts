@@ -3,7 +3,7 @@
  * reload interrupted. The API base URL is the page's origin, or `?api=URL`.
  */
 import { describeError, UploadError, toUploadError } from "./errors.js";
-import { UploadClient, type UploadEvent } from "./client.js";
+import { type Step, UploadClient, type UploadEvent } from "./client.js";
 import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
 
 /** Uploads that run at once; the others wait their turn (their keys are minted and stored already). */
@@ -46,6 +46,9 @@ function formatBytes(n: number): string {
   return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
 }
 
+/** What a retry is for, in the status line. */
+const RETRY_WHAT: Record<Step, string> = { create: "create", put: "upload", parts: "part request", complete: "completion" };
+
 /** Why an attempt failed, in a few words. */
 function retryReason(e: UploadError): string {
   switch (e.kind) {
@@ -81,6 +84,9 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLEl
 
 let seq = 0;
 
+/** Which buttons a row shows. */
+type Actions = "running" | "discarding" | "resumable" | "final" | "done";
+
 /** One file's row in the list. */
 class Row {
   readonly li: HTMLLIElement;
@@ -92,6 +98,9 @@ class Row {
   private readonly idCode: HTMLElement;
   private readonly idWrap: HTMLSpanElement;
   private readonly details: HTMLParagraphElement;
+  private readonly partsText: HTMLSpanElement;
+  /** Whether the status line shows a retry (so that progress puts "Uploading…" back). */
+  private retrying = false;
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
@@ -115,7 +124,9 @@ class Row {
     this.idWrap = el("span", {}, "upload ", this.idCode);
     this.idWrap.hidden = true;
     this.actions = el("div", { className: "actions" });
-    this.details = el("p", { className: "details" }, el("span", {}, "key ", this.keyCode), this.idWrap);
+    this.partsText = el("span", { className: "parts" });
+    this.partsText.hidden = true;
+    this.details = el("p", { className: "details" }, el("span", {}, "key ", this.keyCode), this.idWrap, this.partsText);
     this.details.hidden = true;
     this.li = el(
       "li",
@@ -151,14 +162,24 @@ class Row {
 
   setStatus(text: string) {
     this.stopCountdown();
+    this.retrying = false;
     if (this.status.textContent !== text) this.status.textContent = text;
   }
 
-  /** The bar shows the step under way: hashing, then sending. */
-  setProgress(loaded: number, total: number, what = "") {
+  /** The bar shows the step under way: preparing (hashing), then sending. */
+  setProgress(loaded: number, total: number) {
     const pct = total > 0 ? Math.floor((loaded / total) * 100) : 0;
     this.progress.value = pct;
-    this.percent.textContent = what ? `${what} ${pct}%` : `${pct}%`;
+    const text = `${pct} %`;
+    if (this.percent.textContent !== text) this.percent.textContent = text;
+  }
+
+  /** Multipart uploads: how many parts the storage holds. */
+  setParts(done: number, total: number) {
+    this.li.dataset.partsDone = String(done);
+    this.li.dataset.partCount = String(total);
+    this.partsText.textContent = `${done} of ${total} parts stored`;
+    this.partsText.hidden = false;
   }
 
   clearProgress() {
@@ -168,6 +189,7 @@ class Row {
 
   retryCountdown(what: string, delayMs: number, reason: string) {
     this.stopCountdown();
+    this.retrying = true;
     const until = Date.now() + delayMs;
     const tick = () => {
       const s = Math.max(0, Math.ceil((until - Date.now()) / 1000));
@@ -184,7 +206,7 @@ class Row {
   }
 
   /** Buttons for the row's state. */
-  setActions(kind: "running" | "resumable" | "final" | "done", rec?: UploadRecord) {
+  setActions(kind: Actions, rec?: UploadRecord) {
     // Keyboard users keep their place: focus moves to the row's new first button (or the row).
     const hadFocus = this.li.contains(document.activeElement) && document.activeElement !== this.li;
     this.setButtons(kind, rec);
@@ -198,7 +220,7 @@ class Row {
     }
   }
 
-  private setButtons(kind: "running" | "resumable" | "final" | "done", rec?: UploadRecord) {
+  private setButtons(kind: Actions, rec?: UploadRecord) {
     this.actions.replaceChildren();
     const button = (text: string, label: string, onClick: () => void, primary = false) => {
       const b = el("button", { type: "button", textContent: text, className: primary ? "primary" : "" });
@@ -211,8 +233,9 @@ class Row {
       button("Cancel", "Cancel upload of %s", () => this.controller?.abort());
       return;
     }
+    if (kind === "discarding") return;
     if (kind === "resumable" && rec) {
-      if (rec.file) {
+      if (this.client.hasFile(rec)) {
         button("Resume", "Resume upload of %s", () => void this.run(), true);
       } else {
         // The browser did not keep the file: the user picks it again, and it is checked against the record.
@@ -225,8 +248,35 @@ class Row {
         button("Resume…", "Resume upload of %s (choose the file again)", () => picker.click(), true);
       }
     }
-    if (kind !== "done") {
+    if (kind === "done") return;
+    if (rec?.partSize && (rec.uploadId || rec.sent)) {
+      // The storage may hold parts of it: Discard deletes them, where Remove would leave them behind.
+      button("Discard", "Discard upload of %s", () => void this.discard());
+    } else {
       button("Remove", "Remove %s", () => void this.remove());
+    }
+  }
+
+  private async discard() {
+    if (!this.key) return;
+    this.setActions("discarding");
+    this.setStatus("Discarding…");
+    try {
+      const outcome = await this.client.discard(this.key);
+      if (outcome === "completed") {
+        // Too late: it completed meanwhile (another tab). Say so rather than pretend it is gone.
+        this.setPhase("completed");
+        this.setStatus("Completed before it could be discarded");
+        this.setActions("done");
+        return;
+      }
+      this.li.remove();
+      empty.hidden = list.children.length > 0;
+    } catch (e) {
+      const err = toUploadError(e);
+      this.setStatus(`Discard failed: ${describeError(err)}`);
+      const rec = await this.client.get(this.key).catch(() => undefined);
+      this.setActions(rec ? "resumable" : "final", rec);
     }
   }
 
@@ -240,7 +290,11 @@ class Row {
   showStored(rec: UploadRecord) {
     this.setRecord(rec);
     if (ACTIVE_PHASES.has(rec.phase)) {
-      this.setStatus("Interrupted. Resume continues with the same key.");
+      this.setStatus(
+        this.client.hasFile(rec)
+          ? "Interrupted. Resume continues with the same key."
+          : `Interrupted. Resume, then choose the same file again${rec.partSize ? ": the parts already stored are kept" : ""}.`,
+      );
       this.setActions("resumable", rec);
     } else if (rec.phase === "paused") {
       this.setPhase("paused");
@@ -260,7 +314,7 @@ class Row {
         this.setRecord(e.record);
         switch (e.phase) {
           case "hashing":
-            this.setStatus("Computing SHA-256…");
+            this.setStatus("Preparing…");
             break;
           case "ready":
             this.setStatus("Waiting to upload…");
@@ -278,16 +332,26 @@ class Row {
         }
         break;
       case "hash-progress":
-        this.setProgress(e.loaded, e.total, "SHA-256");
+        this.setProgress(e.loaded, e.total);
         break;
       case "upload-progress":
+        // Bytes moving again after a retry or a wait for the network.
+        if (this.retrying && e.loaded > 0) this.setStatus("Uploading…");
         this.setProgress(e.loaded, e.total);
+        break;
+      case "parts":
+        this.setParts(e.done, e.total);
         break;
       case "created":
         this.li.dataset.replay = String(e.replay);
         break;
       case "retry":
-        this.retryCountdown(e.step === "put" ? "upload" : e.step === "create" ? "create" : "status check", e.delayMs, retryReason(e.error));
+        if (e.offline) {
+          this.setStatus("Waiting for the network…");
+          this.retrying = true;
+        } else {
+          this.retryCountdown(RETRY_WHAT[e.step], e.delayMs, retryReason(e.error));
+        }
         break;
       case "refresh":
         this.setStatus("The upload link expired; getting a fresh one with the same key…");
@@ -323,7 +387,7 @@ class Row {
   async start(file: File) {
     this.controller = new AbortController();
     this.setActions("running");
-    this.setStatus("Computing SHA-256…");
+    this.setStatus("Preparing…");
     let rec: UploadRecord;
     try {
       rec = await this.client.add(file, { signal: this.controller.signal, onEvent: this.onEvent });

@@ -4,22 +4,37 @@
  * ```ts
  * import { UploadClient } from "@onceupload/web";
  * const client = new UploadClient({ apiBase: "https://api.example.com" });
- * const rec = await client.add(file);            // key minted and stored, SHA-256 computed
+ * const rec = await client.add(file);            // key minted and stored, SHA-256 computed (in a worker)
  * const done = await client.upload(rec.key, { onEvent: console.log });
- * // after a reload: for (const r of await client.pending()) await client.upload(r.key);
+ * // after a reload: for (const r of await client.pending()) await client.upload(r.key, { file: pickedAgainIfNeeded });
+ * // dist/lib/hash-worker.js must be served next to onceupload.js (else hashing runs on the page's thread).
  * ```
  */
-export { UploadClient, DEFAULT_COMPLETION, DEFAULT_PUT_POLICY } from "./client.js";
+export { UploadClient, DEFAULT_COMPLETION, DEFAULT_PUT_POLICY, DEFAULT_MULTIPART_BYTES, DEFAULT_PART_BYTES, MAX_PARTS, choosePartSize } from "./client.js";
 export type { UploadClientOptions, UploadEvent, RunOptions, ResumeOptions, CompletionPolicy, Step } from "./client.js";
 export { Api, apiError, parseUpload } from "./api.js";
-export type { ApiOptions, ApiAnswer, CallOptions, CreateRequest, UploadInstructions, PendingUpload, CompletedUpload, UploadResponse } from "./api.js";
+export type {
+  ApiOptions,
+  ApiAnswer,
+  CallOptions,
+  CreateRequest,
+  UploadInstructions,
+  PartInstructions,
+  StoredPart,
+  MultipartLayout,
+  PendingUpload,
+  PendingMultipartUpload,
+  CompletedUpload,
+  AbortedUpload,
+  UploadResponse,
+} from "./api.js";
 export { UploadError, isUploadError, describeError, toUploadError } from "./errors.js";
 export type { UploadErrorKind, UploadErrorInit, SerializedUploadError } from "./errors.js";
-export { retry, backoffDelay, parseRetryAfter, isRetryableStatus, RETRYABLE_STATUSES, DEFAULT_POLICY, systemClock } from "./retry.js";
-export type { Clock, RetryPolicy, RetryInfo, RetryOptions, AttemptContext } from "./retry.js";
+export { retry, backoffDelay, parseRetryAfter, isRetryableStatus, RETRYABLE_STATUSES, DEFAULT_POLICY, systemClock, browserNetwork } from "./retry.js";
+export type { Clock, Network, RetryPolicy, RetryInfo, RetryOptions, AttemptContext } from "./retry.js";
 export { IndexedDBStore, MemoryStore, ACTIVE_PHASES } from "./store.js";
 export type { UploadRecord, UploadStore, Phase, IndexedDBStoreOptions } from "./store.js";
-export { sha256Hex, DEFAULT_HASH_CHUNK } from "./hash.js";
-export type { HashOptions } from "./hash.js";
+export { hashFile, workerHasher, DEFAULT_HASH_CHUNK } from "./hash.js";
+export type { HashOptions, FileHashes, Hasher } from "./hash.js";
 export { xhrTransport, storageError, sendableHeaders } from "./transport.js";
 export type { PutTransport, PutRequest, PutResponse } from "./transport.js";

@@ -1,12 +1,18 @@
 /**
- * The retry policy of DESIGN.md ("Clients"): full-jitter exponential backoff
- * `random(0, min(cap, base·2^attempt))`, `Retry-After` honoured (seconds or an
- * HTTP date, capped), retries only of what may succeed when repeated (network
- * errors, timeouts, 408, 425, 429, 500, 502, 503, 504 and 409
- * `idempotency_in_progress`), an overall deadline, and AbortSignal support.
+ * The one retry policy of every onceupload client, stated for both clients in
+ * pkg/api/testdata/retry-policy.json (this client's tests read that table):
+ * full-jitter backoff `random(0, min(maxDelay, baseDelay·2^retry))`,
+ * `Retry-After` honoured (seconds or an HTTP date, capped), retries only of
+ * what may succeed when repeated (no answer, 408, 425, 429, 500, 502, 503,
+ * 504 and 409 `idempotency_in_progress`), and a retry budget per request
+ * rather than a count of attempts: a network that is down for a few seconds
+ * (a phone handing off from Wi-Fi to LTE) costs a few retries, not the upload.
  *
- * Time and randomness are injected ({@link Clock}, `random`) so that tests run
- * on a virtual clock.
+ * While the browser says it is offline, no attempt is made and no budget is
+ * spent: the loop waits for the `online` event.
+ *
+ * Time, randomness and the network's state are injected ({@link Clock},
+ * `random`, {@link Network}) so that tests run on a virtual clock.
  */
 import { UploadError, abortError } from "./errors.js";
 
@@ -38,43 +44,85 @@ export const systemClock: Clock = {
     }),
 };
 
+/**
+ * Whether the device has a network. Only "offline" is trusted: a browser
+ * that says it is online may still reach nothing, which the requests find out.
+ */
+export interface Network {
+  isOnline(): boolean;
+  /** Calls `fn` when the device goes offline; returns the unsubscribe function. */
+  onOffline(fn: () => void): () => void;
+  /** Resolves once the device is online (at once if it is); rejects with the abort error when `signal` aborts. */
+  waitOnline(signal?: AbortSignal): Promise<void>;
+}
+
+/** navigator.onLine and the window's online/offline events; always online where there are none (workers without them, node). */
+export const browserNetwork: Network = {
+  isOnline: () => globalThis.navigator?.onLine !== false,
+  onOffline: (fn) => {
+    if (typeof globalThis.addEventListener !== "function") return () => {};
+    globalThis.addEventListener("offline", fn);
+    return () => globalThis.removeEventListener("offline", fn);
+  },
+  waitOnline: (signal) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      if (browserNetwork.isOnline() || typeof globalThis.addEventListener !== "function") return resolve();
+      const done = () => {
+        globalThis.removeEventListener("online", onOnline);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const onOnline = () => {
+        done();
+        resolve();
+      };
+      const onAbort = () => {
+        done();
+        reject(abortError(signal));
+      };
+      globalThis.addEventListener("online", onOnline);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    }),
+};
+
+/** The shared policy's fields carry the shared table's names (retry-policy.json "defaults"). */
 export interface RetryPolicy {
-  /** First backoff ceiling, in ms (`base`). */
-  baseMs: number;
-  /** Largest backoff ceiling, in ms (`cap`). */
-  capMs: number;
-  /** Attempts in all, the first included. */
-  maxAttempts: number;
-  /** Overall time budget from the first attempt, in ms (Infinity: none). */
-  deadlineMs: number;
+  /** First backoff ceiling, in ms. */
+  baseDelayMs: number;
+  /** Largest backoff ceiling, in ms. */
+  maxDelayMs: number;
   /** Longest wait a server's Retry-After may impose, in ms. */
-  retryAfterCapMs: number;
-  /** Time limit of one attempt, in ms (Infinity: none). */
+  maxRetryAfterMs: number;
+  /** No retry whose wait would end later than this after the request's first attempt, in ms (time offline not counted). */
+  retryBudgetMs: number;
+  /** Attempts in all, the first included; 0: no cap (the budget bounds them). */
+  maxAttempts: number;
+  /** This client's own addition: the time limit of one attempt, in ms (Infinity: none). */
   attemptTimeoutMs: number;
 }
 
 export const DEFAULT_POLICY: RetryPolicy = {
-  baseMs: 250,
-  capMs: 10_000,
-  maxAttempts: 8,
-  deadlineMs: 60_000,
-  retryAfterCapMs: 20_000,
+  baseDelayMs: 250,
+  maxDelayMs: 20_000,
+  maxRetryAfterMs: 60_000,
+  retryBudgetMs: 300_000,
+  maxAttempts: 0,
   attemptTimeoutMs: 15_000,
 };
 
-/** Statuses that may succeed when repeated. 409 counts only as `idempotency_in_progress`. */
-export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([408, 425, 429, 500, 502, 503, 504]);
+/** Statuses that may succeed when repeated; 0 is no answer at all. 409 counts only as `idempotency_in_progress`. */
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([0, 408, 425, 429, 500, 502, 503, 504]);
 
 export function isRetryableStatus(status: number, code?: string): boolean {
   return RETRYABLE_STATUSES.has(status) || (status === 409 && code === "idempotency_in_progress");
 }
 
 /**
- * Full jitter: a uniform draw from [0, min(cap, base·2^retry)), where `retry`
- * counts the retries already made (0 before the first retry).
+ * Full jitter: a uniform draw from [0, min(maxDelay, baseDelay·2^retry)),
+ * where `retry` counts the retries already made (0 before the first retry).
  */
-export function backoffDelay(retry: number, policy: Pick<RetryPolicy, "baseMs" | "capMs">, random: () => number = Math.random): number {
-  const ceiling = Math.min(policy.capMs, policy.baseMs * 2 ** Math.min(retry, 52));
+export function backoffDelay(retry: number, policy: Pick<RetryPolicy, "baseDelayMs" | "maxDelayMs">, random: () => number = Math.random): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(retry, 52));
   return Math.floor(random() * ceiling);
 }
 
@@ -102,21 +150,23 @@ export function parseRetryAfter(value: string | null | undefined, nowMs: number)
 export interface RetryInfo {
   /** The attempt that failed (1-based). */
   attempt: number;
-  /** How long until the next attempt, in ms. */
+  /** How long until the next attempt, in ms (0 when waiting for the network). */
   delayMs: number;
   /** Why it failed. */
   error: UploadError;
   /** Whether the delay came from the server's Retry-After. */
   fromRetryAfter: boolean;
+  /** The device is offline: the next attempt waits for it to be online again, however long that takes. */
+  offline: boolean;
 }
 
 /** What each attempt is given. */
 export interface AttemptContext {
   /** 1-based. */
   attempt: number;
-  /** Aborts when the caller aborts. */
+  /** Aborts when the caller aborts, or with a retryable network error when the device goes offline. */
   signal?: AbortSignal;
-  /** The attempt's time limit: the smaller of the policy's and what is left of the deadline. */
+  /** The attempt's time limit: the smaller of the policy's and what is left of the budget. */
   timeoutMs: number;
 }
 
@@ -124,46 +174,75 @@ export interface RetryOptions {
   policy?: Partial<RetryPolicy>;
   clock?: Clock;
   random?: () => number;
+  /** Default: {@link browserNetwork}. */
+  network?: Network;
   signal?: AbortSignal;
   onRetry?: (info: RetryInfo) => void;
 }
 
 /**
  * Runs `op` until it succeeds, it throws something not retryable, the
- * attempts run out, the deadline would pass, or `signal` aborts. Anything
- * that is not an {@link UploadError} is not retried. The error thrown carries
- * the number of attempts made.
+ * attempts run out, the next wait would end past the retry budget, or
+ * `signal` aborts. Anything that is not an {@link UploadError} is not
+ * retried. The error thrown carries the number of attempts made.
  */
 export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: RetryOptions = {}): Promise<T> {
   const policy: RetryPolicy = { ...DEFAULT_POLICY, ...opts.policy };
   const clock = opts.clock ?? systemClock;
   const random = opts.random ?? Math.random;
+  const network = opts.network ?? browserNetwork;
   const { signal } = opts;
-  const deadline = clock.now() + policy.deadlineMs;
+  // Time spent offline moves the end of the budget: waiting for the network is not retrying.
+  let deadline = clock.now() + policy.retryBudgetMs;
+  // The `retry` of the backoff formula: retries made since the network was last found to be back.
+  let retries = 0;
+
+  const waitOnline = async () => {
+    const since = clock.now();
+    await network.waitOnline(signal);
+    deadline += clock.now() - since;
+  };
 
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted) throw abortError(signal);
+    if (!network.isOnline()) await waitOnline();
     const left = deadline - clock.now();
+    const ctrl = new AbortController();
+    const onAbort = () => ctrl.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const unsubscribe = network.onOffline(() =>
+      ctrl.abort(new UploadError({ kind: "network", message: "The device went offline.", retryable: isRetryableStatus(0) })),
+    );
     let error: UploadError;
     try {
-      return await op({ attempt, signal, timeoutMs: Math.max(1, Math.min(policy.attemptTimeoutMs, left)) });
+      return await op({ attempt, signal: ctrl.signal, timeoutMs: Math.max(1, Math.min(policy.attemptTimeoutMs, left)) });
     } catch (e) {
       if (signal?.aborted) throw abortError(signal);
       if (!(e instanceof UploadError)) throw e;
       error = e;
+    } finally {
+      unsubscribe();
+      signal?.removeEventListener("abort", onAbort);
     }
     error.attempts = attempt;
     if (!error.retryable) throw error;
-    if (attempt >= policy.maxAttempts) throw error;
+    if (policy.maxAttempts > 0 && attempt >= policy.maxAttempts) throw error;
 
+    if (!network.isOnline() && error.status === undefined) {
+      // No answer because there is no network: wait for it, then try at
+      // once, with the backoff started afresh.
+      opts.onRetry?.({ attempt, delayMs: 0, error, fromRetryAfter: false, offline: true });
+      await waitOnline();
+      retries = 0;
+      continue;
+    }
     const fromRetryAfter = error.retryAfterMs !== undefined;
-    const delayMs = fromRetryAfter
-      ? Math.min(error.retryAfterMs as number, policy.retryAfterCapMs)
-      : backoffDelay(attempt - 1, policy, random);
-    if (clock.now() + delayMs >= deadline) {
+    const delayMs = fromRetryAfter ? Math.min(error.retryAfterMs as number, policy.maxRetryAfterMs) : backoffDelay(retries, policy, random);
+    retries++;
+    if (clock.now() + delayMs > deadline) {
       throw new UploadError({
         kind: "deadline",
-        message: `the time limit of ${formatSeconds(policy.deadlineMs)} ran out (last error: ${error.message})`,
+        message: `retrying for ${formatSeconds(policy.retryBudgetMs)} did not help (last error: ${error.message})`,
         status: error.status,
         code: error.code,
         retryable: true,
@@ -171,7 +250,7 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
         cause: error,
       });
     }
-    opts.onRetry?.({ attempt, delayMs, error, fromRetryAfter });
+    opts.onRetry?.({ attempt, delayMs, error, fromRetryAfter, offline: false });
     await clock.sleep(delayMs, signal);
   }
 }

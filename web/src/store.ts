@@ -27,6 +27,12 @@ export interface UploadRecord {
   lastModified: number;
   /** Lower-case hex, once computed. */
   sha256?: string;
+  /** Multipart uploads (files over the client's multipartBytes): the part size, chosen when the file was picked. */
+  partSize?: number;
+  /** Multipart uploads: each part's SHA-256 (hex), computed in the same pass as sha256. */
+  partSha256?: string[];
+  /** A create was sent with this key: the server may hold an upload even when its id never arrived here. */
+  sent?: boolean;
   /** The file itself, kept when small enough, so that a reload can resume without picking it again. */
   file?: Blob;
   phase: Phase;

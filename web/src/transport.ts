@@ -5,6 +5,7 @@
  * forbids scripts to set).
  */
 import { UploadError, abortError } from "./errors.js";
+import { isRetryableStatus } from "./retry.js";
 
 export interface PutRequest {
   url: string;
@@ -109,7 +110,8 @@ export function storageError(res: PutResponse): UploadError {
       message: "The file changed after it was picked: storage refused bytes that do not match its SHA-256 or size. Pick it again.",
     });
   }
-  const retryable = [408, 429, 500, 502, 503, 504].includes(res.status);
+  // The same table as the API's: S3 answers 503 SlowDown, 500 InternalError, …
+  const retryable = isRetryableStatus(res.status);
   return new UploadError({
     kind: "storage",
     status: res.status,

@@ -1,57 +1,10 @@
 import assert from "node:assert/strict";
-import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
-import { IDBFactory } from "fake-indexeddb";
-import { UploadClient, type UploadClientOptions, type UploadEvent } from "../src/client.js";
-import { UploadError } from "../src/errors.js";
+import { type UploadEvent } from "../src/client.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
-import { FakeClock, FakeServer, json, makeFile, sha256hex } from "./fakes.js";
-
-const API = "https://api.test";
-
-/** A page: a client over a shared server, clock and IndexedDB (a reload is a second page). */
-function world() {
-  const clock = new FakeClock();
-  const server = new FakeServer(clock);
-  const factory = new IDBFactory();
-  let minted = 0;
-  const page = (over: Partial<UploadClientOptions> = {}) => {
-    const events: UploadEvent[] = [];
-    const client = new UploadClient({
-      apiBase: API,
-      store: new IndexedDBStore({ indexedDB: factory }),
-      fetch: server.fetch,
-      transport: server.transport,
-      clock,
-      random: () => 0.5,
-      newKey: () => `key-${++minted}-${"0".repeat(16)}`,
-      locks: null,
-      ...over,
-    });
-    const onEvent = (e: UploadEvent) => events.push(e);
-    return { client, events, onEvent };
-  };
-  return { clock, server, factory, page, minted: () => minted };
-}
-
-async function failure(p: Promise<unknown>): Promise<UploadError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  assert.ok(e instanceof UploadError, `want an UploadError, got ${String(e)}`);
-  return e;
-}
-
-/** Waits (real event-loop turns, no time) until cond holds. */
-async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await cond()) return;
-    await tick();
-  }
-  assert.fail(`never happened: ${what}`);
-}
+import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
+import { API, failure, until, world } from "./world.js";
 
 function keysOf(server: FakeServer): string[] {
   return server.creates.map((c) => c.key ?? "");
@@ -138,7 +91,7 @@ describe("UploadClient: create with retries", () => {
       { status: 409, body: JSON.stringify({ error: "idempotency_in_progress", message: "busy" }), headers: { "Retry-After": "1" } },
       { status: 504 },
     );
-    const { client, events, onEvent } = w.page({ createPolicy: { baseMs: 100, capMs: 1000 } });
+    const { client, events, onEvent } = w.page({ createPolicy: { baseDelayMs: 100, maxDelayMs: 1000 } });
     await client.start(makeFile("a.bin", 10), { onEvent });
     const waits = retries(events, "create").map((e) => (e as { delayMs: number }).delayMs);
     // Full jitter with random() = 0.5 (the exponent counts every retry so far), or the server's Retry-After.
@@ -167,7 +120,7 @@ describe("UploadClient: create with retries", () => {
   it("gives up at the deadline, and a later resume succeeds with the same key", async () => {
     const w = world();
     for (let i = 0; i < 50; i++) w.server.createFaults.push({ status: 503, body: JSON.stringify({ error: "service_unavailable", message: "down" }) });
-    const { client } = w.page({ createPolicy: { baseMs: 1000, capMs: 4000, deadlineMs: 10_000, maxAttempts: 50 } });
+    const { client } = w.page({ createPolicy: { baseDelayMs: 1000, maxDelayMs: 4000, retryBudgetMs: 10_000 } });
     const rec = await client.add(makeFile("a.bin", 10));
     const started = w.clock.now();
     const err = await failure(client.upload(rec.key));
@@ -351,6 +304,23 @@ describe("UploadClient: reloads and resuming", () => {
     assert.equal(done.status, "completed");
     assert.deepEqual(keysOf(w.server), [rec.key]);
     assert.equal(w.minted(), 1);
+  });
+
+  it("uploads a file too large to keep right after add(), without asking for it again or hashing it twice", async () => {
+    const w = world();
+    const { client, events, onEvent } = w.page({ keepFileBytes: 1_000, hashChunkBytes: 1_000 });
+    const rec = await client.add(makeFile("big.mov", 3_000, "video/quicktime"), { onEvent });
+    assert.equal(rec.file, undefined, "not kept in IndexedDB");
+    assert.equal(client.hasFile(rec), true);
+    const hashed = events.filter((e) => e.type === "hash-progress").length;
+
+    const done = await client.upload(rec.key, { onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.objects.size, 1);
+    assert.equal(events.filter((e) => e.type === "hash-progress").length, hashed, "hashed once, by add()");
+    // Another page (after a reload) has no copy: the person picks the file again.
+    const later = await w.page({ keepFileBytes: 1_000 }).client.add(makeFile("other.mov", 3_000));
+    assert.equal(w.page({ keepFileBytes: 1_000 }).client.hasFile(later), false);
   });
 
   it("Cancel (AbortSignal) pauses; Resume continues with the same key", async () => {

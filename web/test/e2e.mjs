@@ -10,12 +10,18 @@
 //   API_URL   optional: the API the page is pointed at with ?api=
 //   OUT_DIR   where screenshots go (default test-results)
 //   CHROMIUM  the browser (default /usr/bin/chromium)
+//   PROXY_URL optional: the browser's HTTP proxy (every request, loopback
+//             included); GET PROXY_URL/__mark marks a moment in its log
+//   FILE_PATH, FILE_SHA256, FILE_TYPE  a large file on disk (large-file
+//             scenarios), and the type the browser gives it
+//   SHOTS     the screenshots' name prefix (default: the scenario)
 //
-// Scenarios: upload, lost-response, reload, restart, cors, several.
+// Scenarios: upload, lost-response, reload, restart, cors, several, and for
+// large files: big, resume, discard, offline, drop, hash-1g.
 import { createHash, randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { chromium } from "playwright-core";
 
 const scenario = process.argv[2] ?? "";
@@ -23,6 +29,8 @@ const APP_URL = required("APP_URL");
 const API_URL = process.env.API_URL ?? "";
 const OUT_DIR = process.env.OUT_DIR ?? "test-results";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const PROXY_URL = process.env.PROXY_URL ?? "";
+const SHOTS = process.env.SHOTS || (process.argv[2] ?? "");
 // LOCAL_SERVICES.md's flags; a fresh profile per run (launchPersistentContext's dir).
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const WAIT = 30_000;
@@ -69,6 +77,8 @@ async function launch(profile) {
     args: FLAGS,
     viewport: { width: 900, height: 720 },
     deviceScaleFactor: 1,
+    // Playwright also sends loopback through it (<-loopback>).
+    ...(PROXY_URL ? { proxy: { server: PROXY_URL } } : {}),
   });
   const page = context.pages()[0] ?? (await context.newPage());
   page.on("console", (m) => log(`console ${m.type()}: ${m.text()}`));
@@ -113,6 +123,7 @@ function newObservations() {
     /** @type {{method: string, url: string, error: string}[]} */ failed: [],
     /** @type {Preflight[]} */ preflights: [],
     /** @type {string[]} */ console: [],
+    /** @type {string[]} */ workers: [],
   };
 }
 
@@ -126,6 +137,7 @@ function newObservations() {
  */
 async function observe(context, page, obs = newObservations()) {
   page.on("console", (m) => obs.console.push(`${m.type()}: ${m.text()}`));
+  page.on("worker", (w) => obs.workers.push(w.url()));
 
   page.on("pageerror", (e) => obs.console.push(`pageerror: ${e.message}`));
   // Recorded at once with the headers known then, completed with the full
@@ -365,6 +377,76 @@ async function interruptAndResume(how) {
   }
 }
 
+/** The large file the Go test wrote, as the scenario reports it. */
+function bigFile() {
+  const path = required("FILE_PATH");
+  const st = statSync(path);
+  return { path, name: basename(path), size: st.size, sha256: required("FILE_SHA256"), contentType: process.env.FILE_TYPE || "application/octet-stream" };
+}
+
+/** Picks a file from disk (Chromium reads it from there: nothing is copied). @param {import("playwright-core").Page} page @param {string} path */
+async function pickPath(page, path) {
+  await page.getByLabel("Choose files to upload").setInputFiles(path);
+}
+
+/** Marks this moment in the proxy's log. */
+async function mark() {
+  const res = await fetch(new URL("/__mark", required("PROXY_URL")));
+  if (res.status !== 204) throw new Error(`mark: HTTP ${res.status}`);
+}
+
+/** Waits until the (only) row satisfies a condition on its phase, progress and parts. @param {import("playwright-core").Page} page @param {{phase?: string, minProgress?: number, minParts?: number, status?: string}} want */
+async function waitRow(page, want) {
+  await page.waitForFunction(
+    (want) => {
+      const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
+      if (!li) return false;
+      const p = /** @type {HTMLProgressElement} */ (li.querySelector("progress")).value;
+      const status = li.querySelector(".status")?.textContent ?? "";
+      return (
+        (!want.phase || li.dataset.phase === want.phase) &&
+        p >= (want.minProgress ?? 0) &&
+        Number(li.dataset.partsDone ?? 0) >= (want.minParts ?? 0) &&
+        (!want.status || status.startsWith(want.status))
+      );
+    },
+    want,
+    { timeout: 120_000 },
+  );
+}
+
+/** @param {import("playwright-core").Page} page @param {string} state */
+async function shot(page, state) {
+  mkdirSync(OUT_DIR, { recursive: true });
+  const path = join(OUT_DIR, `${SHOTS}-${state}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/**
+ * The longest main-thread tasks of the page's renderer between start() and
+ * stop(), from Chromium's own trace (RunTask events of CrRendererMain), and
+ * the long tasks the page's PerformanceObserver saw meanwhile.
+ * @param {import("playwright-core").CDPSession} cdp
+ */
+async function traceMainThread(cdp) {
+  /** @type {any[]} */
+  const events = [];
+  cdp.on("Tracing.dataCollected", (e) => events.push(...e.value));
+  await cdp.send("Tracing.start", { traceConfig: { includedCategories: ["disabled-by-default-devtools.timeline", "devtools.timeline", "toplevel"] }, transferMode: "ReportEvents" });
+  return {
+    async stop() {
+      const done = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+      await cdp.send("Tracing.end");
+      await done;
+      const main = new Set(events.filter((e) => e.ph === "M" && e.name === "thread_name" && e.args?.name === "CrRendererMain").map((e) => `${e.pid}:${e.tid}`));
+      const tasks = events.filter((e) => e.ph === "X" && (e.name === "RunTask" || e.name === "ThreadControllerImpl::RunTask") && main.has(`${e.pid}:${e.tid}`));
+      const durs = tasks.map((e) => (e.dur ?? 0) / 1000).sort((a, b) => b - a);
+      return { tasks: tasks.length, longestMs: durs[0] ?? 0, over50: durs.filter((d) => d > 50).length, top: durs.slice(0, 5) };
+    },
+  };
+}
+
 const scenarios = {
   /** A file uploads and shows completed. */
   async upload() {
@@ -445,6 +527,170 @@ const scenarios = {
     });
   },
 };
+
+/** Everything a large-file scenario reports about the page at the end. @param {import("playwright-core").Page} page */
+async function finalState(page) {
+  return { rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page) };
+}
+
+Object.assign(scenarios, {
+  /**
+   * A file over 64 MiB picked for the first time uploads in parts (the
+   * proxy may lose a part's answer: the test decides). Screenshots of the
+   * preparing, uploading and completed states.
+   */
+  async big() {
+    const file = bigFile();
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "hashing", minProgress: 10 });
+      const preparing = await shot(page, "preparing");
+      await waitRow(page, { phase: "uploading", minProgress: 10 });
+      const uploading = await shot(page, "uploading");
+      await waitSettled(page, 1);
+      const completed = await shot(page, "completed");
+      return { files: [file], ...(await finalState(page)), screenshots: [preparing, uploading, completed], ...obs };
+    });
+  },
+
+  /**
+   * A 200 MiB file: the page is reloaded after about half its parts are
+   * stored (uploads throttled through DevTools so that this is a moment,
+   * not a race), then Resume with the same file picked again finishes it.
+   * The proxy's log is marked at the reload.
+   */
+  async resume() {
+    const file = bigFile();
+    const bytesPerSecond = Number(process.env.THROTTLE ?? 0);
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      await open(page);
+      if (bytesPerSecond > 0) await throttle(cdp, bytesPerSecond);
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "uploading", minParts: 1 });
+      const partCount = Number(await page.locator("li.upload").getAttribute("data-part-count"));
+      await waitRow(page, { phase: "uploading", minParts: Math.floor(partCount / 2) });
+      const before = (await rows(page))[0];
+      const partsBefore = Number(await page.locator("li.upload").getAttribute("data-parts-done"));
+      const storedBefore = await storedRecords(page);
+      log(`reload with ${partsBefore} of ${partCount} parts stored`);
+      await mark();
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+      const listed = (await rows(page))[0];
+      const interrupted = await shot(page, "interrupted");
+      await throttle(cdp, -1);
+      const chooser = page.waitForEvent("filechooser");
+      await page.locator("li.upload").getByRole("button", { name: `Resume upload of ${file.name} (choose the file again)` }).click();
+      await (await chooser).setFiles(file.path);
+      await waitSettled(page, 1);
+      const completed = await shot(page, "completed");
+      return { files: [file], before, partsBefore, partCount, storedBefore, listed, ...(await finalState(page)), screenshots: [interrupted, completed], ...obs };
+    });
+  },
+
+  /** Cancel after a few parts (the parts stay in storage), then Discard (they go). */
+  async discard() {
+    const file = bigFile();
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      await open(page);
+      await throttle(cdp, 8 << 20);
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "uploading", minParts: 2 });
+      await page.locator("li.upload").getByRole("button", { name: `Cancel upload of ${file.name}` }).click();
+      await waitRow(page, { phase: "paused" });
+      const paused = (await rows(page))[0];
+      const screenshot = await shot(page, "paused");
+      await throttle(cdp, -1);
+      await page.locator("li.upload").getByRole("button", { name: `Discard upload of ${file.name}` }).click();
+      await page.locator("li.upload").waitFor({ state: "detached" });
+      return { files: [file], paused, screenshots: [screenshot], ...(await finalState(page)), ...obs };
+    });
+  },
+
+  /** The browser goes offline during the parts, and online again: the row waits, then completes. */
+  async offline() {
+    const file = bigFile();
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      await open(page);
+      await throttle(cdp, 16 << 20);
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "uploading", minParts: 1 });
+      await cdp.send("Network.emulateNetworkConditions", { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+      await waitRow(page, { status: "Waiting for the network…" });
+      const screenshot = await shot(page, "offline");
+      // Offline for longer than a few retries would have lasted.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const during = (await rows(page))[0];
+      await throttle(cdp, -1);
+      await waitSettled(page, 1);
+      return { files: [file], during, screenshots: [screenshot], ...(await finalState(page)), ...obs };
+    });
+  },
+
+  /** A 40 MiB single PUT while the proxy cuts the network at 30 % for 4 s. */
+  async drop() {
+    const file = bigFile();
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      await pickPath(page, file.path);
+      await waitSettled(page, 1);
+      return { files: [file], ...(await finalState(page)), ...obs };
+    });
+  },
+
+  /**
+   * Hashing 1 GiB in the worker while the main thread is traced; then
+   * Cancel and Discard, so that nothing stays in the bucket.
+   */
+  async "hash-1g"() {
+    const file = bigFile();
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      await open(page);
+      await page.evaluate(() => {
+        /** @type {{start: number, duration: number}[]} */
+        const seen = [];
+        /** @type {any} */ (window).__longTasks = seen;
+        new PerformanceObserver((l) => {
+          for (const e of l.getEntries()) seen.push({ start: e.startTime, duration: e.duration });
+        }).observe({ type: "longtask" });
+      });
+      const trace = await traceMainThread(cdp);
+      const started = Date.now();
+      const from = await page.evaluate(() => performance.now());
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "hashing", minProgress: 1 });
+      await page.waitForFunction(() => !["hashing", "ready", undefined].includes(/** @type {HTMLElement} */ (document.querySelector("li.upload"))?.dataset.phase), undefined, {
+        timeout: 300_000,
+        polling: 250,
+      });
+      const hashMs = Date.now() - started;
+      const to = await page.evaluate(() => performance.now());
+      // Ending the trace makes the renderer flush it, in long tasks of its
+      // own: those after the hashing are not the page's and are left out.
+      const mainThread = await trace.stop();
+      /** @type {{start: number, duration: number}[]} */
+      const all = await page.evaluate(() => /** @type {any} */ (window).__longTasks);
+      const longTasks = all.filter((t) => t.start >= from && t.start <= to);
+      log(`hashed in ${hashMs} ms; main thread: ${JSON.stringify(mainThread)}; long tasks while hashing: ${JSON.stringify(longTasks)}, after: ${JSON.stringify(all.filter((t) => t.start > to))}`);
+      await page.locator("li.upload").getByRole("button", { name: `Cancel upload of ${file.name}` }).click();
+      await waitRow(page, { phase: "paused" });
+      const stopped = (await rows(page))[0];
+      const discard = page.locator("li.upload").getByRole("button", { name: `Discard upload of ${file.name}` });
+      if (await discard.count()) {
+        await discard.click();
+        await page.locator("li.upload").waitFor({ state: "detached" });
+      }
+      return { files: [file], hashMs, mainThread, longTasks, stopped, ...(await finalState(page)), ...obs };
+    });
+  },
+});
 
 const run = /** @type {Record<string, () => Promise<object>>} */ (scenarios)[scenario];
 if (!run) {

@@ -3,7 +3,7 @@
 // scripted per request.
 import { createHash } from "node:crypto";
 import { UploadError, abortError } from "../src/errors.js";
-import type { Clock } from "../src/retry.js";
+import type { Clock, Network } from "../src/retry.js";
 import type { PutRequest, PutResponse } from "../src/transport.js";
 
 /** Virtual time: sleep records the wait and moves the clock at once. */
@@ -19,6 +19,38 @@ export class FakeClock implements Clock {
     this.t += ms;
     await Promise.resolve();
     if (signal?.aborted) throw abortError(signal);
+  }
+}
+
+/** The device's network, switched by the test: going offline aborts what listens, going online wakes the waiters. */
+export class FakeNetwork implements Network {
+  private online = true;
+  private readonly offlineListeners = new Set<() => void>();
+  private waiters: (() => void)[] = [];
+  /** Each waitOnline call, for assertions. */
+  waits = 0;
+
+  isOnline(): boolean {
+    return this.online;
+  }
+  onOffline(fn: () => void): () => void {
+    this.offlineListeners.add(fn);
+    return () => this.offlineListeners.delete(fn);
+  }
+  waitOnline(signal?: AbortSignal): Promise<void> {
+    this.waits++;
+    if (this.online) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      signal?.addEventListener("abort", () => reject(abortError(signal)), { once: true });
+      this.waiters.push(resolve);
+    });
+  }
+  set(online: boolean): void {
+    if (online === this.online) return;
+    this.online = online;
+    if (!online) for (const fn of [...this.offlineListeners]) fn();
+    else for (const w of this.waiters.splice(0)) w();
   }
 }
 
@@ -39,6 +71,15 @@ interface Claim {
   sha256: string;
   expiresAt: number;
   url: string;
+  partSize?: number;
+  state: "pending" | "completed" | "aborted";
+}
+
+/** A multipart upload as the bucket holds it. */
+interface Multipart {
+  parts: Map<number, { size: number; sha256: string; bytes: Buffer }>;
+  /** Signed part URLs: the part and the SHA-256 (hex) each is bound to. */
+  urls: Map<string, { partNumber: number; sha256: string; expiresAt: number }>;
 }
 
 export interface SeenRequest {
@@ -56,22 +97,38 @@ export interface SeenRequest {
  */
 export class FakeServer {
   readonly requests: SeenRequest[] = [];
-  readonly puts: { url: string; headers: Record<string, string>; size: number; fault?: Fault }[] = [];
+  readonly puts: { url: string; headers: Record<string, string>; size: number; fault?: Fault; partNumber?: number }[] = [];
   readonly createFaults: Fault[] = [];
+  /** Faults of single PUTs. */
   readonly putFaults: Fault[] = [];
   readonly getFaults: Fault[] = [];
+  /** Faults of the PUTs of each part, by part number. */
+  readonly partFaults = new Map<number, Fault[]>();
+  readonly urlFaults: Fault[] = [];
+  readonly listFaults: Fault[] = [];
+  readonly completeFaults: Fault[] = [];
+  readonly deleteFaults: Fault[] = [];
+  /** Lifetime of part URLs (default 15 min). */
+  partUrlTtl = 15 * 60_000;
+  /** Part PUTs in flight now, and the most seen at once. */
+  partsInFlight = 0;
+  maxPartsInFlight = 0;
+  /** Called when a part PUT starts, before its bytes are stored (a test can act "mid-upload"). */
+  onPartPut?: (partNumber: number) => void | Promise<void>;
+  /** Multipart uploads the bucket holds (an aborted or completed one is removed), by upload id. */
+  readonly multiparts = new Map<string, Multipart>();
   /** Lifetimes of the URLs of the next first-time creates and refreshes (default 15 min). */
   readonly ttls: number[] = [];
   /** Status polls that still answer pending (a late S3 event). */
   pendingPolls = 0;
   readonly claims = new Map<string, Claim>();
-  readonly objects = new Map<string, { sha256: string; size: number; contentType: string }>();
+  readonly objects = new Map<string, { sha256: string; size: number; contentType: string; multipart?: boolean }>();
   private seq = 0;
 
   constructor(private readonly clock: Clock) {}
 
   get creates(): SeenRequest[] {
-    return this.requests.filter((r) => r.method === "POST");
+    return this.requests.filter((r) => r.method === "POST" && r.path.endsWith("/uploads"));
   }
 
   fetch: typeof fetch = async (input, init) => {
@@ -86,10 +143,26 @@ export class FakeServer {
     }
     const m = /\/uploads\/([^/]+)$/.exec(url.pathname);
     if (method === "GET" && m) return this.withFault(this.getFaults.shift(), seen, signal, () => this.status(m[1]));
+    if (method === "DELETE" && m) return this.withFault(this.deleteFaults.shift(), seen, signal, () => this.abort(m[1]));
+    const sub = /\/uploads\/([^/]+)\/(parts|complete)$/.exec(url.pathname);
+    if (sub && method === "POST" && sub[2] === "parts") return this.withFault(this.urlFaults.shift(), seen, signal, () => this.partUrls(sub[1], seen.body ?? ""));
+    if (sub && method === "GET" && sub[2] === "parts") return this.withFault(this.listFaults.shift(), seen, signal, () => this.listParts(sub[1]));
+    if (sub && method === "POST" && sub[2] === "complete") return this.withFault(this.completeFaults.shift(), seen, signal, () => this.complete(sub[1]));
     return json(404, { error: "not_found", message: "no route" });
   };
 
+  /** Requests to a route: "POST parts", "GET parts", "POST complete", "DELETE", … */
+  requestsTo(method: string, suffix: string): SeenRequest[] {
+    return this.requests.filter((r) => r.method === method && (suffix === "" ? /\/uploads\/[^/]+$/.test(r.path) : r.path.endsWith(suffix)));
+  }
+
+  /** Bytes of part PUTs sent so far, all attempts counted. */
+  get partBytesSent(): number {
+    return this.puts.filter((p) => p.partNumber !== undefined).reduce((n, p) => n + p.size, 0);
+  }
+
   transport = async (req: PutRequest): Promise<PutResponse> => {
+    if (new URL(req.url).searchParams.has("partNumber")) return this.partTransport(req);
     const size = req.body.size;
     const fault = this.putFaults.shift();
     this.puts.push({ url: req.url, headers: { ...req.headers }, size, fault });
@@ -104,6 +177,112 @@ export class FakeServer {
     if (fault === "lose-response") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
     return res;
   };
+
+  private async partTransport(req: PutRequest): Promise<PutResponse> {
+    const size = req.body.size;
+    const partNumber = Number(new URL(req.url).searchParams.get("partNumber"));
+    const fault = this.partFaults.get(partNumber)?.shift();
+    this.puts.push({ url: req.url, headers: { ...req.headers }, size, fault, partNumber });
+    this.partsInFlight++;
+    this.maxPartsInFlight = Math.max(this.maxPartsInFlight, this.partsInFlight);
+    try {
+      if (req.signal?.aborted) throw abortError(req.signal);
+      if (fault === "network") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+      if (fault === "hang") {
+        return await new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(abortError(req.signal)), { once: true }));
+      }
+      if (fault && fault !== "lose-response") return { status: fault.status, text: fault.body ?? "", etag: null };
+      req.onProgress?.(Math.floor(size / 2), size);
+      await this.onPartPut?.(partNumber);
+      if (req.signal?.aborted) throw abortError(req.signal);
+      const res = await this.putPart(req, partNumber);
+      req.onProgress?.(size, size);
+      if (fault === "lose-response") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+      return res;
+    } finally {
+      this.partsInFlight--;
+    }
+  }
+
+  private async putPart(req: PutRequest, partNumber: number): Promise<PutResponse> {
+    const u = new URL(req.url);
+    const uploadId = u.pathname.split("/").pop() ?? "";
+    const mp = this.multiparts.get(uploadId);
+    const signed = mp?.urls.get(req.url);
+    if (!mp || !signed) return s3Error(404, "NoSuchUpload", "The specified multipart upload does not exist.");
+    if (this.clock.now() >= signed.expiresAt) return s3Error(403, "AccessDenied", "Request has expired");
+    const bytes = Buffer.from(await req.body.arrayBuffer());
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    if (Buffer.from(signed.sha256, "hex").toString("base64") !== req.headers["x-amz-checksum-sha256"]) return s3Error(403, "SignatureDoesNotMatch", "signed headers differ");
+    if (sha256 !== signed.sha256) return s3Error(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.");
+    mp.parts.set(partNumber, { size: bytes.length, sha256, bytes });
+    return { status: 200, text: "", etag: `"etag-${partNumber}"` };
+  }
+
+  private claimById(uploadId: string): Claim | undefined {
+    return [...this.claims.values()].find((x) => x.uploadId === uploadId);
+  }
+
+  private partUrls(uploadId: string, body: string): Response {
+    const c = this.claimById(uploadId);
+    const mp = this.multiparts.get(uploadId);
+    if (!c || !c.partSize) return json(404, { error: "not_found", message: "no such multipart upload" });
+    if (c.state !== "pending" || !mp) return json(409, { error: "upload_not_pending", message: `the upload is ${c.state}` });
+    const { parts } = JSON.parse(body) as { parts: { partNumber: number; sha256: string }[] };
+    if (parts.length < 1 || parts.length > 100) return json(400, { error: "invalid_request", message: "1 to 100 parts" });
+    const expiresAt = this.clock.now() + this.partUrlTtl;
+    return json(200, {
+      parts: parts.map((p) => {
+        const url = `https://bucket.test/uploads/${uploadId}?partNumber=${p.partNumber}&exp=${expiresAt}&sig=${++this.seq}`;
+        mp.urls.set(url, { partNumber: p.partNumber, sha256: p.sha256, expiresAt });
+        return {
+          partNumber: p.partNumber,
+          method: "PUT",
+          url,
+          headers: { "x-amz-checksum-sha256": Buffer.from(p.sha256, "hex").toString("base64") },
+          expiresAt: new Date(expiresAt).toISOString(),
+        };
+      }),
+    });
+  }
+
+  private listParts(uploadId: string): Response {
+    const c = this.claimById(uploadId);
+    if (!c || !c.partSize) return json(404, { error: "not_found", message: "no such multipart upload" });
+    const mp = this.multiparts.get(uploadId);
+    if (c.state !== "pending" || !mp) return json(409, { error: "upload_not_pending", message: `the upload is ${c.state}` });
+    const parts = [...mp.parts.entries()].sort(([a], [b]) => a - b).map(([partNumber, p]) => ({ partNumber, size: p.size, sha256: p.sha256, etag: `"etag-${partNumber}"` }));
+    return json(200, { parts });
+  }
+
+  private complete(uploadId: string): Response {
+    const c = this.claimById(uploadId);
+    if (!c || !c.partSize) return json(404, { error: "not_found", message: "no such multipart upload" });
+    if (c.state === "completed") return json(200, this.body(c));
+    const mp = this.multiparts.get(uploadId);
+    if (c.state !== "pending" || !mp) return json(409, { error: "upload_not_pending", message: `the upload is ${c.state}` });
+    const count = Math.ceil(c.size / c.partSize);
+    for (let n = 1; n <= count; n++) {
+      const want = Math.min(c.partSize, c.size - (n - 1) * c.partSize);
+      if (mp.parts.get(n)?.size !== want) return json(409, { error: "parts_missing", message: `part ${n} is missing` });
+    }
+    const bytes = Buffer.concat([...mp.parts.entries()].sort(([a], [b]) => a - b).map(([, p]) => p.bytes));
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    if (sha256 !== c.sha256) return json(409, { error: "parts_missing", message: "the parts do not make the file" });
+    this.objects.set(c.uploadId, { sha256, size: bytes.length, contentType: c.contentType, multipart: true });
+    this.multiparts.delete(uploadId);
+    c.state = "completed";
+    return json(200, this.body(c));
+  }
+
+  private abort(uploadId: string): Response {
+    const c = this.claimById(uploadId);
+    if (!c) return json(404, { error: "not_found", message: "no such upload" });
+    if (c.state === "completed") return json(409, { error: "upload_completed", message: "the upload is completed" });
+    this.multiparts.delete(uploadId);
+    c.state = "aborted";
+    return json(200, this.body(c));
+  }
 
   private async withFault(fault: Fault | undefined, seen: SeenRequest, signal: AbortSignal | undefined, handle: () => Response | Promise<Response>): Promise<Response> {
     seen.fault = fault;
@@ -127,15 +306,17 @@ export class FakeServer {
 
   private create(key: string | undefined, body: string): Response {
     if (!key) return json(400, { error: "idempotency_key_required", message: "Idempotency-Key is required" });
-    const req = JSON.parse(body) as { filename: string; contentType: string; size: number; sha256: string };
-    const fingerprint = JSON.stringify([req.filename, req.contentType, req.size, req.sha256.toLowerCase()]);
+    const req = JSON.parse(body) as { filename: string; contentType: string; size: number; sha256: string; partSize?: number };
+    const fingerprint = JSON.stringify([req.filename, req.contentType, req.size, req.sha256.toLowerCase(), req.partSize]);
+    if (req.partSize !== undefined && Math.ceil(req.size / req.partSize) > 10_000) return json(400, { error: "invalid_request", message: "over 10,000 parts" });
     let c = this.claims.get(key);
     if (c && c.fingerprint !== fingerprint) return json(422, { error: "idempotency_key_reuse", message: "this key was used with another request" });
     const replay = !!c;
     if (!c) {
-      c = { key, fingerprint, uploadId: `u${++this.seq}`.padEnd(16, "0"), ...req, sha256: req.sha256.toLowerCase(), expiresAt: 0, url: "" };
+      c = { key, fingerprint, uploadId: `u${++this.seq}`.padEnd(16, "0"), ...req, sha256: req.sha256.toLowerCase(), expiresAt: 0, url: "", state: "pending" };
       this.sign(c);
       this.claims.set(key, c);
+      if (c.partSize) this.multiparts.set(c.uploadId, { parts: new Map(), urls: new Map() });
     } else if (c.expiresAt <= this.clock.now()) {
       this.sign(c);
     }
@@ -143,7 +324,7 @@ export class FakeServer {
   }
 
   private status(uploadId: string): Response {
-    const c = [...this.claims.values()].find((x) => x.uploadId === uploadId);
+    const c = this.claimById(uploadId);
     if (!c) return json(404, { error: "not_found", message: "no such upload" });
     if (this.pendingPolls > 0) {
       this.pendingPolls--;
@@ -154,6 +335,12 @@ export class FakeServer {
 
   private body(c: Claim, stillPending = false) {
     const base = { uploadId: c.uploadId, storageKey: `uploads/${c.uploadId}`, filename: c.filename, contentType: c.contentType, bytes: c.size, sha256: c.sha256 };
+    if (c.state === "aborted") return { ...base, status: "aborted" };
+    if (c.partSize) {
+      const multipart = { partSize: c.partSize, partCount: Math.ceil(c.size / c.partSize) };
+      if (c.state === "completed") return { ...base, status: "completed", etag: '"etag-mp"', completedAt: new Date(this.clock.now()).toISOString(), multipart };
+      return { ...base, status: "pending", multipart };
+    }
     if (this.objects.has(c.uploadId) && !stillPending) return { ...base, status: "completed", etag: '"etag"', completedAt: new Date(this.clock.now()).toISOString() };
     const checksum = Buffer.from(c.sha256, "hex").toString("base64");
     return {

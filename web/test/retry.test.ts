@@ -1,14 +1,181 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
 import { UploadError } from "../src/errors.js";
-import { backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
-import { FakeClock } from "./fakes.js";
+import { DEFAULT_POLICY, backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
+import { FakeClock, FakeNetwork } from "./fakes.js";
+
+/**
+ * The one retry policy of every client, as the Go client's tests read it too.
+ * (This file runs from web/.test-build/, one level under web/ like web/test/.)
+ */
+interface SharedPolicy {
+  defaults: Record<string, number>;
+  retryable: { status: number; code?: string; retry: boolean }[];
+  backoff: { retry: number; random: number; waitMs: number }[];
+  retryAfter: { header: string; now?: string; waitMs: number | null }[];
+}
+const shared = JSON.parse(readFileSync(new URL("../../pkg/api/testdata/retry-policy.json", import.meta.url), "utf8")) as SharedPolicy;
 
 const transient = (status = 503, retryAfterMs?: number) =>
   new UploadError({ kind: "api", status, code: "service_unavailable", message: "try later", retryable: true, retryAfterMs });
 
+describe("the shared retry policy (pkg/api/testdata/retry-policy.json)", () => {
+  it("has the table's defaults", () => {
+    assert.ok(Object.keys(shared.defaults).length >= 5);
+    for (const [name, value] of Object.entries(shared.defaults)) {
+      assert.equal(DEFAULT_POLICY[name as keyof typeof DEFAULT_POLICY], value, name);
+    }
+  });
+
+  for (const row of shared.retryable) {
+    it(`${row.retry ? "retries" : "does not retry"} ${row.status}${row.code ? " " + row.code : ""}`, async () => {
+      assert.equal(isRetryableStatus(row.status, row.code), row.retry);
+      // And the loop acts on it: status 0 is a network error without a status.
+      const clock = new FakeClock();
+      let calls = 0;
+      await retry(
+        async () => {
+          if (++calls > 1) return;
+          throw new UploadError({
+            kind: row.status === 0 ? "network" : "api",
+            status: row.status === 0 ? undefined : row.status,
+            code: row.code,
+            message: "scripted",
+            retryable: isRetryableStatus(row.status, row.code),
+          });
+        },
+        { clock, random: () => 0.5 },
+      ).catch(() => undefined);
+      assert.equal(calls, row.retry ? 2 : 1);
+    });
+  }
+
+  for (const row of shared.backoff) {
+    it(`waits ${row.waitMs} ms before retry ${row.retry} when random() is ${row.random}`, () => {
+      assert.equal(backoffDelay(row.retry, DEFAULT_POLICY, () => row.random), row.waitMs);
+    });
+  }
+
+  for (const row of shared.retryAfter) {
+    it(`waits ${row.waitMs ?? "the backoff"} ${row.waitMs === null ? "" : "ms "}for Retry-After: ${row.header}`, async () => {
+      const clock = new FakeClock(row.now ? Date.parse(row.now) : undefined);
+      const retryAfterMs = parseRetryAfter(row.header, clock.now());
+      let calls = 0;
+      await retry(
+        async () => {
+          if (++calls === 1) throw new UploadError({ kind: "api", status: 503, message: "busy", retryable: true, retryAfterMs });
+        },
+        { clock, random: () => 0.5 },
+      );
+      // An unreadable header leaves the backoff: random 0.5 of the first ceiling, 250 ms.
+      assert.deepEqual(clock.sleeps, [row.waitMs ?? 125]);
+    });
+  }
+
+  it("has no attempt cap: retries until the next wait would end past the 5 min budget", async () => {
+    const clock = new FakeClock();
+    const start = clock.now();
+    const ends: number[] = [];
+    let calls = 0;
+    const err = await retry(
+      async () => {
+        calls++;
+        clock.t += 1_000; // each attempt takes a second to fail
+        throw new UploadError({ kind: "network", message: "no answer", retryable: true });
+      },
+      { clock, random: () => 0.999, onRetry: (i) => ends.push(clock.now() + i.delayMs) },
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "deadline");
+    assert.equal(err.retryable, true, "Resume may still help");
+    assert.ok(calls > 8, `${calls} attempts: the old cap of 8 is gone`);
+    assert.ok(ends.every((t) => t - start <= 300_000), "no wait ends past the budget");
+    // The wait that was not made would have ended past it.
+    assert.ok(clock.now() + Math.floor(0.999 * 20_000) - start > 300_000);
+  });
+});
+
+describe("retry while offline", () => {
+  const noAnswer = () => new UploadError({ kind: "network", message: "no answer", retryable: true });
+
+  it("makes no attempt while offline, and starts once the browser is online", async () => {
+    const clock = new FakeClock();
+    const network = new FakeNetwork();
+    network.set(false);
+    let calls = 0;
+    const p = retry(async () => void calls++, { clock, network });
+    await tick();
+    assert.equal(calls, 0);
+    network.set(true);
+    await p;
+    assert.equal(calls, 1);
+  });
+
+  it("waits for the online event instead of spending retries or budget, however long it is offline", async () => {
+    const clock = new FakeClock();
+    const network = new FakeNetwork();
+    const infos: RetryInfo[] = [];
+    let calls = 0;
+    const p = retry(
+      async () => {
+        if (++calls === 1) {
+          network.set(false);
+          throw noAnswer();
+        }
+        return "sent";
+      },
+      { clock, network, onRetry: (i) => infos.push(i), policy: { retryBudgetMs: 10_000 } },
+    );
+    await tick();
+    clock.t += 3_600_000; // an hour offline
+    network.set(true);
+    assert.equal(await p, "sent");
+    assert.equal(calls, 2);
+    assert.deepEqual(clock.sleeps, [], "no backoff sleeps while offline");
+    assert.deepEqual(
+      infos.map((i) => [i.offline, i.delayMs]),
+      [[true, 0]],
+    );
+  });
+
+  it("abandons the attempt under way when the browser goes offline, then retries when it is back", async () => {
+    const clock = new FakeClock();
+    const network = new FakeNetwork();
+    let calls = 0;
+    const p = retry(
+      (ctx) => {
+        if (++calls > 1) return Promise.resolve("sent");
+        // An attempt that would hang: only its signal ends it.
+        return new Promise<string>((_, reject) => ctx.signal?.addEventListener("abort", () => reject(ctx.signal?.reason), { once: true }));
+      },
+      { clock, network },
+    );
+    await tick();
+    network.set(false);
+    await tick();
+    assert.equal(calls, 1);
+    network.set(true);
+    assert.equal(await p, "sent");
+    assert.equal(calls, 2);
+  });
+
+  it("Cancel stops the wait for the network", async () => {
+    const network = new FakeNetwork();
+    network.set(false);
+    const ctrl = new AbortController();
+    const p = retry(async () => "sent", { clock: new FakeClock(), network, signal: ctrl.signal }).catch((e: unknown) => e);
+    await tick();
+    ctrl.abort();
+    const err = await p;
+    assert.ok(err instanceof UploadError);
+    assert.equal(err.kind, "aborted");
+  });
+});
+
 describe("backoffDelay (full jitter)", () => {
-  const policy = { baseMs: 250, capMs: 10_000 };
+  const policy = { baseDelayMs: 250, maxDelayMs: 10_000 };
   it("is 0 when random() is 0", () => {
     for (let n = 0; n < 10; n++) assert.equal(backoffDelay(n, policy, () => 0), 0);
   });
@@ -73,7 +240,7 @@ describe("retry", () => {
         if (++calls < 4) throw transient();
         return "ok";
       },
-      { clock, random: () => 0.5, policy: { baseMs: 100, capMs: 1000 }, onRetry: (i) => infos.push(i) },
+      { clock, random: () => 0.5, policy: { baseDelayMs: 100, maxDelayMs: 1000 }, onRetry: (i) => infos.push(i) },
     );
     assert.equal(out, "ok");
     assert.equal(calls, 4);
@@ -98,7 +265,7 @@ describe("retry", () => {
         if (calls === 2) throw transient(429, 3_600_000);
         return "ok";
       },
-      { clock, random: () => 0.5, policy: { retryAfterCapMs: 20_000, deadlineMs: 60_000 } },
+      { clock, random: () => 0.5, policy: { maxRetryAfterMs: 20_000, retryBudgetMs: 60_000 } },
     );
     assert.deepEqual(clock.sleeps, [2_000, 20_000]);
   });
@@ -184,7 +351,7 @@ describe("retry", () => {
         clock.t += 100; // each attempt takes 100 ms
         throw transient();
       },
-      { clock, random: () => 0.999, policy: { baseMs: 500, capMs: 2_000, deadlineMs: 5_000, maxAttempts: 100 } },
+      { clock, random: () => 0.999, policy: { baseDelayMs: 500, maxDelayMs: 2_000, retryBudgetMs: 5_000 } },
     ).catch((e: unknown) => e);
     assert.ok(err instanceof UploadError);
     assert.equal(err.kind, "deadline");
@@ -205,7 +372,7 @@ describe("retry", () => {
         clock.t += 4_000;
         if (ctx.attempt < 3) throw transient(503, 0);
       },
-      { clock, policy: { attemptTimeoutMs: 5_000, deadlineMs: 10_000 } },
+      { clock, policy: { attemptTimeoutMs: 5_000, retryBudgetMs: 10_000 } },
     );
     assert.deepEqual(limits, [5_000, 5_000, 2_000]);
   });
@@ -229,7 +396,7 @@ describe("retry", () => {
         calls++;
         throw transient();
       },
-      { clock: systemClock, random: () => 0.5, policy: { baseMs: 10_000, capMs: 10_000, deadlineMs: Infinity }, signal: ctrl.signal },
+      { clock: systemClock, random: () => 0.5, policy: { baseDelayMs: 10_000, maxDelayMs: 10_000, retryBudgetMs: Infinity }, signal: ctrl.signal },
     );
     const settled = p.then(
       () => "resolved",
@@ -254,7 +421,7 @@ describe("retry", () => {
         if (++calls === 1) throw transient(503, 7_000);
         return calls;
       },
-      { clock: systemClock, policy: { deadlineMs: Infinity } },
+      { clock: systemClock, policy: { retryBudgetMs: Infinity } },
     );
     for (let i = 0; i < 5; i++) await Promise.resolve();
     t.mock.timers.tick(6_999);

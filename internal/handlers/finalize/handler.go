@@ -10,8 +10,11 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -27,6 +30,8 @@ var _ Service = (*upload.Service)(nil)
 type Handler struct {
 	Service Service
 	Logger  *slog.Logger
+	// Telemetry, if set, writes one log-and-metrics line per S3 record.
+	Telemetry *telemetry.Recorder
 }
 
 // Handle finalizes every record. It returns an error only when some record
@@ -36,20 +41,19 @@ func (h *Handler) Handle(ctx context.Context, ev events.S3Event) error {
 	ctx, cancel := deadline.Work(ctx)
 	defer cancel()
 	var errs []error
+	requestID := ""
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		requestID = lc.AwsRequestID
+	}
 	for _, r := range ev.Records {
-		if !strings.HasPrefix(r.EventName, "ObjectCreated:") {
-			h.Logger.InfoContext(ctx, "finalize: skipped an event that is not ObjectCreated", "event", r.EventName)
-			continue
+		rctx, measured := ctx, (*telemetry.Request)(nil)
+		if h.Telemetry != nil {
+			rctx, measured = h.Telemetry.Start(ctx)
 		}
-		_, err := h.Service.Finalize(ctx, upload.ObjectCreated{
-			Bucket: r.S3.Bucket.Name,
-			Key:    r.S3.Object.URLDecodedKey, // events carry keys URL-encoded, '+' for space
-			Size:   r.S3.Object.Size,
-			ETag:   r.S3.Object.ETag,
-			Time:   r.EventTime,
-			// The event a multipart upload's CompleteMultipartUpload makes.
-			Multipart: r.EventName == "ObjectCreated:CompleteMultipartUpload",
-		})
+		outcome, err := h.finalize(rctx, r)
+		if measured != nil {
+			measured.Done(rctx, outcomeOf(outcome, err), "s3:"+r.EventName, requestID)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -59,4 +63,34 @@ func (h *Handler) Handle(ctx context.Context, ev events.S3Event) error {
 		return err
 	}
 	return nil
+}
+
+// finalize records one S3 record.
+func (h *Handler) finalize(ctx context.Context, r events.S3EventRecord) (upload.Outcome, error) {
+	if !strings.HasPrefix(r.EventName, "ObjectCreated:") {
+		h.Logger.InfoContext(ctx, "finalize: skipped an event that is not ObjectCreated", "event", r.EventName)
+		return upload.OutcomeSkipped, nil
+	}
+	return h.Service.Finalize(ctx, upload.ObjectCreated{
+		Bucket: r.S3.Bucket.Name,
+		Key:    r.S3.Object.URLDecodedKey, // events carry keys URL-encoded, '+' for space
+		Size:   r.S3.Object.Size,
+		ETag:   r.S3.Object.ETag,
+		Time:   r.EventTime,
+		// The event a multipart upload's CompleteMultipartUpload makes.
+		Multipart: r.EventName == "ObjectCreated:CompleteMultipartUpload",
+	})
+}
+
+// outcomeOf names a record's outcome for its line.
+func outcomeOf(o upload.Outcome, err error) string {
+	switch {
+	case errors.Is(err, idempotency.ErrUnavailable):
+		return telemetry.OutcomeUnavailable
+	case err != nil:
+		return telemetry.OutcomeError
+	case o == upload.OutcomeRejected:
+		return telemetry.OutcomeMismatch
+	}
+	return string(o) // completed, duplicate, skipped
 }

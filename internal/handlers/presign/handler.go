@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -46,6 +47,8 @@ type Handler struct {
 	Service        Service
 	AllowAnonymous bool
 	Logger         *slog.Logger
+	// Telemetry, if set, writes one log-and-metrics line per request.
+	Telemetry *telemetry.Recorder
 }
 
 // Handle serves every route. API Gateway names the route in RouteKey; a
@@ -53,16 +56,32 @@ type Handler struct {
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	ctx, cancel := deadline.Work(ctx)
 	defer cancel()
+	var measured *telemetry.Request
+	if h.Telemetry != nil {
+		ctx, measured = h.Telemetry.Start(ctx)
+	}
 	route, uploadID := routeOf(req)
+	resp, outcome := h.serve(ctx, req, route, uploadID)
+	if measured != nil {
+		if route == "" {
+			route = "unknown"
+		}
+		measured.Done(ctx, outcome, route, req.RequestContext.RequestID)
+	}
+	return resp, nil
+}
+
+// serve answers req and names the outcome for the request's line.
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, route, uploadID string) (events.APIGatewayV2HTTPResponse, string) {
 	if route == "" {
-		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such route."), nil
+		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such route."), telemetry.OutcomeInvalid
 	}
 	tenant, ok := h.tenant(req)
 	if !ok {
-		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "This API needs an authenticated principal."), nil
+		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "This API needs an authenticated principal."), telemetry.OutcomeInvalid
 	}
 	if route == routeCreate {
-		return h.create(ctx, req, tenant), nil
+		return h.create(ctx, req, tenant)
 	}
 	var reply upload.Reply
 	var err error
@@ -85,9 +104,12 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		reply, err = h.Service.Abort(ctx, tenant, uploadID)
 	}
 	if err != nil {
-		return h.fail(ctx, err), nil
+		return h.fail(ctx, err)
 	}
-	return jsonResponse(reply.Status, reply.Body), nil
+	if reply.Healed {
+		return jsonResponse(reply.Status, reply.Body), telemetry.OutcomeHealed
+	}
+	return jsonResponse(reply.Status, reply.Body), telemetry.OutcomeServed
 }
 
 // Routes, as template.yaml declares them.
@@ -127,7 +149,7 @@ func routeOf(req events.APIGatewayV2HTTPRequest) (route, uploadID string) {
 	return "", ""
 }
 
-func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) (events.APIGatewayV2HTTPResponse, string) {
 	key, err := api.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
 	if err != nil {
 		return h.fail(ctx, err)
@@ -148,8 +170,9 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	resp.Headers["Location"] = "/uploads/" + reply.UploadID
 	if reply.Replayed {
 		resp.Headers["Idempotent-Replay"] = "true"
+		return resp, telemetry.OutcomeReplayed
 	}
-	return resp
+	return resp, telemetry.OutcomeCreated
 }
 
 // requestBody is the raw body: API Gateway passes bodies it does not deem
@@ -195,9 +218,26 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 // JWTTenant is the tenant of a JWT authorizer's subject.
 func JWTTenant(sub string) string { return "jwt:" + sub }
 
-// fail maps an error to its response. Only the messages written for clients
-// reach them; anything unexpected is logged and answered with a 500.
-func (h *Handler) fail(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+// fail maps an error to its response and the request's outcome. Only the
+// messages written for clients reach them; anything unexpected is logged
+// and answered with a 500.
+func (h *Handler) fail(ctx context.Context, err error) (events.APIGatewayV2HTTPResponse, string) {
+	resp := h.errorFor(ctx, err)
+	switch {
+	case resp.StatusCode == http.StatusConflict && strings.Contains(resp.Body, `"`+api.CodeInProgress+`"`):
+		return resp, telemetry.OutcomeInProgress
+	case resp.StatusCode == http.StatusUnprocessableEntity:
+		return resp, telemetry.OutcomeKeyReuse
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return resp, telemetry.OutcomeUnavailable
+	case resp.StatusCode >= 500:
+		return resp, telemetry.OutcomeError
+	}
+	return resp, telemetry.OutcomeInvalid
+}
+
+// errorFor maps an error to its response.
+func (h *Handler) errorFor(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
 	var validation *upload.ValidationError
 	var inProgress *idempotency.InProgressError
 	var missing *upload.PartsMissingError

@@ -1,6 +1,7 @@
 package presign
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,10 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -469,5 +472,35 @@ func TestTenantsOfDifferentSourcesNeverMeet(t *testing.T) {
 	}
 	if n := f.store.Len(); n != 5 {
 		t.Fatalf("%d records, want one per tenant (5)", n)
+	}
+}
+
+// One line per request, naming its outcome, and never the tenant, the key,
+// the filename or a URL.
+func TestOneLinePerRequest(t *testing.T) {
+	f := newFixture(t, nil)
+	var buf bytes.Buffer
+	f.handler.Telemetry = &telemetry.Recorder{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Function: "presign"}
+	other := strings.Replace(photo, "photo & co.jpg", "other.jpg", 1)
+	noKey := post("", photo)
+	f.do(t, post(key, photo))
+	f.do(t, post(key, photo))
+	f.do(t, post(key, other))
+	f.do(t, noKey)
+	var outcomes []string
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var l struct{ Outcome, Function, Route string }
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatalf("line %s: %v", line, err)
+		}
+		outcomes = append(outcomes, l.Outcome)
+		for _, secret := range []string{key, "photo", "user-1", "X-Amz-Signature", "other.jpg"} {
+			if bytes.Contains(line, []byte(secret)) {
+				t.Errorf("line carries %q: %s", secret, line)
+			}
+		}
+	}
+	if want := []string{"created", "replayed", "key_reuse", "invalid"}; !slices.Equal(outcomes, want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
 }

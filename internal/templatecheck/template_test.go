@@ -1,0 +1,331 @@
+// Package templatecheck proves template.yaml deploys as intended without an
+// AWS account: it transforms the template with aws-sam-translator, as sam
+// deploy would, for both access models, and checks the CloudFormation that
+// comes out: alarms, API throttling and access logs, least-privilege roles,
+// the scoped S3 invoke permission, what outlives the stack, and that no
+// resource depends on itself.
+package templatecheck
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type resource struct {
+	Type           string          `json:"Type"`
+	Condition      string          `json:"Condition"`
+	DeletionPolicy string          `json:"DeletionPolicy"`
+	DependsOn      any             `json:"DependsOn"`
+	Properties     json.RawMessage `json:"Properties"`
+}
+
+type cfn struct {
+	Resources map[string]resource `json:"Resources"`
+	Outputs   map[string]any      `json:"Outputs"`
+}
+
+func transform(t *testing.T, params string) cfn {
+	t.Helper()
+	out, err := exec.Command("python3", "testdata/transform.py", "../../template.yaml", params).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		if strings.Contains(stderr, "No module named 'samtranslator'") || isNotFound(err) {
+			if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+				t.Fatalf("aws-sam-translator is not installed: %v %s", err, stderr)
+			}
+			t.Skipf("aws-sam-translator is not installed: %v", err)
+		}
+		t.Fatalf("transform: %v\n%s", err, stderr)
+	}
+	var c cfn
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func isNotFound(err error) bool {
+	return strings.Contains(err.Error(), "executable file not found")
+}
+
+// props decodes a resource's properties into a generic value.
+func props(t *testing.T, r resource) map[string]any {
+	t.Helper()
+	var p map[string]any
+	if err := json.Unmarshal(r.Properties, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestTransformedTemplate(t *testing.T) {
+	for name, params := range map[string]string{
+		"jwt authorizer": `{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "client-id", "AlarmEmail": "ops@example.com", "Tracing": "Active"}`,
+		"anonymous":      `{"AllowAnonymous": "true"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := transform(t, params)
+			checkAlarms(t, c)
+			checkStage(t, c)
+			checkRoles(t, c)
+			checkS3Permission(t, c)
+			checkRetained(t, c)
+			checkNoCycles(t, c)
+			for _, out := range []string{"ApiUrl", "BucketName", "TableName", "FailureQueueUrl", "AccessLogGroup", "AlarmTopicArn"} {
+				if c.Outputs[out] == nil {
+					t.Errorf("output %s is missing", out)
+				}
+			}
+		})
+	}
+}
+
+// Every failure an operator must hear of has an alarm on the right metric,
+// and every alarm notifies the topic when one is configured.
+func checkAlarms(t *testing.T, c cfn) {
+	want := map[string]bool{
+		"AWS/SQS ApproximateNumberOfMessagesVisible": false, "AWS/Lambda Errors PresignFunction": false,
+		"AWS/Lambda Errors FinalizeFunction": false, "AWS/Lambda Throttles PresignFunction": false,
+		"AWS/Lambda Throttles FinalizeFunction": false, "AWS/Lambda AsyncEventAge FinalizeFunction": false,
+		"AWS/Lambda DestinationDeliveryFailures FinalizeFunction": false, "AWS/ApiGateway 5xx": false,
+		"Requests Outcome=error": false,
+	}
+	for id, r := range c.Resources {
+		if r.Type != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		p := props(t, r)
+		raw, _ := json.Marshal(p)
+		if !strings.Contains(string(raw), `"AlarmActions":{"Fn::If":["HasAlarmEmail",[{"Ref":"AlarmTopic"}]`) {
+			t.Errorf("alarm %s does not notify the alarm topic: %s", id, raw)
+		}
+		if p["AlarmDescription"] == "" || p["AlarmDescription"] == nil {
+			t.Errorf("alarm %s does not say what to do", id)
+		}
+		ns, _ := p["Namespace"].(string)
+		metric, _ := p["MetricName"].(string)
+		fn := ""
+		if dims, ok := p["Dimensions"].([]any); ok && len(dims) > 0 {
+			if v, ok := dims[0].(map[string]any)["Value"].(map[string]any); ok {
+				fn, _ = v["Ref"].(string)
+			}
+		}
+		switch {
+		case strings.Contains(string(raw), `"MetricName":"5xx"`):
+			want["AWS/ApiGateway 5xx"] = true
+		case metric == "Requests" && strings.Contains(string(raw), `"Value":"error"`):
+			want["Requests Outcome=error"] = true
+		case fn != "":
+			want[ns+" "+metric+" "+fn] = true
+		default:
+			want[ns+" "+metric] = true
+		}
+	}
+	for alarm, found := range want {
+		if !found {
+			t.Errorf("no alarm on %s", alarm)
+		}
+	}
+}
+
+// The API's stage throttles by default and writes JSON access logs.
+func checkStage(t *testing.T, c cfn) {
+	for id, r := range c.Resources {
+		if r.Type != "AWS::ApiGatewayV2::Stage" {
+			continue
+		}
+		p := props(t, r)
+		raw, _ := json.Marshal(p["DefaultRouteSettings"])
+		if !strings.Contains(string(raw), `"ThrottlingRateLimit":{"Ref":"ApiThrottlingRateLimit"}`) || !strings.Contains(string(raw), `"ThrottlingBurstLimit":{"Ref":"ApiThrottlingBurstLimit"}`) {
+			t.Errorf("stage %s throttling: %s", id, raw)
+		}
+		logs, _ := p["AccessLogSettings"].(map[string]any)
+		var format map[string]string
+		if f, _ := logs["Format"].(string); json.Unmarshal([]byte(f), &format) != nil || format["status"] == "" {
+			t.Errorf("stage %s access log format is not JSON with the status: %v", id, logs["Format"])
+		}
+		return
+	}
+	t.Error("no API stage")
+}
+
+// Each function's role is its own and grants only what its code calls: its
+// log group (not logs:* on *), no managed policy, no action it never calls.
+func checkRoles(t *testing.T, c cfn) {
+	want := map[string][]string{
+		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+			"logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:GetObject", "s3:ListBucket",
+			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
+		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+			"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
+	}
+	for id, r := range c.Resources {
+		if r.Type != "AWS::IAM::Role" {
+			continue
+		}
+		p := props(t, r)
+		if p["ManagedPolicyArns"] != nil {
+			t.Errorf("role %s has managed policies %v (AWSLambdaBasicExecutionRole grants logs:* on *)", id, p["ManagedPolicyArns"])
+		}
+		var actions []string
+		raw, _ := json.Marshal(p["Policies"])
+		var policies []struct {
+			PolicyDocument struct {
+				Statement []json.RawMessage
+			}
+		}
+		_ = json.Unmarshal(raw, &policies)
+		for _, pol := range policies {
+			for _, st := range pol.PolicyDocument.Statement {
+				var s struct {
+					Action   any
+					Resource any
+					FnIf     []json.RawMessage `json:"Fn::If"`
+				}
+				_ = json.Unmarshal(st, &s)
+				if len(s.FnIf) == 3 { // a statement only under a condition
+					_ = json.Unmarshal(s.FnIf[1], &s)
+				}
+				for _, a := range asStrings(s.Action) {
+					actions = append(actions, a)
+					if strings.HasPrefix(a, "logs:") && !strings.Contains(mustJSON(s.Resource), "LogGroup.Arn") {
+						t.Errorf("role %s: %s on %s, not on its own log group", id, a, mustJSON(s.Resource))
+					}
+					if a == "*" || strings.HasSuffix(a, ":*") {
+						t.Errorf("role %s: wildcard action %s", id, a)
+					}
+				}
+			}
+		}
+		slices.Sort(actions)
+		if w, ok := want[id]; ok && !slices.Equal(actions, w) {
+			t.Errorf("role %s actions:\n got %v\nwant %v", id, actions, w)
+		}
+		delete(want, id)
+	}
+	for id := range want {
+		t.Errorf("no role %s", id)
+	}
+}
+
+func asStrings(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// S3 may invoke finalize only from this stack's bucket, in this account.
+func checkS3Permission(t *testing.T, c cfn) {
+	found := false
+	for id, r := range c.Resources {
+		if r.Type != "AWS::Lambda::Permission" {
+			continue
+		}
+		p := props(t, r)
+		if p["Principal"] != "s3.amazonaws.com" {
+			continue
+		}
+		found = true
+		arn := mustJSON(p["SourceArn"])
+		if !strings.Contains(arn, "arn:${AWS::Partition}:s3:::onceupload-") || p["SourceAccount"] == nil {
+			t.Errorf("permission %s lets any bucket invoke finalize: SourceArn %s SourceAccount %v", id, arn, p["SourceAccount"])
+		}
+	}
+	if !found {
+		t.Error("no permission for S3 to invoke finalize")
+	}
+}
+
+// The bucket outlives the stack, and so does its TLS-only policy.
+func checkRetained(t *testing.T, c cfn) {
+	for _, id := range []string{"UploadBucket", "UploadBucketPolicy"} {
+		if r := c.Resources[id]; r.DeletionPolicy != "Retain" {
+			t.Errorf("%s DeletionPolicy %q, want Retain", id, r.DeletionPolicy)
+		}
+	}
+}
+
+var subRef = regexp.MustCompile(`\$\{([A-Za-z0-9]+)(\.[A-Za-z0-9.]+)?\}`)
+
+// checkNoCycles follows every Ref, GetAtt, Sub and DependsOn between
+// resources: CloudFormation refuses a template where one leads back.
+func checkNoCycles(t *testing.T, c cfn) {
+	deps := map[string][]string{}
+	for id, r := range c.Resources {
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, x := range v {
+					switch k {
+					case "Ref":
+						if s, ok := x.(string); ok {
+							deps[id] = append(deps[id], s)
+						}
+					case "Fn::GetAtt":
+						if a, ok := x.([]any); ok && len(a) > 0 {
+							deps[id] = append(deps[id], a[0].(string))
+						}
+					case "Fn::Sub":
+						s, _ := x.(string)
+						if a, ok := x.([]any); ok && len(a) > 0 {
+							s, _ = a[0].(string)
+							walk(a[1:])
+						}
+						for _, m := range subRef.FindAllStringSubmatch(s, -1) {
+							deps[id] = append(deps[id], m[1])
+						}
+					}
+					walk(x)
+				}
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			}
+		}
+		var p any
+		_ = json.Unmarshal(r.Properties, &p)
+		walk(p)
+		deps[id] = append(deps[id], asStrings(r.DependsOn)...)
+	}
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(id string, path []string)
+	visit = func(id string, path []string) {
+		if _, ok := c.Resources[id]; !ok || state[id] == 2 {
+			return
+		}
+		if state[id] == 1 {
+			t.Errorf("circular dependency: %s", strings.Join(append(path, id), " → "))
+			return
+		}
+		state[id] = 1
+		for _, d := range deps[id] {
+			visit(d, append(path, id))
+		}
+		state[id] = 2
+	}
+	for id := range c.Resources {
+		visit(id, nil)
+	}
+}

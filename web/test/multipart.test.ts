@@ -1,0 +1,334 @@
+import assert from "node:assert/strict";
+import { setImmediate as tick } from "node:timers/promises";
+import { describe, it } from "node:test";
+import { MAX_PARTS, choosePartSize, type UploadEvent } from "../src/client.js";
+import { makeFile, sha256hex } from "./fakes.js";
+import { failure, until, world } from "./world.js";
+
+// Small numbers stand for the real ones: parts of 1,000 bytes, multipart above 2,500.
+const small = { multipartBytes: 2_500, keepFileBytes: 2_500, partBytes: 1_000, hashChunkBytes: 400 };
+const FILE = 5_500; // 6 parts, the last one 500 bytes
+
+const progress = (events: UploadEvent[]) => events.flatMap((e) => (e.type === "upload-progress" ? [e.loaded] : []));
+const partsOf = (w: ReturnType<typeof world>) => w.server.puts.map((p) => p.partNumber);
+
+describe("choosePartSize", () => {
+  it("is 8 MiB, or larger so that a file has at most 10,000 parts", () => {
+    const MiB = 1 << 20;
+    assert.equal(choosePartSize(200 * MiB), 8 * MiB);
+    assert.equal(choosePartSize(80_000 * MiB), 8 * MiB);
+    assert.equal(choosePartSize(80_001 * MiB), 9 * MiB);
+    for (const size of [10_000 * 8 * MiB + 1, 5 * 1024 ** 4, 48 * 1024 ** 4]) {
+      assert.ok(Math.ceil(size / choosePartSize(size)) <= MAX_PARTS, String(size));
+    }
+  });
+});
+
+describe("UploadClient: multipart", () => {
+  it("hashes the parts with the file, sends them at most N at a time with progress across parts, completes once", async () => {
+    const w = world();
+    const { client, events, onEvent } = w.page({ ...small, partConcurrency: 2 });
+    const file = makeFile("movie.mp4", FILE, "video/mp4");
+    const bytes = new Uint8Array(await file.arrayBuffer());
+
+    const rec = await client.add(file, { onEvent });
+    assert.equal(rec.partSize, 1_000);
+    assert.equal(rec.file, undefined, "a large file is not kept in IndexedDB");
+    assert.equal(rec.sha256, sha256hex(bytes));
+    assert.deepEqual(
+      rec.partSha256,
+      [0, 1, 2, 3, 4, 5].map((i) => sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000))),
+    );
+
+    const done = await client.upload(rec.key, { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(done.multipart, { partSize: 1_000, partCount: 6 });
+    assert.deepEqual(JSON.parse(w.server.creates[0].body ?? "").partSize, 1_000);
+    assert.deepEqual([...w.server.objects.values()], [{ sha256: rec.sha256, size: FILE, contentType: "video/mp4", multipart: true }]);
+    assert.deepEqual(partsOf(w).sort(), [1, 2, 3, 4, 5, 6], "each part once");
+    assert.equal(w.server.maxPartsInFlight, 2);
+    assert.equal(w.server.requestsTo("GET", "/parts").length, 0, "a first-time create lists nothing");
+    assert.equal(w.server.requestsTo("POST", "/complete").length, 1);
+    const p = progress(events);
+    assert.ok(p.every((v, i) => i === 0 || v >= p[i - 1]), `progress went back: ${p}`);
+    assert.equal(p.at(-1), FILE);
+    assert.ok(p.some((v) => v > 0 && v < FILE && v % 1000 !== 0), "bytes within parts are counted");
+    assert.deepEqual(await client.pending(), []);
+  });
+
+  it("retries a part whose answer was lost, and only that part", async () => {
+    const w = world();
+    w.server.partFaults.set(3, ["lose-response"]);
+    const { client, events, onEvent } = w.page(small);
+    const done = await client.start(makeFile("a.bin", FILE), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(partsOf(w).filter((n) => n === 3).length, 2);
+    assert.equal(partsOf(w).length, 7);
+    const r = events.filter((e) => e.type === "retry");
+    assert.deepEqual(
+      r.map((e) => e.type === "retry" && [e.step, e.partNumber]),
+      [["put", 3]],
+    );
+  });
+
+  it("retries each part on its own by the shared rules, however many attempts it takes", async () => {
+    const w = world();
+    w.server.partFaults.set(2, [{ status: 503, body: "<Error><Code>SlowDown</Code></Error>" }, "network", { status: 500 }, "network", { status: 503 }, "network", { status: 500 }, "network", { status: 503 }]);
+    w.server.partFaults.set(5, [{ status: 429 }]);
+    const { client } = w.page(small);
+    const done = await client.start(makeFile("a.bin", FILE));
+    assert.equal(done.status, "completed");
+    assert.equal(partsOf(w).filter((n) => n === 2).length, 10, "more than the old cap of 6 PUT attempts");
+    assert.equal(partsOf(w).filter((n) => n === 5).length, 2);
+    assert.equal(partsOf(w).filter((n) => n === 1).length, 1);
+  });
+
+  it("a part refused for good stops the others and fails the upload, resumable", async () => {
+    const w = world();
+    w.server.partFaults.set(1, [{ status: 400, body: "<Error><Code>InvalidArgument</Code><Message>no</Message></Error>" }]);
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    const err = await failure(client.upload(rec.key));
+    assert.equal(err.kind, "storage");
+    assert.equal(err.code, "InvalidArgument");
+    assert.deepEqual(partsOf(w), [1], "no part after the failure");
+    assert.equal((await client.get(rec.key))?.phase, "failed");
+  });
+
+  it("asks for a fresh URL when a part's URL was refused (expired on the way)", async () => {
+    const w = world();
+    w.server.partFaults.set(4, [{ status: 403, body: "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>" }]);
+    const { client, events, onEvent } = w.page(small);
+    await client.start(makeFile("a.bin", FILE), { onEvent });
+    const urls4 = w.server.puts.filter((p) => p.partNumber === 4).map((p) => p.url);
+    assert.equal(urls4.length, 2);
+    assert.notEqual(urls4[0], urls4[1]);
+    assert.ok(events.some((e) => e.type === "refresh" && e.partNumber === 4));
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("does not use a part URL asked for earlier that is about to expire", async () => {
+    const w = world();
+    w.server.partUrlTtl = 30_000;
+    w.server.onPartPut = (n) => {
+      if (n === 1) w.clock.t += 20_000; // part 1 takes 20 s: the other URLs have 10 s left
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const done = await client.start(makeFile("a.bin", FILE));
+    assert.equal(done.status, "completed");
+    // Parts 1–4 were asked for at first; part 2's URL, 10 s from expiring, is asked for again.
+    const batches = w.server.requestsTo("POST", "/parts").map((r) => (JSON.parse(r.body ?? "") as { parts: { partNumber: number }[] }).parts.map((p) => p.partNumber));
+    assert.deepEqual(batches[0], [1, 2, 3, 4]);
+    assert.equal(batches[1][0], 2);
+    assert.equal(w.server.puts.length, 6, "no PUT was refused");
+  });
+
+  it("Cancel aborts the parts in flight and keeps what the storage has; Resume sends only the rest", async () => {
+    const w = world();
+    const ctrl = new AbortController();
+    w.server.onPartPut = (n) => {
+      if (n === 4) ctrl.abort();
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    const err = await failure(client.upload(rec.key, { signal: ctrl.signal }));
+    assert.equal(err.kind, "aborted");
+    assert.equal((await client.get(rec.key))?.phase, "paused");
+    const mp = [...w.server.multiparts.values()][0];
+    assert.deepEqual([...mp.parts.keys()].sort(), [1, 2, 3], "the storage keeps the parts sent");
+    assert.equal(w.server.requestsTo("DELETE", "").length, 0, "Cancel deletes nothing");
+
+    w.server.onPartPut = undefined;
+    const sentBefore = w.server.puts.length;
+    const done = await client.upload(rec.key);
+    assert.equal(done.status, "completed");
+    assert.deepEqual(w.server.puts.slice(sentBefore).map((p) => p.partNumber), [4, 5, 6]);
+    assert.equal(w.server.requestsTo("GET", "/parts").length, 1);
+  });
+
+  it("after a reload: Resume asks for the file, refuses another one, and sends only the missing parts", async () => {
+    const w = world();
+    const file = makeFile("big.iso", FILE, "application/octet-stream", 3);
+    const ctrl = new AbortController();
+    w.server.onPartPut = (n) => {
+      if (n === 4) ctrl.abort(); // the page goes away during part 4
+    };
+    const first = w.page({ ...small, partConcurrency: 1 });
+    const rec = await first.client.add(file);
+    await first.client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    w.server.onPartPut = undefined;
+
+    const { client, events, onEvent } = w.page(small);
+    const [stored] = await client.pending();
+    assert.equal(stored.key, rec.key);
+    assert.equal(stored.partSize, 1_000);
+    assert.equal(stored.partSha256?.length, 6);
+    assert.equal(client.hasFile(stored), false);
+    assert.equal((await failure(client.upload(rec.key))).code, "file_needed");
+    const other = makeFile("big.iso", FILE, "application/octet-stream", 4);
+    assert.equal((await failure(client.upload(rec.key, { file: other }))).code, "file_mismatch");
+
+    const sent = w.server.partBytesSent;
+    const again = new File([await file.arrayBuffer()], "big.iso");
+    const done = await client.upload(rec.key, { file: again, onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.partBytesSent - sent, 2_500, "parts 4, 5 and 6 only");
+    assert.deepEqual(
+      events.filter((e) => e.type === "parts")[0],
+      { type: "parts", done: 3, total: 6 },
+      "the listing found three parts",
+    );
+    assert.equal(progress(events).find((v) => v > 0), 3_000, "progress starts from what the storage holds");
+    assert.equal(new Set(w.server.creates.map((c) => c.key)).size, 1);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("sends again a part whose stored SHA-256 differs from the local one", async () => {
+    const w = world();
+    const ctrl = new AbortController();
+    w.server.onPartPut = (n) => {
+      if (n === 3) ctrl.abort();
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    await client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    w.server.onPartPut = undefined;
+    const mp = [...w.server.multiparts.values()][0];
+    const p2 = mp.parts.get(2)!;
+    mp.parts.set(2, { ...p2, sha256: "0".repeat(64) });
+    const before = w.server.puts.length;
+    await client.upload(rec.key);
+    assert.deepEqual(w.server.puts.slice(before).map((p) => p.partNumber).sort(), [2, 3, 4, 5, 6]);
+  });
+
+  it("on parts_missing, lists the parts, sends the missing ones and completes again", async () => {
+    const w = world();
+    w.server.onPartPut = (n) => {
+      // The storage loses part 2 once it is stored (as if the answer came from a stale replica).
+      if (n === 6) [...w.server.multiparts.values()][0].parts.delete(2);
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const done = await client.start(makeFile("a.bin", FILE));
+    assert.equal(done.status, "completed");
+    assert.deepEqual(partsOf(w), [1, 2, 3, 4, 5, 6, 2]);
+    assert.equal(w.server.requestsTo("POST", "/complete").length, 2);
+  });
+
+  it("a lost complete answer is retried; complete is idempotent", async () => {
+    const w = world();
+    w.server.completeFaults.push("lose-response");
+    const { client } = w.page(small);
+    const done = await client.start(makeFile("a.bin", FILE));
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.requestsTo("POST", "/complete").length, 2);
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("an upload completed elsewhere (upload_not_pending) is reported completed", async () => {
+    const w = world();
+    const { client } = w.page(small);
+    const rec = await client.add(makeFile("a.bin", FILE));
+    let once = true;
+    w.server.onPartPut = async () => {
+      if (!once) return;
+      once = false;
+      // Another tab finishes the same upload meanwhile.
+      await w.page(small).client.upload(rec.key, { file: makeFile("a.bin", FILE) });
+    };
+    const done = await client.upload(rec.key);
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("waits for the network while offline, and finishes when it is back", async () => {
+    const w = world();
+    const { client, events, onEvent } = w.page({ ...small, partConcurrency: 1 });
+    let dropped = false;
+    w.server.onPartPut = async (n) => {
+      if (n === 3 && !dropped) {
+        dropped = true;
+        w.network.set(false);
+        await tick();
+      }
+    };
+    const run = client.start(makeFile("a.bin", FILE), { onEvent });
+    await until(() => events.some((e) => e.type === "retry" && e.offline), "the client waits for the network");
+    const sleeps = w.clock.sleeps.length;
+    w.network.set(true);
+    const done = await run;
+    assert.equal(done.status, "completed");
+    assert.equal(w.clock.sleeps.length, sleeps, "no backoff while offline");
+    assert.equal(w.server.objects.size, 1);
+  });
+});
+
+describe("UploadClient: discard", () => {
+  it("deletes the multipart upload on the server and forgets the key", async () => {
+    const w = world();
+    const ctrl = new AbortController();
+    w.server.onPartPut = (n) => {
+      if (n === 3) ctrl.abort();
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    await client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    assert.equal(w.server.multiparts.size, 1);
+
+    assert.equal(await client.discard(rec.key), "aborted");
+    assert.equal(w.server.multiparts.size, 0, "the storage holds no parts");
+    assert.equal(w.server.requestsTo("DELETE", "").length, 1);
+    assert.deepEqual(await client.pending(), []);
+    assert.equal(w.server.objects.size, 0);
+  });
+
+  it("finds the upload by replaying the create when its answer was lost", async () => {
+    const w = world();
+    w.server.createFaults.push("lose-response", { status: 400, body: JSON.stringify({ error: "invalid_request", message: "scripted" }) });
+    const { client } = w.page(small);
+    const rec = await client.add(makeFile("a.bin", FILE));
+    await failure(client.upload(rec.key));
+    const stored = await client.get(rec.key);
+    assert.equal(stored?.uploadId, undefined);
+    assert.equal(w.server.multiparts.size, 1, "the server made the upload");
+
+    assert.equal(await client.discard(rec.key), "aborted");
+    assert.equal(w.server.multiparts.size, 0);
+    assert.equal(new Set(w.server.creates.map((c) => c.key)).size, 1);
+  });
+
+  it("forgets an upload that was never sent without asking the server", async () => {
+    const w = world();
+    const { client } = w.page(small);
+    const rec = await client.add(makeFile("a.bin", FILE));
+    assert.equal(await client.discard(rec.key), "forgotten");
+    assert.equal(w.server.requests.length, 0);
+    assert.deepEqual(await client.pending(), []);
+  });
+
+  it("says so when the upload completed meanwhile", async () => {
+    const w = world();
+    const { client } = w.page(small);
+    const rec = await client.add(makeFile("a.bin", FILE));
+    // Completed by another tab; this page's record is left behind.
+    const file = makeFile("a.bin", FILE);
+    const stale = await client.get(rec.key);
+    await client.upload(rec.key, { file });
+    await client.store.put({ ...stale!, uploadId: [...w.server.claims.values()][0].uploadId, sent: true });
+    assert.equal(await client.discard(rec.key), "completed");
+    assert.equal(w.server.objects.size, 1);
+    assert.deepEqual(await client.pending(), []);
+  });
+
+  it("refuses while the upload runs", async () => {
+    const w = world();
+    w.server.partFaults.set(1, ["hang"]);
+    const { client } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    const ctrl = new AbortController();
+    const run = client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    await until(() => w.server.puts.length > 0, "a part is in flight");
+    assert.equal((await failure(client.discard(rec.key))).kind, "busy");
+    ctrl.abort();
+    await run;
+  });
+});

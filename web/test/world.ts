@@ -1,0 +1,58 @@
+// A page of the demo in miniature: UploadClients over one fake server,
+// virtual clock, network and IndexedDB, so that a second client is the
+// same page after a reload.
+import assert from "node:assert/strict";
+import { setImmediate as tick } from "node:timers/promises";
+import { IDBFactory } from "fake-indexeddb";
+import { UploadClient, type UploadClientOptions, type UploadEvent } from "../src/client.js";
+import { UploadError } from "../src/errors.js";
+import { IndexedDBStore } from "../src/store.js";
+import { FakeClock, FakeNetwork, FakeServer } from "./fakes.js";
+
+export const API = "https://api.test";
+
+/** A page: a client over a shared server, clock and IndexedDB (a reload is a second page). */
+export function world() {
+  const clock = new FakeClock();
+  const server = new FakeServer(clock);
+  const factory = new IDBFactory();
+  const network = new FakeNetwork();
+  let minted = 0;
+  const page = (over: Partial<UploadClientOptions> = {}) => {
+    const events: UploadEvent[] = [];
+    const client = new UploadClient({
+      apiBase: API,
+      store: new IndexedDBStore({ indexedDB: factory }),
+      fetch: server.fetch,
+      transport: server.transport,
+      clock,
+      network,
+      random: () => 0.5,
+      newKey: () => `key-${++minted}-${"0".repeat(16)}`,
+      locks: null,
+      ...over,
+    });
+    const onEvent = (e: UploadEvent) => events.push(e);
+    return { client, events, onEvent };
+  };
+  return { clock, server, factory, network, page, minted: () => minted };
+}
+
+export async function failure(p: Promise<unknown>): Promise<UploadError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  assert.ok(e instanceof UploadError, `want an UploadError, got ${String(e)}`);
+  return e;
+}
+
+/** Waits (real event-loop turns, no time) until cond holds. */
+export async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await cond()) return;
+    await tick();
+  }
+  assert.fail(`never happened: ${what}`);
+}
+
