@@ -159,7 +159,9 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	}
 	state := filepath.Join(dir, "state.json")
 	proxy := startPartProxy(t)
+	proxy.mu.Lock()
 	proxy.loseOnce, proxy.holdFrom = 3, 7
+	proxy.mu.Unlock()
 	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "4", "--json", file}
 
 	first := exec.Command(bin, args...)
