@@ -8,6 +8,13 @@
 // completion. Create, Put, Status and Wait are the steps, for callers who
 // need them.
 //
+// Files from MultipartThreshold (64 MiB) up go in parts (PartSizeFor),
+// DefaultParallel at a time: one pass hashes the whole file and every part,
+// parts are signed in batches of up to 100 and each is retried on its own;
+// Complete assembles them. Given the key of an unfinished upload, Upload
+// lists the parts S3 holds and sends only the others. SignParts, ListParts,
+// Complete and Abort are those steps.
+//
 // Every request is retried by the same rules, the policy every onceupload
 // client shares (pkg/api/testdata/retry-policy.json; the tests read it):
 // network errors, timeouts, 408, 425, 429, 500, 502, 503, 504 and 409
