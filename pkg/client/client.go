@@ -38,7 +38,9 @@ type Options struct {
 	MaxAttempts int
 	// RetryBudget bounds the retries of one request: retrying stops when the
 	// next wait would end more than RetryBudget after the request's first
-	// attempt. 0 or less is no budget. Defaults to DefaultRetryBudget.
+	// attempt ended. (From its end, not its start: a PUT that ran for ten
+	// minutes before the network dropped still gets its retries.) 0 or less
+	// is no budget. Defaults to DefaultRetryBudget.
 	RetryBudget time.Duration
 	// BaseDelay and MaxDelay shape the backoff. Default DefaultBaseDelay
 	// and DefaultMaxDelay.
@@ -162,7 +164,7 @@ func NewKey() string {
 // body starts over, and retries per the policy. It returns the successful
 // response's body.
 func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
-	first := c.opts.now()
+	var firstEnded time.Time
 	for attempt := 1; ; attempt++ {
 		req, err := build()
 		if err != nil {
@@ -173,6 +175,9 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		if err == nil {
 			body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
+		}
+		if attempt == 1 {
+			firstEnded = c.opts.now()
 		}
 		if err == nil && resp.StatusCode < 300 {
 			return resp, body, nil
@@ -194,7 +199,7 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 			return nil, nil, fail
 		}
 		wait := c.retryWait(attempt-1, resp)
-		if c.opts.RetryBudget > 0 && c.opts.now().Add(wait).Sub(first) > c.opts.RetryBudget {
+		if c.opts.RetryBudget > 0 && c.opts.now().Add(wait).Sub(firstEnded) > c.opts.RetryBudget {
 			fail.Exhausted = true
 			return nil, nil, fail
 		}

@@ -22,7 +22,7 @@
 // 250 ms, cap 20 s) or the server's Retry-After (seconds or an HTTP date,
 // capped at 60 s); never any other 4xx, which cannot succeed. Attempts are
 // not counted by default: a request stops retrying when its next wait would
-// end more than 5 minutes after its first attempt, so a network that drops
+// end more than 5 minutes after its first attempt ended, so a network that drops
 // for a few seconds or minutes does not fail an upload. Waits end with the
 // context. A PUT refused with 403 (an expired URL) gets a
 // fresh URL by replaying the create with the same key.

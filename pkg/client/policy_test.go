@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -213,3 +214,35 @@ func startScript(t *testing.T, s *script) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// The budget runs from the end of the first attempt: an attempt that took
+// ten minutes (a large PUT) and then failed is still retried.
+func TestRetryBudgetStartsWhenTheFirstAttemptEnds(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	var mu sync.Mutex
+	calls := 0
+	transport := roundTrip(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			clock.t = clock.t.Add(10 * time.Minute) // a long upload, then a reset
+			return nil, &url.Error{Op: "Put", URL: r.URL.String(), Err: &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection reset by peer")}}
+		}
+		return &http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	c, _ := New("http://127.0.0.1:1", func(o *Options) {
+		o.HTTPClient = &http.Client{Transport: transport}
+		o.random = func() float64 { return 0.5 }
+		o.now, o.sleep = clock.now, clock.sleep
+	})
+	_, _, err := c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil) })
+	if err != nil || calls != 2 {
+		t.Fatalf("err %v after %d attempts; want success on the retry", err, calls)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
