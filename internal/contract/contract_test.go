@@ -319,10 +319,10 @@ func (e *env) multipart(t *testing.T) {
 	// What S3 enforces, part by part: other bytes of the same length are
 	// refused, the signed bytes are stored.
 	wrong := bytes.Repeat([]byte("b"), len(parts[0]))
-	if code := putPart(t, signed[0], wrong); code < 400 {
+	if code := testenv.PutPart(signed[0], wrong); code < 400 {
 		t.Errorf("part 1 with other bytes: S3 answered %d", code)
 	}
-	if code := putPart(t, signed[0], parts[0]); code != 200 {
+	if code := testenv.PutPart(signed[0], parts[0]); code != 200 {
 		t.Fatalf("part 1: S3 answered %d", code)
 	}
 	decode(t, e.json(t, e.strict, "GET", base+"/parts", nil, 200), &listed)
@@ -332,7 +332,7 @@ func (e *env) multipart(t *testing.T) {
 		t.Errorf("parts after part 1: %+v", listed.Parts)
 	}
 	wantError(t, e.json(t, e.strict, "POST", base+"/complete", nil, 409), 409, api.CodePartsMissing)
-	if code := putPart(t, signed[1], parts[1]); code != 200 {
+	if code := testenv.PutPart(signed[1], parts[1]); code != 200 {
 		t.Fatalf("part 2: S3 answered %d", code)
 	}
 
@@ -514,27 +514,6 @@ func (e *env) json(t *testing.T, proxy *testenv.Proxy, method, path string, body
 	x := e.send(t, proxy, method, path, h, body)
 	wantStatus(t, x, status)
 	return x
-}
-
-// putPart sends a part straight to S3 with the signed headers and returns
-// S3's status; a refusal before the body is read may surface as a reset
-// connection, reported as 499.
-func putPart(t *testing.T, p api.SignedPart, body []byte) int {
-	t.Helper()
-	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range p.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 499
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
 }
 
 // TestValidatorCatchesDrift proves that the proxy fails the tests when the

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 
@@ -80,14 +79,14 @@ func TestMultipartRoutes(t *testing.T) {
 			if r := do(t, "POST", base+"/parts", "", owner, []byte(`{"parts":[]}`)); r.status != 400 {
 				t.Errorf("sign nothing: %d %s", r.status, r.body)
 			}
-			if code := sendPart(t, sp.Parts[1], parts[1]); code != 200 {
+			if code := testenv.PutPart(sp.Parts[1], parts[1]); code != 200 {
 				t.Fatalf("part 2: %d", code)
 			}
 			missing := do(t, "POST", base+"/complete", "", owner, nil)
 			if missing.status != 409 || !bytes.Contains(missing.body, []byte(`"parts_missing"`)) || !bytes.Contains(missing.body, []byte("1")) {
 				t.Fatalf("complete with part 1 missing: %d %s", missing.status, missing.body)
 			}
-			if code := sendPart(t, sp.Parts[0], parts[0]); code != 200 {
+			if code := testenv.PutPart(sp.Parts[0], parts[0]); code != 200 {
 				t.Fatalf("part 1: %d", code)
 			}
 			listed := do(t, "GET", base+"/parts", "", owner, nil)
@@ -134,21 +133,6 @@ func TestMultipartRoutes(t *testing.T) {
 	}
 }
 
-func sendPart(t *testing.T, p api.SignedPart, body []byte) int {
-	t.Helper()
-	req, _ := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
-	for k, v := range p.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
-}
-
 // A multipart object completed at S3 (the answer of a Complete lost on
 // its way) is recorded by finalize from S3's event: the front door gives
 // the event the object's real size, as AWS does, and drops the repeat a
@@ -176,8 +160,8 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	signBody.WriteString("]}")
 	var sp api.SignedParts
 	_ = json.Unmarshal(do(t, "POST", st.APIURL+"/uploads/"+u.UploadID+"/parts", "", "", signBody.Bytes()).body, &sp)
-	sendPart(t, sp.Parts[0], data[:5<<20])
-	sendPart(t, sp.Parts[1], data[5<<20:])
+	testenv.PutPart(sp.Parts[0], data[:5<<20])
+	testenv.PutPart(sp.Parts[1], data[5<<20:])
 
 	ctx := context.Background()
 	s3c := testenv.S3Client(st.S3URL, nil)

@@ -192,16 +192,9 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 // ErrNotFound, ErrNotPending, *PartsMissingError, *ValidationError, the
 // store's.
 func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Reply, error) {
-	rec, err := s.ownRecord(ctx, tenant, uploadID)
+	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err != nil {
 		return Reply{}, err
-	}
-	u, err := uploadFromRecord(rec)
-	if err != nil {
-		return Reply{}, err
-	}
-	if u.Multipart == nil {
-		return Reply{}, errSinglePut
 	}
 	if rec.State == idempotency.StatePending {
 		if rec, err = s.completeMultipart(ctx, rec, u); err != nil {
@@ -327,16 +320,10 @@ func (s *Service) settleGone(ctx context.Context, rec idempotency.Record) (idemp
 // Errors: ErrNotFound, ErrCompleted, *ValidationError (a single PUT), the
 // store's.
 func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, error) {
-	rec, err := s.ownRecord(ctx, tenant, uploadID)
+	rec, u, err := s.ownMultipart(ctx, tenant, uploadID,
+		invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own"))
 	if err != nil {
 		return Reply{}, err
-	}
-	u, err := uploadFromRecord(rec)
-	if err != nil {
-		return Reply{}, err
-	}
-	if u.Multipart == nil {
-		return Reply{}, invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own")
 	}
 	if rec.State == idempotency.StatePending {
 		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID])})
@@ -385,23 +372,27 @@ func (s *Service) markAborted(ctx context.Context, rec idempotency.Record) (idem
 	}
 }
 
-// pendingMultipart returns the tenant's pending multipart upload.
-func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (idempotency.Record, api.Upload, error) {
+// ownMultipart returns the tenant's multipart upload, or singlePut when the
+// upload is a single PUT.
+func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, singlePut error) (idempotency.Record, api.Upload, error) {
 	rec, err := s.ownRecord(ctx, tenant, uploadID)
 	if err != nil {
 		return rec, api.Upload{}, err
 	}
 	u, err := uploadFromRecord(rec)
-	if err != nil {
-		return rec, u, err
+	if err == nil && u.Multipart == nil {
+		err = singlePut
 	}
-	if u.Multipart == nil {
-		return rec, u, errSinglePut
+	return rec, u, err
+}
+
+// pendingMultipart returns the tenant's pending multipart upload.
+func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (idempotency.Record, api.Upload, error) {
+	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
+	if err == nil && rec.State != idempotency.StatePending {
+		err = ErrNotPending
 	}
-	if rec.State != idempotency.StatePending {
-		return rec, u, ErrNotPending
-	}
-	return rec, u, nil
+	return rec, u, err
 }
 
 var errSinglePut = invalid("uploadId", "this upload is a single PUT; it has no parts")

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -80,27 +81,6 @@ func (e *env) sign(t *testing.T, tenant, uploadID string, f bigFile, parts ...in
 	return byNumber
 }
 
-// putPart sends body with the part's signed headers and returns S3's status.
-func putPart(t *testing.T, p api.SignedPart, body []byte) int {
-	t.Helper()
-	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range p.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		// The server may refuse before reading the body: a reset, not a
-		// status. That is a refusal too.
-		return 499
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
-}
-
 func (e *env) multipartUploads(t *testing.T) int {
 	t.Helper()
 	out, err := e.s3.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
@@ -151,12 +131,12 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 	wrong := bytes.Clone(f.part(1))
 	wrong[0] ^= 1
 	for name, body := range map[string][]byte{"other bytes": wrong, "one byte short": f.part(1)[1:], "another part's bytes": f.part(2)[:len(f.part(1))-1]} {
-		if code := putPart(t, signed[1], body); code < 400 {
+		if code := testenv.PutPart(signed[1], body); code < 400 {
 			t.Errorf("part 1 with %s: S3 answered %d", name, code)
 		}
 	}
 	for n := 1; n <= 3; n++ {
-		if code := putPart(t, signed[n], f.part(n)); code != 200 {
+		if code := testenv.PutPart(signed[n], f.part(n)); code != 200 {
 			t.Fatalf("part %d: %d", n, code)
 		}
 	}
@@ -254,7 +234,7 @@ func TestMultipartFinalizedByTheEvent(t *testing.T) {
 	u := decode(t, created.Body)
 	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
 	for n := 1; n <= 2; n++ {
-		if code := putPart(t, signed[n], f.part(n)); code != 200 {
+		if code := testenv.PutPart(signed[n], f.part(n)); code != 200 {
 			t.Fatalf("part %d: %d", n, code)
 		}
 	}
@@ -316,7 +296,7 @@ func TestLostCompleteAnswerIsRecognised(t *testing.T) {
 	u := decode(t, created.Body)
 	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
 	for n := 1; n <= 2; n++ {
-		putPart(t, signed[n], f.part(n))
+		testenv.PutPart(signed[n], f.part(n))
 	}
 	e.completeAtS3(t, u, f, 2) // S3 completed; the record never heard
 	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
@@ -343,7 +323,7 @@ func TestCompleteWithPartsMissing(t *testing.T) {
 	}
 	u := decode(t, created.Body)
 	signed := e.sign(t, "tenant", u.UploadID, f, 2)
-	putPart(t, signed[2], f.part(2))
+	testenv.PutPart(signed[2], f.part(2))
 	_, err = e.svc.Complete(ctx, "tenant", u.UploadID)
 	var missing *upload.PartsMissingError
 	if !errors.As(err, &missing) || missing.Count != 2 || fmt.Sprint(missing.Missing) != "[1 3]" {
@@ -367,7 +347,7 @@ func TestAbort(t *testing.T) {
 	}
 	u := decode(t, created.Body)
 	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
-	putPart(t, signed[1], f.part(1))
+	testenv.PutPart(signed[1], f.part(1))
 
 	aborted, err := e.svc.Abort(ctx, "tenant", u.UploadID)
 	if err != nil {
@@ -377,7 +357,7 @@ func TestAbort(t *testing.T) {
 	if aborted.Status != 200 || a.Status != api.StatusAborted || a.UploadID != u.UploadID || a.Multipart == nil {
 		t.Fatalf("abort: %d %s", aborted.Status, aborted.Body)
 	}
-	if code := putPart(t, signed[2], f.part(2)); code < 400 {
+	if code := testenv.PutPart(signed[2], f.part(2)); code < 400 {
 		t.Errorf("part PUT after the abort: %d, want S3's refusal", code)
 	}
 	if n, m := e.multipartUploads(t), e.objectCount(t); n != 0 || m != 0 {
