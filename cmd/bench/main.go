@@ -45,7 +45,9 @@ type report struct {
 	ColdStart  bench.ColdStart    `json:"cold_start"`
 	// Baseline is the same measurement of the smallest Go function.
 	Baseline bench.ColdStart `json:"cold_start_hello_baseline"`
-	Notes    []string        `json:"notes"`
+	// LargeFile is absent when --large-file is 0.
+	LargeFile *bench.LargeFile `json:"large_file,omitempty"`
+	Notes     []string         `json:"notes"`
 }
 
 type benchLine struct {
@@ -59,6 +61,8 @@ func main() {
 	count := flag.Int("count", 1000, "requests per load run")
 	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (front door and in-process functions included) here")
+	flag.Int64Var(&largeFile.size, "large-file", 1<<30, "bytes of the large-file comparison's file (0: skip the section)")
+	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -180,6 +184,15 @@ func run(ctx context.Context, count int, out string) error {
 	}
 	if rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000); err != nil {
 		return err
+	}
+
+	if largeFile.size > 0 {
+		fmt.Fprintf(os.Stderr, "bench: a %d MiB file: upload CLI in parts, in one PUT, aws s3 cp\n", largeFile.size>>20)
+		lf, err := measureLargeFile(ctx, st, dir)
+		if err != nil {
+			return err
+		}
+		rep.LargeFile = &lf
 	}
 
 	printMarkdown(os.Stdout, rep)

@@ -95,6 +95,7 @@ func printMarkdown(w io.Writer, rep report) {
 			fmt.Fprintf(w, "| ≥ 2× the peer's req/s at concurrency 8 (replay) | %.2f× | %s |\n", a2.RPS/b.RPS, verdict(a2.RPS >= 2*b.RPS))
 		}
 	}
+	printLargeFile(w, rep.LargeFile)
 	fmt.Fprintf(w, "\n### Why a target is missed (when it is)\n\n%s\n", whyMissed)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "\nNote: %s\n", n)

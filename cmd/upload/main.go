@@ -5,7 +5,11 @@
 //
 // Each file gets one Idempotency-Key, stored in a small state file before
 // the first request; running the command again after a crash or Ctrl-C
-// resumes with the same key, so the file is never stored twice. Exit codes:
+// resumes with the same key, so the file is never stored twice. Files from
+// 64 MiB up go in parts, --parallel at a time, and a rerun sends only the
+// parts S3 lacks. A completed file is remembered for the idempotency
+// window: running again on it prints "already uploaded" and sends
+// nothing. Exit codes:
 // 0 all uploaded, 1 other failure (a file cannot be read, …), 2 usage,
 // 3 rejected by the server (a 4xx that no retry can fix), 4 retries or the
 // deadline ran out (safe to run again), 130 interrupted.
@@ -19,9 +23,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,18 +53,37 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C ends the process at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	os.Exit(code)
 }
 
 type options struct {
-	api, token, contentType, key, state string
-	json, quiet, verbose                bool
-	maxAttempts                         int
-	deadline                            time.Duration
-	limitRate                           int64
+	api, token, contentType, key, state, proxy, partSize string
+	json, quiet, verbose                                 bool
+	maxAttempts, parallel                                int
+	deadline, retryBudget, window                        time.Duration
+	limitRate                                            int64
+	newBar                                               func(total int64, name string, w io.Writer) meter
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// meter is the progress bar.
+type meter interface {
+	Set64(int64) error
+	// Finish fills the bar; Exit leaves it as it is (on a failure or an
+	// interrupt, where filling it would claim bytes S3 does not have).
+	Finish() error
+	Exit() error
+}
+
+// run is the command; ctx ends on Ctrl-C. newBar makes progress bars
+// (nil: a terminal bar when stderr is a terminal).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, newBar func(total int64, name string, w io.Writer) meter) int {
 	cacheDir, _ := os.UserCacheDir()
 	var o options
 	fs := flag.NewFlagSet("upload", flag.ContinueOnError)
@@ -67,10 +95,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.json, "json", false, "print one JSON line per file with the server's final response")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&o.verbose, "v", false, "log every retry to stderr")
-	fs.IntVar(&o.maxAttempts, "max-attempts", 8, "attempts per request, the first included")
+	fs.IntVar(&o.maxAttempts, "max-attempts", client.DefaultMaxAttempts, "attempts per request, the first included (0: no cap, --retry-budget bounds them)")
+	fs.DurationVar(&o.retryBudget, "retry-budget", client.DefaultRetryBudget, "stop retrying a request when the next wait would end this long after its first attempt (0: no budget)")
 	fs.DurationVar(&o.deadline, "deadline", time.Hour, "give up on a file after this long")
 	fs.Int64Var(&o.limitRate, "limit-rate", 0, "cap the upload rate in bytes per second (0: no cap)")
-	fs.StringVar(&o.state, "state", filepath.Join(cacheDir, "onceupload", "pending.json"), "file that remembers the keys of unfinished uploads")
+	fs.StringVar(&o.state, "state", filepath.Join(cacheDir, "onceupload", "pending.json"), "file that remembers the keys of unfinished uploads, and of completed ones for --idempotency-window")
+	fs.DurationVar(&o.window, "idempotency-window", 24*time.Hour, "how long a completed upload is remembered (the server's IDEMPOTENCY_TTL): running again on it within this time prints \"already uploaded\" and sends nothing")
+	fs.StringVar(&o.partSize, "part-size", "0", "send files in parts of this size (bytes, or with KiB/MiB/GiB; 5MiB to 5GiB); 0: parts from 64 MiB up, of max(8 MiB, size/10000); -1: one PUT (at most 5 GiB)")
+	fs.IntVar(&o.parallel, "parallel", client.DefaultParallel, "parts sent at once")
+	fs.StringVar(&o.proxy, "proxy", "", "send every request (API and S3) through this HTTP proxy, loopback addresses included (HTTP(S)_PROXY apply otherwise)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: upload [flags] FILE...
 
@@ -79,8 +112,14 @@ the command retries; if the command itself is stopped, run it again: it
 resumes each unfinished file with the same Idempotency-Key, so nothing is
 stored twice.
 
+Files from 64 MiB up go in parts, --parallel at a time; stopped (Ctrl-C,
+a crash, a network that stays down), the same command sends only the parts
+S3 lacks. Run again on a file that completed, it prints "already uploaded"
+with the upload id and sends nothing.
+
 Examples:
   upload photo.jpg
+  upload --parallel 8 video.mov
   upload --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$JWT" *.pdf
   upload --json report.pdf | jq .upload.uploadId
 
@@ -113,12 +152,29 @@ Flags:
 		}
 	}
 
+	partSize, err := parseSize(o.partSize)
+	if err != nil {
+		fmt.Fprintf(stderr, "upload: --part-size: %v\n", err)
+		return exitUsage
+	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
+	transport := client.NewTransport()
+	if o.proxy != "" {
+		u, err := url.Parse(o.proxy)
+		if err != nil || u.Host == "" {
+			fmt.Fprintf(stderr, "upload: --proxy %q: want http://host:port\n", o.proxy)
+			return exitUsage
+		}
+		transport.Proxy = http.ProxyURL(u)
+	}
+	contact := &firstContact{next: transport}
 	c, err := client.New(o.api, func(co *client.Options) {
-		co.MaxAttempts, co.Deadline, co.Logger = o.maxAttempts, o.deadline, logger
+		co.MaxAttempts, co.RetryBudget, co.Deadline, co.Logger = o.maxAttempts, o.retryBudget, o.deadline, logger
+		co.HTTPClient = &http.Client{Transport: contact}
+		co.CheckRetry = contact.checkRetry
 		if o.token != "" {
 			co.Token = func(context.Context) (string, error) { return o.token, nil }
 		}
@@ -127,14 +183,17 @@ Flags:
 		fmt.Fprintf(stderr, "upload: --api: %v\n", err)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	state := &stateFile{path: o.state}
-	showProgress := !o.quiet && !o.json && isTerminal(stderr)
+	state := &stateFile{path: o.state, window: o.window}
+	o.newBar = newBar
+	if o.newBar == nil && isTerminal(stderr) {
+		o.newBar = terminalBar
+	}
+	if o.quiet || o.json {
+		o.newBar = nil
+	}
 	worst := exitOK
 	for _, file := range files {
-		code := uploadOne(ctx, c, state, file, o, showProgress, stdout, stderr)
+		code := uploadOne(ctx, c, state, file, o, partSize, contact, stdout, stderr)
 		worst = max(worst, code)
 		if ctx.Err() != nil {
 			return exitInterrupted
@@ -143,7 +202,7 @@ Flags:
 	return worst
 }
 
-func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, showProgress bool, stdout, stderr io.Writer) int {
+func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, partSize int64, contact *firstContact, stdout, stderr io.Writer) int {
 	id, err := identify(o.api, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "upload: %v\n", err)
@@ -153,61 +212,174 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	if key == "" {
 		// Minted once and stored before the first request, so that a rerun
 		// after a crash resumes with it.
-		if key, err = state.keyFor(id, client.NewKey); err != nil {
+		e, err := state.entryFor(id, client.NewKey)
+		if err != nil {
 			fmt.Fprintf(stderr, "upload: state file: %v\n", err)
 			return exitFailed
 		}
+		if e.Completed != nil && e.Upload != nil {
+			report(stdout, o, file, e.Key, true, *e.Upload, fmt.Sprintf("already uploaded with this key at %s; nothing sent", e.Completed.Format(time.RFC3339)))
+			return exitOK
+		}
+		key = e.Key
+		if e.PartSize != 0 {
+			partSize = e.PartSize // the key stands for the file cut as before
+		}
 	}
-	in := client.UploadInput{Key: key, ContentType: o.contentType, RateLimit: o.limitRate}
-	var bar *progressbar.ProgressBar
-	if showProgress {
+	in := client.UploadInput{Key: key, ContentType: o.contentType, RateLimit: o.limitRate, PartSize: partSize, Parallel: o.parallel}
+	if o.key == "" {
+		in.OnCreated = func(_ string, u *api.Upload) {
+			if err := state.created(id, u); err != nil {
+				fmt.Fprintf(stderr, "upload: state file: %v\n", err)
+			}
+		}
+	}
+	var bar meter
+	if o.newBar != nil {
 		in.Progress = func(sent, total int64) {
 			if bar == nil {
-				bar = progressbar.DefaultBytes(total, filepath.Base(file))
+				bar = o.newBar(total, filepath.Base(file), stderr)
 			}
 			_ = bar.Set64(sent)
 		}
 	}
 	res, err := c.Upload(ctx, file, in)
 	if bar != nil {
-		_ = bar.Finish()
+		if err == nil {
+			_ = bar.Finish()
+		} else {
+			_ = bar.Exit() // as far as it got: never full on a failure
+			fmt.Fprintln(stderr)
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 		var e *client.Error
 		switch {
 		case ctx.Err() != nil:
+			fmt.Fprintf(stderr, "upload: %s: interrupted; run the same command again to resume (key %s)\n", file, key)
 			return exitInterrupted
+		case !contact.contacted() && errors.Is(err, syscall.ECONNREFUSED):
+			fmt.Fprintf(stderr, "upload: nothing answers at %s (connection refused). Is the API running there? Point the command at yours with --api URL or ONCEUPLOAD_API=URL.\n", o.api)
+			return exitFailed
+		case errors.As(err, &e) && e.Code == client.CodeUploadAborted:
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			_ = state.forget(id) // a new run mints a new key
+			return exitRejected
 		case errors.As(err, &e) && e.Exhausted:
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			fmt.Fprintf(stderr, "upload: %s: run the same command again to resume (key %s)\n", file, key)
 			return exitExhausted
 		case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			_ = state.forget(id) // the same request will be refused again
 			return exitRejected
 		}
+		fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 		return exitFailed
 	}
 	if o.key == "" {
-		if err := state.forget(id); err != nil {
+		if err := state.completed(id, res.Upload); err != nil {
 			fmt.Fprintf(stderr, "upload: state file: %v\n", err)
 		}
 	}
+	note := ""
+	switch {
+	case res.PartsHeld > 0:
+		note = fmt.Sprintf("resumed: %d of %d parts were stored already, %d sent", res.PartsHeld, res.Upload.Multipart.PartCount, res.PartsSent)
+	case res.Replayed && res.PartsSent == 0 && res.Upload.Multipart == nil:
+		note = "already uploaded with this key"
+	case res.Replayed && res.PartsSent == 0:
+		note = "already uploaded with this key; nothing sent"
+	}
+	report(stdout, o, file, res.Key, res.Replayed, res.Upload, note)
+	return exitOK
+}
+
+// report prints a file's outcome: a JSON line, or file, status, upload id
+// and a note.
+func report(stdout io.Writer, o options, file, key string, replayed bool, u api.Upload, note string) {
 	if o.json {
 		line, _ := json.Marshal(struct {
 			File     string     `json:"file"`
 			Key      string     `json:"key"`
 			Replayed bool       `json:"replayed"`
+			Note     string     `json:"note,omitempty"`
 			Upload   api.Upload `json:"upload"`
-		}{file, res.Key, res.Replayed, res.Upload})
+		}{file, key, replayed, note, u})
 		fmt.Fprintln(stdout, string(line))
-	} else {
-		note := ""
-		if res.Replayed {
-			note = " (already uploaded with this key)"
-		}
-		fmt.Fprintf(stdout, "%s\t%s\t%s%s\n", file, res.Upload.Status, res.Upload.UploadID, note)
+		return
 	}
-	return exitOK
+	if note != "" {
+		note = " (" + note + ")"
+	}
+	fmt.Fprintf(stdout, "%s\t%s\t%s%s\n", file, u.Status, u.UploadID, note)
+}
+
+// firstContact is the API's transport: it notes whether any answer ever
+// came, so that a refused connection before the first one, most likely the
+// wrong --api, fails at once with advice instead of being retried for
+// minutes. Later refusals (a network or server that drops) are retried.
+type firstContact struct {
+	next     http.RoundTripper
+	answered atomic.Bool
+}
+
+func (f *firstContact) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := f.next.RoundTrip(r)
+	if err == nil {
+		f.answered.Store(true)
+	}
+	return resp, err
+}
+
+func (f *firstContact) contacted() bool { return f.answered.Load() }
+
+func (f *firstContact) checkRetry(resp *http.Response, body []byte, err error) bool {
+	if err != nil && !f.contacted() && errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	return client.DefaultCheckRetry(resp, body, err)
+}
+
+// terminalBar is one progress bar over a file's bytes, across its parts.
+func terminalBar(total int64, name string, w io.Writer) meter {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetDescription(name), progressbar.OptionSetWriter(w),
+		progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(10), progressbar.OptionThrottle(65*time.Millisecond), progressbar.OptionFullWidth(),
+		progressbar.OptionSpinnerType(14), progressbar.OptionSetRenderBlankState(true),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
+}
+
+// parseSize reads a byte count: digits, optionally followed by K, M or G
+// (binary multiples; "KiB", "MB" and the like read the same).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	upper := strings.ToUpper(t)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(upper, u.suffix) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%q is not a size (try 16MiB)", s)
+	case n == 0 || n == -1 && mult == 1:
+		return n, nil
+	case n < 0:
+		return 0, fmt.Errorf("%q: want 0, -1 or a size", s)
+	}
+	size := n * mult
+	if size/mult != n || size < api.MinPartSize || size > api.MaxPartSize {
+		return 0, fmt.Errorf("%q: a part is 5 MiB to 5 GiB", s)
+	}
+	return size, nil
 }
 
 func isTerminal(w io.Writer) bool {

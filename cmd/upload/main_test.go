@@ -19,42 +19,82 @@ import (
 	"github.com/onceupload/onceupload/internal/localstack"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 func TestUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != exitOK || !strings.Contains(errOut.String(), "Usage: upload") {
+	ctx := context.Background()
+	if code := run(ctx, []string{"--help"}, &out, &errOut, nil); code != exitOK || !strings.Contains(errOut.String(), "Usage: upload") {
 		t.Errorf("--help: %d %q", code, errOut.String())
 	}
-	for _, args := range [][]string{{}, {"--key", "k-0123456789abcdef", "a", "b"}, {"--key", "short", "a"}, {"--nope"}, {"--api", "ftp://x", "a"}} {
+	for _, args := range [][]string{
+		{}, {"--key", "k-0123456789abcdef", "a", "b"}, {"--key", "short", "a"}, {"--nope"}, {"--api", "ftp://x", "a"},
+		{"--part-size", "4MiB", "a"}, {"--part-size", "6GiB", "a"}, {"--part-size", "lots", "a"}, {"--part-size", "-2", "a"},
+		{"--proxy", "nowhere", "a"},
+	} {
 		errOut.Reset()
-		if code := run(args, &out, &errOut); code != exitUsage || errOut.Len() == 0 {
+		if code := run(ctx, args, &out, &errOut, nil); code != exitUsage || errOut.Len() == 0 {
 			t.Errorf("%q: exit %d, stderr %q; want %d with a message", args, code, errOut.String(), exitUsage)
 		}
 	}
-	if code := run([]string{"--state", filepath.Join(t.TempDir(), "s.json"), "/no/such/file"}, &out, &errOut); code != exitFailed {
+	if code := run(ctx, []string{"--state", filepath.Join(t.TempDir(), "s.json"), "/no/such/file"}, &out, &errOut, nil); code != exitFailed {
 		t.Errorf("missing file: exit %d, want %d", code, exitFailed)
 	}
 }
 
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "-1": -1, "5MiB": 5 << 20, "8M": 8 << 20, "16 MB": 16 << 20, "1GiB": 1 << 30, "5242880": 5 << 20, "5g": 5 << 30} {
+		if got, err := parseSize(in); got != want || err != nil {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "1KiB", "5242879", "6GiB", "-1MiB", "99999999999999G"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
 func TestStateFile(t *testing.T) {
-	s := &stateFile{path: filepath.Join(t.TempDir(), "dir", "pending.json")}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	s := &stateFile{path: filepath.Join(t.TempDir(), "dir", "pending.json"), window: 24 * time.Hour, now: func() time.Time { return now }}
 	n := 0
 	mint := func() string { n++; return "key-" + strings.Repeat("x", n) }
-	k1, err := s.keyFor("a", mint)
+	e1, err := s.entryFor("a", mint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, _ := s.keyFor("a", mint)
-	k3, _ := s.keyFor("b", mint)
-	if k1 != k2 || k1 == k3 || n != 2 {
-		t.Fatalf("keys %s %s %s after %d mints", k1, k2, k3, n)
+	e2, _ := s.entryFor("a", mint)
+	e3, _ := s.entryFor("b", mint)
+	if e1.Key != e2.Key || e1.Key == e3.Key || n != 2 {
+		t.Fatalf("keys %s %s %s after %d mints", e1.Key, e2.Key, e3.Key, n)
 	}
 	if err := s.forget("a"); err != nil {
 		t.Fatal(err)
 	}
-	if k4, _ := s.keyFor("a", mint); k4 == k1 {
+	if e4, _ := s.entryFor("a", mint); e4.Key == e1.Key {
 		t.Fatal("a forgotten key came back")
+	}
+
+	// Created: the upload id and part size are kept for a resume.
+	if err := s.created("b", &api.Upload{UploadID: "u-b", Multipart: &api.Multipart{PartSize: 8 << 20, PartCount: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := s.entryFor("b", mint); e.Key != e3.Key || e.UploadID != "u-b" || e.PartSize != 8<<20 || e.Completed != nil {
+		t.Fatalf("after created: %+v", e)
+	}
+	// Completed: kept with its body for the window, then forgotten.
+	if err := s.completed("b", api.Upload{UploadID: "u-b", Status: api.StatusCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(24*time.Hour - time.Second)
+	if e, _ := s.entryFor("b", mint); e.Key != e3.Key || e.Completed == nil || e.Upload == nil || e.Upload.Status != api.StatusCompleted {
+		t.Fatalf("within the window: %+v", e)
+	}
+	now = now.Add(time.Second)
+	if e, _ := s.entryFor("b", mint); e.Key == e3.Key || e.Completed != nil {
+		t.Fatalf("after the window: %+v, want a new key", e)
 	}
 }
 
@@ -138,10 +178,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for stored == "" && time.Now().Before(deadline) {
 		raw, _ := os.ReadFile(state)
-		var entries map[string]pendingEntry
+		var entries map[string]entry
 		if json.Unmarshal(raw, &entries) == nil {
 			for _, e := range entries {
-				stored = e.Key
+				if e.Completed == nil { // the small file's entry stays, completed
+					stored = e.Key
+				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -156,19 +198,20 @@ func TestCLIEndToEnd(t *testing.T) {
 	if resumed.Key != stored || resumed.Upload.Status != "completed" || objects() != 2 {
 		t.Fatalf("resumed = %+v (stored key %s), objects %d", resumed, stored, objects())
 	}
-	if raw, _ := os.ReadFile(state); strings.Contains(string(raw), stored) {
-		t.Error("the finished upload's key is still in the state file")
+	// Run again: "already uploaded", from the state file, with nothing sent
+	// (through a proxy where nothing listens, any request would fail).
+	port, _ := services.FreePort()
+	var outBuf bytes.Buffer
+	again2 := exec.Command(bin, "--api", st.APIURL, "--state", state, "--proxy", "http://127.0.0.1:"+strconv.Itoa(port), big)
+	again2.Stdout = &outBuf
+	if err := again2.Run(); err != nil || !strings.Contains(outBuf.String(), "already uploaded") || !strings.Contains(outBuf.String(), resumed.Upload.UploadID) {
+		t.Errorf("again after completion: %v, %q; want \"already uploaded\" with %s", err, outBuf.String(), resumed.Upload.UploadID)
 	}
 
-	// Exit codes: rejected by the server, and retries exhausted.
+	// Rejected by the server: exit 3.
 	tooBig := file("huge.bin", 3_000_001)
 	if err := cli(tooBig).Run(); exitCode(err) != exitRejected {
 		t.Errorf("too large: %v, want exit %d", err, exitRejected)
-	}
-	port, _ := services.FreePort()
-	down := exec.Command(bin, "--api", "http://127.0.0.1:"+strconv.Itoa(port), "--state", state, "--max-attempts", "2", small)
-	if err := down.Run(); exitCode(err) != exitExhausted {
-		t.Errorf("API down: %v, want exit %d", err, exitExhausted)
 	}
 }
 

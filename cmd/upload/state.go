@@ -8,18 +8,32 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
-// stateFile remembers the key of each unfinished upload, by the file's
-// identity: the API, its absolute path, size and modification time. A file
-// that changed is a new upload with a new key.
+// stateFile remembers each upload by the file's identity (the API, its
+// absolute path, size and modification time; a file that changed is a new
+// upload with a new key): its key before the first request, its upload id
+// and part size once created (a resumed upload must be cut as before), and,
+// once completed, the completed body, for the idempotency window, so that a
+// rerun says "already uploaded" without sending anything.
 type stateFile struct {
 	path string
+	// window is how long a completed entry is kept: the server's
+	// idempotency window, after which the key would make a new upload.
+	window time.Duration
+	now    func() time.Time
 }
 
-type pendingEntry struct {
-	Key     string    `json:"key"`
-	Started time.Time `json:"started"`
+type entry struct {
+	Key      string    `json:"key"`
+	Started  time.Time `json:"started"`
+	UploadID string    `json:"uploadId,omitempty"`
+	PartSize int64     `json:"partSize,omitempty"`
+	// Completed and Upload are set once the upload completed.
+	Completed *time.Time  `json:"completed,omitempty"`
+	Upload    *api.Upload `json:"upload,omitempty"`
 }
 
 func identify(api, file string) (string, error) {
@@ -37,8 +51,16 @@ func identify(api, file string) (string, error) {
 	return fmt.Sprintf("%s|%s|%d|%d", api, abs, info.Size(), info.ModTime().UnixNano()), nil
 }
 
-func (s *stateFile) load() (map[string]pendingEntry, error) {
-	entries := map[string]pendingEntry{}
+func (s *stateFile) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now().UTC()
+}
+
+// load reads the entries, leaving out completed ones older than the window.
+func (s *stateFile) load() (map[string]entry, error) {
+	entries := map[string]entry{}
 	raw, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return entries, nil
@@ -49,12 +71,17 @@ func (s *stateFile) load() (map[string]pendingEntry, error) {
 	if err := json.Unmarshal(raw, &entries); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}
+	for id, e := range entries {
+		if e.Completed != nil && s.clock().Sub(*e.Completed) >= s.window {
+			delete(entries, id)
+		}
+	}
 	return entries, nil
 }
 
 // save writes atomically (temporary file, then rename), so a crash leaves
 // the old or the new state, never half of one.
-func (s *stateFile) save(entries map[string]pendingEntry) error {
+func (s *stateFile) save(entries map[string]entry) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
@@ -80,18 +107,52 @@ func (s *stateFile) save(entries map[string]pendingEntry) error {
 	return os.Rename(tmp.Name(), s.path)
 }
 
-// keyFor returns the stored key of id, or stores and returns a new one.
-func (s *stateFile) keyFor(id string, mint func() string) (string, error) {
+// entryFor returns the entry of id, storing a new one with a minted key
+// if there is none.
+func (s *stateFile) entryFor(id string, mint func() string) (entry, error) {
 	entries, err := s.load()
 	if err != nil {
-		return "", err
+		return entry{}, err
 	}
 	if e, ok := entries[id]; ok {
-		return e.Key, nil
+		return e, nil
 	}
-	key := mint()
-	entries[id] = pendingEntry{Key: key, Started: time.Now().UTC()}
-	return key, s.save(entries)
+	e := entry{Key: mint(), Started: s.clock()}
+	entries[id] = e
+	return e, s.save(entries)
+}
+
+// update changes the entry of id, if it is still there.
+func (s *stateFile) update(id string, change func(*entry)) error {
+	entries, err := s.load()
+	if err != nil {
+		return err
+	}
+	e, ok := entries[id]
+	if !ok {
+		return nil
+	}
+	change(&e)
+	entries[id] = e
+	return s.save(entries)
+}
+
+// created records the upload id and part size of id's upload.
+func (s *stateFile) created(id string, u *api.Upload) error {
+	return s.update(id, func(e *entry) {
+		e.UploadID = u.UploadID
+		if u.Multipart != nil {
+			e.PartSize = u.Multipart.PartSize
+		}
+	})
+}
+
+// completed records id's upload as done, with its completed body.
+func (s *stateFile) completed(id string, u api.Upload) error {
+	return s.update(id, func(e *entry) {
+		now := s.clock()
+		e.Completed, e.Upload, e.UploadID = &now, &u, u.UploadID
+	})
 }
 
 func (s *stateFile) forget(id string) error {

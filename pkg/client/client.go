@@ -32,13 +32,21 @@ type Options struct {
 	HTTPClient *http.Client
 	// Token, if set, supplies the bearer token for the API's authorizer.
 	Token func(ctx context.Context) (string, error)
-	// MaxAttempts is the number of attempts per request, the first one
-	// included. Defaults to 8.
+	// MaxAttempts caps the attempts per request, the first one included;
+	// 0 is no cap (RetryBudget bounds the retries). Defaults to
+	// DefaultMaxAttempts (0).
 	MaxAttempts int
-	// BaseDelay and MaxDelay shape the backoff. Default 250ms and 20s.
+	// RetryBudget bounds the retries of one request: retrying stops when the
+	// next wait would end more than RetryBudget after the request's first
+	// attempt ended. (From its end, not its start: a PUT that ran for ten
+	// minutes before the network dropped still gets its retries.) 0 or less
+	// is no budget. Defaults to DefaultRetryBudget.
+	RetryBudget time.Duration
+	// BaseDelay and MaxDelay shape the backoff. Default DefaultBaseDelay
+	// and DefaultMaxDelay.
 	BaseDelay, MaxDelay time.Duration
 	// MaxRetryAfter caps how long a server's Retry-After may make the client
-	// wait. Defaults to 60 seconds.
+	// wait. Defaults to DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 	// Deadline bounds a whole Upload call. Defaults to 1 hour; negative
 	// means none (the context still applies).
@@ -56,6 +64,16 @@ type Options struct {
 	now    func() time.Time
 }
 
+// The retry policy every onceupload client shares (the Go and TypeScript
+// clients' tests both read it from pkg/api/testdata/retry-policy.json).
+const (
+	DefaultBaseDelay     = 250 * time.Millisecond
+	DefaultMaxDelay      = 20 * time.Second
+	DefaultMaxRetryAfter = 60 * time.Second
+	DefaultRetryBudget   = 5 * time.Minute
+	DefaultMaxAttempts   = 0
+)
+
 // Client talks to an onceupload API.
 type Client struct {
 	base *url.URL
@@ -69,11 +87,9 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[/path]", baseURL)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.ResponseHeaderTimeout = 60 * time.Second
 	o := Options{
-		HTTPClient: &http.Client{Transport: transport}, MaxAttempts: 8,
-		BaseDelay: 250 * time.Millisecond, MaxDelay: 20 * time.Second, MaxRetryAfter: time.Minute,
+		HTTPClient: &http.Client{Transport: NewTransport()}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
+		BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, MaxRetryAfter: DefaultMaxRetryAfter,
 		Deadline: time.Hour, Backoff: FullJitter, CheckRetry: DefaultCheckRetry,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		random: rand.Float64, sleep: sleepCtx, now: time.Now,
@@ -81,21 +97,30 @@ func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	if o.MaxAttempts < 1 {
-		o.MaxAttempts = 1
-	}
+	o.MaxAttempts = max(o.MaxAttempts, 0)
 	return &Client{base: u, opts: o}, nil
+}
+
+// NewTransport returns the transport of a Client's default HTTPClient, to
+// change (a proxy, say) and pass back in Options.HTTPClient: it gives up
+// waiting for response headers after 60 seconds, and keeps enough idle
+// connections for the parts in flight.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 16
+	return t
 }
 
 // Error is a request that failed for good. Test with errors.As.
 type Error struct {
-	Op         string // "create", "status" or "put"
+	Op         string // "create", "status", "put", "sign", "put part N", "list parts", "complete", "abort"
 	StatusCode int    // 0 when no response arrived
 	Code       string // the API's error code, or S3's
 	Message    string
 	Attempts   int
 	// Exhausted is true when the last failure could have been retried but
-	// the attempts or the deadline ran out.
+	// the attempts, the retry budget or the deadline ran out.
 	Exhausted bool
 	// Err is the transport or context error, if any.
 	Err error
@@ -139,6 +164,7 @@ func NewKey() string {
 // body starts over, and retries per the policy. It returns the successful
 // response's body.
 func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	var firstEnded time.Time
 	for attempt := 1; ; attempt++ {
 		req, err := build()
 		if err != nil {
@@ -149,6 +175,9 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		if err == nil {
 			body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
+		}
+		if attempt == 1 {
+			firstEnded = c.opts.now()
 		}
 		if err == nil && resp.StatusCode < 300 {
 			return resp, body, nil
@@ -165,15 +194,14 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		if !c.opts.CheckRetry(resp, body, err) {
 			return nil, nil, fail
 		}
-		if attempt >= c.opts.MaxAttempts {
+		if c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts {
 			fail.Exhausted = true
 			return nil, nil, fail
 		}
-		wait := c.opts.Backoff(attempt-1, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random())
-		if resp != nil {
-			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), c.opts.now()); ok {
-				wait = min(ra, c.opts.MaxRetryAfter)
-			}
+		wait := c.retryWait(attempt-1, resp)
+		if c.opts.RetryBudget > 0 && c.opts.now().Add(wait).Sub(firstEnded) > c.opts.RetryBudget {
+			fail.Exhausted = true
+			return nil, nil, fail
 		}
 		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
 		if err := c.opts.sleep(ctx, wait); err != nil {
@@ -255,6 +283,10 @@ func mismatch(u *api.Upload, req api.CreateRequest) string {
 		return "size"
 	case !strings.EqualFold(u.SHA256, req.SHA256):
 		return "sha256"
+	case u.Multipart != nil && u.Multipart.PartSize != req.PartSize:
+		return "partSize"
+	case req.PartSize > 0 && u.Multipart == nil && u.Status == api.StatusPending:
+		return "multipart"
 	}
 	return ""
 }
@@ -390,12 +422,27 @@ type UploadInput struct {
 	ContentType string
 	// Filename defaults to the file's base name.
 	Filename string
-	// Progress reports the PUT's bytes sent, and RateLimit caps its rate
-	// (bytes per second, 0 for none).
+	// PartSize makes the upload multipart, in parts of this many bytes
+	// (api.MinPartSize to api.MaxPartSize, at most api.MaxParts parts). 0
+	// picks PartSizeFor(size): parts from MultipartThreshold up, one PUT
+	// below. Negative forces one PUT (S3 takes at most 5 GiB so). Resuming
+	// needs the part size of the first attempt, which is part of what the
+	// key stands for.
+	PartSize int64
+	// Parallel is how many parts are sent at once. Defaults to
+	// DefaultParallel.
+	Parallel int
+	// Progress reports the bytes sent out of the total. For one PUT it is
+	// the current attempt's bytes. For parts it is what S3 acknowledged
+	// plus what the attempts in flight sent so far: it steps back when an
+	// attempt fails, never below what S3 acknowledged, and is called one
+	// call at a time. RateLimit caps the sending rate (bytes per second
+	// over all parts, 0 for none).
 	Progress  func(sent, total int64)
 	RateLimit int64
 	// OnCreated is called once the server holds the key, with the key and
-	// the upload (for example to persist the key before sending bytes).
+	// the upload (for example to persist the key, upload id and part size
+	// before sending bytes).
 	OnCreated func(key string, u *api.Upload)
 }
 
@@ -405,10 +452,20 @@ type Result struct {
 	Key    string
 	// Replayed is true when the server already knew the key.
 	Replayed bool
+	// For an upload in parts: the parts S3 already held when this call
+	// began (a resumed upload) and the parts this call sent.
+	PartsHeld, PartsSent int
 }
 
+// CodeUploadAborted is the Error.Code of an Upload whose key belongs to an
+// upload that was aborted: the key cannot store the file any more.
+const CodeUploadAborted = "upload_aborted"
+
 // Upload does the whole job for the file at path: size and SHA-256,
-// create (one key for every attempt), PUT, wait for completion.
+// create (one key for every attempt), PUT, wait for completion. A file of
+// MultipartThreshold bytes or more goes up in parts, Parallel at a time;
+// given the key of an unfinished upload in parts, it sends only the parts
+// S3 lacks.
 func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Result, error) {
 	if c.opts.Deadline > 0 {
 		var cancel context.CancelFunc
@@ -420,11 +477,15 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		return nil, err
 	}
 	defer f.Close()
-	size, sum, err := Describe(f)
+	info, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	req := api.CreateRequest{Filename: in.Filename, ContentType: in.ContentType, Size: size, SHA256: sum}
+	partSize := in.PartSize
+	if partSize == 0 {
+		partSize = PartSizeFor(info.Size())
+	}
+	req := api.CreateRequest{Filename: in.Filename, ContentType: in.ContentType}
 	if req.Filename == "" {
 		req.Filename = filepath.Base(path)
 	}
@@ -437,6 +498,14 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	if key == "" {
 		key = NewKey()
 	}
+	if partSize > 0 {
+		return c.uploadParts(ctx, f, path, key, req, partSize, in)
+	}
+	size, sum, err := Describe(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	req.Size, req.SHA256 = size, sum
 	created, err := c.Create(ctx, key, req)
 	if err != nil {
 		return nil, err
@@ -469,6 +538,75 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		res.Upload = *done
 	}
 	return res, nil
+}
+
+// uploadParts is Upload for a file in parts: one pass for the whole-file
+// and per-part SHA-256, create, list what S3 holds if the key is known,
+// send the rest, complete; parts that turn out missing at completion are
+// sent and completion asked again.
+func (c *Client) uploadParts(ctx context.Context, f *os.File, path, key string, req api.CreateRequest, partSize int64, in UploadInput) (*Result, error) {
+	d, err := DescribeParts(f, partSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(d.Parts) > api.MaxParts {
+		return nil, fmt.Errorf("%s: %d parts of %d bytes; at most %d (use a larger part size)", path, len(d.Parts), partSize, api.MaxParts)
+	}
+	req.Size, req.SHA256, req.PartSize = d.Size, d.SHA256, partSize
+	created, err := c.Create(ctx, key, req)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}
+	if in.OnCreated != nil {
+		in.OnCreated(key, &created.Upload)
+	}
+	switch res.Upload.Status {
+	case api.StatusCompleted:
+		return res, nil
+	case api.StatusAborted:
+		return nil, &Error{Op: "create", StatusCode: http.StatusCreated, Code: CodeUploadAborted,
+			Message: "the upload with this key (" + res.Upload.UploadID + ") was aborted; upload with a new key"}
+	}
+	id := res.Upload.UploadID
+	var held []api.StoredPart
+	if created.Replayed { // only a known key can have parts in S3
+		if held, err = c.ListParts(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	todo, heldBytes := partsToSend(d, held)
+	res.PartsHeld = len(d.Parts) - len(todo)
+	prog := newPartProgress(d.Size, heldBytes, in.Progress, in.RateLimit)
+	parallel := in.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	for round := 0; ; round++ {
+		if err := c.sendParts(ctx, id, f, d, todo, parallel, prog); err != nil {
+			return nil, err
+		}
+		res.PartsSent += len(todo)
+		done, err := c.Complete(ctx, id)
+		var e *Error
+		if err != nil && errors.As(err, &e) && e.Code == api.CodePartsMissing && round < 2 {
+			// S3 lost a part, or another process changed one: list
+			// again and send what is missing.
+			c.opts.Logger.InfoContext(ctx, "parts missing at completion", "upload_id", id, "message", e.Message)
+			if held, err = c.ListParts(ctx, id); err != nil {
+				return nil, err
+			}
+			var heldBytes int64
+			todo, heldBytes = partsToSend(d, held)
+			prog.restart(heldBytes)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Upload = *done
+		return res, nil
+	}
 }
 
 // DetectContentType picks a media type from the file name's extension, else

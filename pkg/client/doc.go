@@ -8,10 +8,22 @@
 // completion. Create, Put, Status and Wait are the steps, for callers who
 // need them.
 //
-// Every request is retried by the same rules: network errors, timeouts,
-// 408, 425, 429, 500, 502, 503, 504 and 409 idempotency_in_progress, with
-// full-jitter exponential backoff or the server's Retry-After (seconds or
-// an HTTP date, capped); never any other 4xx, which cannot succeed. Waits
-// end with the context. A PUT refused with 403 (an expired URL) gets a
+// Files from MultipartThreshold (64 MiB) up go in parts (PartSizeFor),
+// DefaultParallel at a time: one pass hashes the whole file and every part,
+// parts are signed in batches of up to 100 and each is retried on its own;
+// Complete assembles them. Given the key of an unfinished upload, Upload
+// lists the parts S3 holds and sends only the others. SignParts, ListParts,
+// Complete and Abort are those steps.
+//
+// Every request is retried by the same rules, the policy every onceupload
+// client shares (pkg/api/testdata/retry-policy.json; the tests read it):
+// network errors, timeouts, 408, 425, 429, 500, 502, 503, 504 and 409
+// idempotency_in_progress, with full-jitter exponential backoff (base
+// 250 ms, cap 20 s) or the server's Retry-After (seconds or an HTTP date,
+// capped at 60 s); never any other 4xx, which cannot succeed. Attempts are
+// not counted by default: a request stops retrying when its next wait would
+// end more than 5 minutes after its first attempt ended, so a network that drops
+// for a few seconds or minutes does not fail an upload. Waits end with the
+// context. A PUT refused with 403 (an expired URL) gets a
 // fresh URL by replaying the create with the same key.
 package client

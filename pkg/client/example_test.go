@@ -38,3 +38,17 @@ func ExampleFullJitter() {
 	// 400ms
 	// 500ms
 }
+
+// The part size Upload picks: one PUT below 64 MiB, then 8 MiB parts, then
+// parts large enough that no file needs more than 10,000.
+func ExamplePartSizeFor() {
+	for _, size := range []int64{10 << 20, 64 << 20, 1 << 30, 100 << 30, 1 << 40} {
+		fmt.Printf("%d MiB: %d MiB parts\n", size>>20, client.PartSizeFor(size)>>20)
+	}
+	// Output:
+	// 10 MiB: 0 MiB parts
+	// 64 MiB: 8 MiB parts
+	// 1024 MiB: 8 MiB parts
+	// 102400 MiB: 11 MiB parts
+	// 1048576 MiB: 105 MiB parts
+}

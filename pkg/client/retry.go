@@ -61,6 +61,18 @@ func retryableError(err error) bool {
 	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
+// retryWait is the wait before retry number retry (0 for the first) of a
+// request whose last attempt ended in resp (nil when no answer came): the
+// server's Retry-After, capped at MaxRetryAfter, else the backoff.
+func (c *Client) retryWait(retry int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), c.opts.now()); ok {
+			return min(ra, c.opts.MaxRetryAfter)
+		}
+	}
+	return c.opts.Backoff(retry, c.opts.BaseDelay, c.opts.MaxDelay, c.opts.random())
+}
+
 // retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
 // It returns false when absent or unreadable.
 func retryAfter(h string, now time.Time) (time.Duration, bool) {

@@ -192,21 +192,23 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
   const random = opts.random ?? Math.random;
   const network = opts.network ?? browserNetwork;
   const { signal } = opts;
-  // Time spent offline moves the end of the budget: waiting for the network is not retrying.
-  let deadline = clock.now() + policy.retryBudgetMs;
+  // The budget starts when the first attempt ends, so a long upload's own
+  // sending time is not counted as retrying. Time spent offline moves its
+  // end: waiting for the network is not retrying.
+  let deadline: number | undefined;
   // The `retry` of the backoff formula: retries made since the network was last found to be back.
   let retries = 0;
 
   const waitOnline = async () => {
     const since = clock.now();
     await network.waitOnline(signal);
-    deadline += clock.now() - since;
+    if (deadline !== undefined) deadline += clock.now() - since;
   };
 
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted) throw abortError(signal);
     if (!network.isOnline()) await waitOnline();
-    const left = deadline - clock.now();
+    const left = deadline === undefined ? policy.attemptTimeoutMs : deadline - clock.now();
     const ctrl = new AbortController();
     const onAbort = () => ctrl.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -225,6 +227,7 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
       signal?.removeEventListener("abort", onAbort);
     }
     error.attempts = attempt;
+    deadline ??= clock.now() + policy.retryBudgetMs;
     if (!error.retryable) throw error;
     if (policy.maxAttempts > 0 && attempt >= policy.maxAttempts) throw error;
 

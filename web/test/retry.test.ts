@@ -363,18 +363,37 @@ describe("retry", () => {
     assert.ok(err.cause instanceof UploadError);
   });
 
-  it("gives each attempt what is left of the deadline as its time limit", async () => {
+  it("gives each attempt what is left of the budget, which starts when the first attempt ends", async () => {
     const clock = new FakeClock();
     const limits: number[] = [];
     await retry(
       async (ctx) => {
         limits.push(ctx.timeoutMs);
         clock.t += 4_000;
-        if (ctx.attempt < 3) throw transient(503, 0);
+        if (ctx.attempt < 4) throw transient(503, 0);
       },
       { clock, policy: { attemptTimeoutMs: 5_000, retryBudgetMs: 10_000 } },
     );
-    assert.deepEqual(limits, [5_000, 5_000, 2_000]);
+    // The budget ends at 4 s + 10 s: the fourth attempt, at 12 s, has 2 s.
+    assert.deepEqual(limits, [5_000, 5_000, 5_000, 2_000]);
+  });
+
+  it("retries a first attempt that ran longer than the budget (a long upload cut by the network)", async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    const out = await retry(
+      async () => {
+        calls++;
+        if (calls === 1) {
+          clock.t += 20_000;
+          throw transient(0, 0);
+        }
+        return "sent";
+      },
+      { clock, random: () => 0.5, policy: { attemptTimeoutMs: 60_000, retryBudgetMs: 10_000 } },
+    );
+    assert.equal(out, "sent");
+    assert.equal(calls, 2);
   });
 
   it("stops at once when aborted before or between attempts", async () => {

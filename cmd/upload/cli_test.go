@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/pkg/api"
+)
+
+// recordingBar is a progress bar that remembers what it was told.
+type recordingBar struct {
+	mu             sync.Mutex
+	total, max     int64
+	finished, exit bool
+}
+
+func (b *recordingBar) Set64(n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.max = max(b.max, n)
+	return nil
+}
+func (b *recordingBar) Finish() error { b.mu.Lock(); b.finished = true; b.mu.Unlock(); return nil }
+func (b *recordingBar) Exit() error   { b.mu.Lock(); b.exit = true; b.mu.Unlock(); return nil }
+
+func tempFile(t *testing.T, size int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f.bin")
+	if err := os.WriteFile(p, bytes.Repeat([]byte{'z'}, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A refused connection before any answer is most likely the wrong --api:
+// the command says which URL it tried and how to change it, at once.
+func TestRefusedFirstConnectionGivesAdvice(t *testing.T) {
+	port, err := services.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", apiURL, "--state", filepath.Join(t.TempDir(), "s.json"), tempFile(t, 10)}, &out, &errOut, nil)
+	msg := errOut.String()
+	if code != exitFailed || !strings.Contains(msg, apiURL) || !strings.Contains(msg, "--api") || !strings.Contains(msg, "ONCEUPLOAD_API") {
+		t.Errorf("exit %d, stderr %q; want %d naming %s, --api and ONCEUPLOAD_API", code, msg, exitFailed, apiURL)
+	}
+}
+
+// An API that answered once and then keeps failing is retried until the
+// budget runs out: exit 4, with how to resume.
+func TestRetriesRunOut(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(503)
+		_, _ = io.WriteString(w, `{"error":"service_unavailable","message":"busy"}`)
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", srv.URL, "--state", filepath.Join(t.TempDir(), "s.json"), "--retry-budget", "600ms", tempFile(t, 10)}, &out, &errOut, nil)
+	if code != exitExhausted || calls.Load() < 2 || !strings.Contains(errOut.String(), "run the same command again") {
+		t.Errorf("exit %d after %d requests, stderr %q; want %d after retries, with how to resume", code, calls.Load(), errOut.String(), exitExhausted)
+	}
+}
+
+// singleServer is the API and S3 for one single-PUT upload; the PUT reads
+// half the body and then waits for the test.
+type singleServer struct {
+	srv      *httptest.Server
+	requests atomic.Int32
+	halfway  chan struct{}
+	release  chan struct{}
+}
+
+func newSingleServer(t *testing.T) *singleServer {
+	s := &singleServer{halfway: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if r.Method == http.MethodPost {
+			var req api.CreateRequest
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			w.WriteHeader(201)
+			_ = json.NewEncoder(w).Encode(api.Upload{UploadID: "u1", Status: api.StatusPending, Filename: req.Filename, ContentType: req.ContentType,
+				Bytes: req.Size, SHA256: req.SHA256, Upload: &api.PutInstructions{Method: http.MethodPut, URL: s.srv.URL + "/s3/u1", Headers: map[string]string{}}})
+			return
+		}
+		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+		once.Do(func() { close(s.halfway) })
+		<-s.release // the server never notices a client that left mid-body
+	}))
+	t.Cleanup(func() { close(s.release); s.srv.Close() })
+	return s
+}
+
+// Ctrl-C mid-upload: exit 130, how to resume, the bar left where it was
+// (never filled), and the key kept for the rerun.
+func TestInterruptKeepsTheBarAndTheKey(t *testing.T) {
+	s := newSingleServer(t)
+	state := filepath.Join(t.TempDir(), "s.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.halfway:
+		case <-time.After(30 * time.Second): // the test fails below
+		}
+		cancel()
+	}()
+	bar := &recordingBar{}
+	var out, errOut bytes.Buffer
+	const size = 32 << 20 // more than loopback's socket buffers hold
+	code := run(ctx, []string{"--api", s.srv.URL, "--state", state, tempFile(t, size)}, &out, &errOut, func(total int64, _ string, _ io.Writer) meter {
+		bar.total = total
+		return bar
+	})
+	if code != exitInterrupted || !strings.Contains(errOut.String(), "run the same command again") {
+		t.Errorf("exit %d, stderr %q; want %d with how to resume", code, errOut.String(), exitInterrupted)
+	}
+	if bar.finished || !bar.exit || bar.max >= size || bar.total != size {
+		t.Errorf("bar: finished %v, exited %v, at %d of %d; want left short of full", bar.finished, bar.exit, bar.max, bar.total)
+	}
+	raw, _ := os.ReadFile(state)
+	var entries map[string]entry
+	if err := json.Unmarshal(raw, &entries); err != nil || len(entries) != 1 {
+		t.Fatalf("state %s: %v", raw, err)
+	}
+	for _, e := range entries {
+		if e.Key == "" || e.UploadID != "u1" || e.Completed != nil {
+			t.Errorf("state entry %+v; want the key and upload id, not completed", e)
+		}
+	}
+}
+
+// A file that completed within the window: "already uploaded", the upload
+// id, and no request at all. After the window it is a new upload.
+func TestAlreadyUploadedSendsNothing(t *testing.T) {
+	s := newSingleServer(t)
+	statePath := filepath.Join(t.TempDir(), "s.json")
+	file := tempFile(t, 10)
+	id, err := identify(s.srv.URL, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stateFile{path: statePath, window: time.Hour}
+	done := time.Now().UTC().Add(-30 * time.Minute)
+	if err := st.save(map[string]entry{id: {Key: "key-0123456789abcdef", UploadID: "u9", Completed: &done,
+		Upload: &api.Upload{UploadID: "u9", Status: api.StatusCompleted}}}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", s.srv.URL, "--state", statePath, "--idempotency-window", "1h", file}, &out, &errOut, nil)
+	if code != exitOK || !strings.Contains(out.String(), "already uploaded") || !strings.Contains(out.String(), "u9") || s.requests.Load() != 0 {
+		t.Errorf("exit %d, stdout %q, %d requests; want \"already uploaded\" with u9 and no request", code, out.String(), s.requests.Load())
+	}
+	// With a window of 20 minutes the entry has expired: a new upload.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-s.halfway; cancel() }()
+	out.Reset()
+	code = run(ctx, []string{"--api", s.srv.URL, "--state", statePath, "--idempotency-window", "20m", file}, &out, &errOut, nil)
+	if code != exitInterrupted || s.requests.Load() != 2 {
+		t.Errorf("after the window: exit %d, %d requests; want a new upload (create and PUT)", code, s.requests.Load())
+	}
+}

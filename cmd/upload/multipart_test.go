@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
+)
+
+// partProxy is the HTTP proxy the CLI is pointed at (--proxy): it forwards
+// every request, counts the part bytes it forwards to S3, can lose one
+// part's answer after S3 stored it, and can hold back the part PUTs from a
+// part number on (until the client goes away), telling the test when the
+// parts before it were acknowledged.
+type partProxy struct {
+	url string
+	rp  *httputil.ReverseProxy
+
+	mu        sync.Mutex
+	partBytes int64       // part body bytes forwarded to S3
+	puts      map[int]int // part PUTs forwarded, by part number
+	acked     int         // part answers 200 delivered to the client
+	loseOnce  int         // part whose first answer is lost (0: none)
+	holdFrom  int         // hold part PUTs of this number and up (0: none)
+	reached   chan struct{}
+	handlers  sync.WaitGroup
+}
+
+func startPartProxy(t *testing.T) *partProxy {
+	t.Helper()
+	p := &partProxy{puts: map[int]int{}, reached: make(chan struct{})}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host }, // the URL is absolute already
+		Transport: &http.Transport{},
+		ErrorLog:  log.New(io.Discard, "", 0), // a killed client is the point
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(p.serve)}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p.url = "http://" + l.Addr().String()
+	return p
+}
+
+type countingBody struct {
+	io.ReadCloser
+	p *partProxy
+}
+
+func (c countingBody) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	c.p.mu.Lock()
+	c.p.partBytes += int64(n)
+	c.p.mu.Unlock()
+	return n, err
+}
+
+func (p *partProxy) serve(w http.ResponseWriter, r *http.Request) {
+	p.handlers.Add(1)
+	defer p.handlers.Done()
+	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
+	if r.Method != http.MethodPut || err != nil {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	hold := p.holdFrom > 0 && n >= p.holdFrom
+	lose := n == p.loseOnce && p.puts[n] == 0
+	if !hold {
+		p.puts[n]++
+	}
+	p.mu.Unlock()
+	if hold {
+		// Never forwarded: S3 does not get this part. (Reading the body
+		// lets the server notice when the client goes away.)
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+		return
+	}
+	r.Body = countingBody{r.Body, p}
+	if lose {
+		p.rp.ServeHTTP(&discardWriter{header: http.Header{}}, r) // S3 stores the part…
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close() // …and the client never hears of it
+		return
+	}
+	rec := &statusWriter{ResponseWriter: w}
+	p.rp.ServeHTTP(rec, r)
+	if rec.status == http.StatusOK {
+		p.mu.Lock()
+		p.acked++
+		if p.acked == p.holdFrom-1 {
+			close(p.reached)
+		}
+		p.mu.Unlock()
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+type discardWriter struct{ header http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.header }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// A 50 MiB file in 5 MiB parts through the CLI: one part's answer is lost
+// (and the part sent again), the process is killed with SIGKILL once parts
+// 1 to 6 are acknowledged (parts 7 to 10 are held back at the proxy), and
+// the same command run again sends exactly the 4 parts S3 lacks, counted
+// in bytes through the proxy; one object, the file.
+func TestCLIResumesAfterKill(t *testing.T) {
+	testenv.RequireTools(t, "dynoxide", "versitygw")
+	st, err := localstack.Start(context.Background(), localstack.Config{
+		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-mp", Bucket: "uploads-cli-mp",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "upload")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	const size, partSize, parts = 50 << 20, 5 << 20, 10
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	file := filepath.Join(dir, "big.bin")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state.json")
+	proxy := startPartProxy(t)
+	proxy.mu.Lock()
+	proxy.loseOnce, proxy.holdFrom = 3, 7
+	proxy.mu.Unlock()
+	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "4", "--json", file}
+
+	first := exec.Command(bin, args...)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-proxy.reached:
+	case <-time.After(2 * time.Minute):
+		_ = first.Process.Kill()
+		t.Fatal("6 parts were never acknowledged")
+	}
+	_ = first.Process.Kill() // SIGKILL: no chance to tidy up
+	_ = first.Wait()
+	proxy.handlers.Wait() // every request of the dead process has ended
+
+	proxy.mu.Lock()
+	lostPartSends, firstBytes := proxy.puts[3], proxy.partBytes
+	proxy.mu.Unlock()
+	if lostPartSends != 2 {
+		t.Errorf("part 3, whose answer was lost, was sent %d times; want 2", lostPartSends)
+	}
+	// What S3 holds now, through the API, by the upload id the state keeps.
+	raw, _ := os.ReadFile(state)
+	var entries map[string]entry
+	if err := json.Unmarshal(raw, &entries); err != nil || len(entries) != 1 {
+		t.Fatalf("state %s: %v", raw, err)
+	}
+	var e entry
+	for _, v := range entries {
+		e = v
+	}
+	if e.UploadID == "" || e.PartSize != partSize || e.Completed != nil {
+		t.Fatalf("state entry %+v; want the upload id and part size, not completed", e)
+	}
+	resp, err := http.Get(st.APIURL + "/uploads/" + e.UploadID + "/parts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list api.PartList
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := len(list.Parts)
+	if held != 6 || firstBytes != 7*partSize {
+		t.Fatalf("after the kill S3 holds %d parts, %d part bytes were sent; want parts 1 to 6, sent in 7 PUTs", held, firstBytes)
+	}
+	t.Logf("first run: %d part bytes forwarded, S3 holds %d of %d parts", firstBytes, held, parts)
+
+	proxy.mu.Lock()
+	proxy.holdFrom, proxy.partBytes, proxy.puts = 0, 0, map[int]int{}
+	proxy.mu.Unlock()
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	var line struct {
+		Key    string
+		Upload api.Upload
+	}
+	if err := json.Unmarshal(out, &line); err != nil || line.Key != e.Key || line.Upload.Status != api.StatusCompleted || line.Upload.UploadID != e.UploadID {
+		t.Fatalf("rerun printed %s (%v); want the same key and upload, completed", out, err)
+	}
+	proxy.mu.Lock()
+	sent, puts := proxy.partBytes, len(proxy.puts)
+	proxy.mu.Unlock()
+	if want := int64(parts-held) * partSize; sent != want || puts != parts-held {
+		t.Errorf("rerun sent %d part bytes in %d parts; want %d in %d (only the missing parts)", sent, puts, want, parts-held)
+	}
+	s3c := testenv.S3Client(st.S3URL, nil)
+	objs, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &st.Bucket})
+	if err != nil || len(objs.Contents) != 1 {
+		t.Fatalf("objects %v, %v; want exactly one", objs, err)
+	}
+	obj, err := s3c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &st.Bucket, Key: objs.Contents[0].Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	_, _ = io.Copy(h, obj.Body)
+	obj.Body.Close()
+	if want := sha256.Sum256(data); hex.EncodeToString(h.Sum(nil)) != hex.EncodeToString(want[:]) {
+		t.Fatal("the object is not the file")
+	}
+}

@@ -1,0 +1,272 @@
+package client
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/onceupload/onceupload/pkg/api"
+)
+
+// fakeAPI is the multipart contract in memory, API and S3 in one server,
+// with faults a test can ask for. It checks what S3 checks of a part: its
+// length and its signed SHA-256.
+type fakeAPI struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	byKey     map[string]*fakeUpload
+	byID      map[string]*fakeUpload
+	received  int64       // part bytes S3 took in
+	puts      map[int]int // PUT attempts per part number
+	signed    [][]int     // part numbers of each sign request
+	completes int
+	inFlight  int
+	maxFlight int
+
+	creates []api.CreateRequest
+
+	// Faults.
+	refuseCreate bool
+	loseAnswer   map[int]int // part → answers to lose after storing it
+	forbid       map[int]int // part → 403s to give before taking it
+	refuse       map[int]int // part → status to answer, forever
+	dropAtFirst  []int       // parts S3 loses before the first complete
+	onStored     func(part int)
+}
+
+type fakeUpload struct {
+	key   string
+	body  api.Upload
+	parts map[int][]byte
+}
+
+func newFakeAPI(t *testing.T) *fakeAPI {
+	f := &fakeAPI{t: t, byKey: map[string]*fakeUpload{}, byID: map[string]*fakeUpload{}, puts: map[int]int{},
+		loseAnswer: map[int]int{}, forbid: map[int]int{}, refuse: map[int]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /uploads", f.create)
+	mux.HandleFunc("POST /uploads/{id}/parts", f.sign)
+	mux.HandleFunc("GET /uploads/{id}/parts", f.list)
+	mux.HandleFunc("POST /uploads/{id}/complete", f.complete)
+	mux.HandleFunc("PUT /s3/{id}/{part}", f.putPart)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func apiError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Error: code, Message: msg})
+}
+
+func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		apiError(w, 400, api.CodeInvalidRequest, err.Error())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates = append(f.creates, req)
+	if f.refuseCreate {
+		apiError(w, 400, api.CodeInvalidRequest, "refused by the test")
+		return
+	}
+	if u, ok := f.byKey[key]; ok {
+		w.Header().Set("Idempotent-Replay", "true")
+		writeJSON(w, 201, u.body)
+		return
+	}
+	id := "u" + strconv.Itoa(len(f.byID)+1)
+	u := &fakeUpload{key: key, parts: map[int][]byte{}, body: api.Upload{
+		UploadID: id, Status: api.StatusPending, StorageKey: "uploads/" + id, Filename: req.Filename,
+		ContentType: req.ContentType, Bytes: req.Size, SHA256: req.SHA256,
+		Multipart: &api.Multipart{PartSize: req.PartSize, PartCount: api.PartCount(req.Size, req.PartSize)},
+	}}
+	f.byKey[key], f.byID[id] = u, u
+	writeJSON(w, 201, u.body)
+}
+
+func (f *fakeAPI) upload(w http.ResponseWriter, r *http.Request) *fakeUpload {
+	u := f.byID[r.PathValue("id")]
+	if u == nil {
+		apiError(w, 404, api.CodeNotFound, "no such upload")
+	}
+	return u
+}
+
+func (f *fakeAPI) sign(w http.ResponseWriter, r *http.Request) {
+	var req api.SignPartsRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Parts) == 0 || len(req.Parts) > api.MaxPartsPerSign {
+		apiError(w, 400, api.CodeInvalidRequest, fmt.Sprintf("%d parts (%v)", len(req.Parts), err))
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := f.upload(w, r)
+	if u == nil {
+		return
+	}
+	if u.body.Status != api.StatusPending {
+		apiError(w, 409, api.CodeUploadNotPending, u.body.Status)
+		return
+	}
+	var out api.SignedParts
+	var numbers []int
+	for _, p := range req.Parts {
+		sum, err := hex.DecodeString(p.SHA256)
+		if err != nil || len(sum) != 32 || p.PartNumber < 1 || p.PartNumber > u.body.Multipart.PartCount {
+			apiError(w, 400, api.CodeInvalidRequest, "bad part")
+			return
+		}
+		numbers = append(numbers, p.PartNumber)
+		out.Parts = append(out.Parts, api.SignedPart{PartNumber: p.PartNumber, PutInstructions: api.PutInstructions{
+			Method: http.MethodPut, URL: fmt.Sprintf("%s/s3/%s/%d", f.srv.URL, u.body.UploadID, p.PartNumber),
+			Headers: map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(sum)}, ExpiresAt: "2030-01-01T00:00:00Z",
+		}})
+	}
+	f.signed = append(f.signed, numbers)
+	writeJSON(w, 200, out)
+}
+
+func (f *fakeAPI) storedLocked(u *fakeUpload) []api.StoredPart {
+	var out []api.StoredPart
+	for n, b := range u.parts {
+		sum := sha256.Sum256(b)
+		out = append(out, api.StoredPart{PartNumber: n, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:]), ETag: "e"})
+	}
+	slices.SortFunc(out, func(a, b api.StoredPart) int { return a.PartNumber - b.PartNumber })
+	return out
+}
+
+func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u := f.upload(w, r); u != nil {
+		writeJSON(w, 200, api.PartList{Parts: f.storedLocked(u)})
+	}
+}
+
+func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := f.upload(w, r)
+	if u == nil {
+		return
+	}
+	f.completes++
+	if f.completes == 1 {
+		for _, n := range f.dropAtFirst {
+			delete(u.parts, n)
+		}
+	}
+	if u.body.Status == api.StatusCompleted {
+		writeJSON(w, 200, u.body)
+		return
+	}
+	for n := 1; n <= u.body.Multipart.PartCount; n++ {
+		if int64(len(u.parts[n])) != api.PartLength(u.body.Bytes, u.body.Multipart.PartSize, n) {
+			apiError(w, 409, api.CodePartsMissing, fmt.Sprintf("part %d is missing", n))
+			return
+		}
+	}
+	whole := sha256.New()
+	for n := 1; n <= u.body.Multipart.PartCount; n++ {
+		whole.Write(u.parts[n])
+	}
+	if hex.EncodeToString(whole.Sum(nil)) != u.body.SHA256 {
+		f.t.Errorf("complete: the parts are not the file the client declared")
+	}
+	u.body.Status, u.body.ETag, u.body.CompletedAt = api.StatusCompleted, `"etag-1"`, "2026-11-29T12:00:00Z"
+	writeJSON(w, 200, u.body)
+}
+
+func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
+	n, _ := strconv.Atoi(r.PathValue("part"))
+	f.mu.Lock()
+	u := f.byID[r.PathValue("id")]
+	f.puts[n]++
+	f.inFlight++
+	f.maxFlight = max(f.maxFlight, f.inFlight)
+	want := api.PartLength(u.body.Bytes, u.body.Multipart.PartSize, n)
+	status := f.refuse[n]
+	forbid := f.forbid[n] > 0
+	if forbid {
+		f.forbid[n]--
+	}
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.inFlight--; f.mu.Unlock() }()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(body)
+	switch {
+	case status != 0:
+		w.WriteHeader(status)
+		return
+	case forbid:
+		w.WriteHeader(403)
+		_, _ = io.WriteString(w, `<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`)
+		return
+	case r.ContentLength != want || int64(len(body)) != want:
+		w.WriteHeader(403)
+		return
+	case r.Header.Get("x-amz-checksum-sha256") != base64.StdEncoding.EncodeToString(sum[:]):
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `<Error><Code>BadDigest</Code></Error>`)
+		return
+	}
+	f.mu.Lock()
+	u.parts[n] = body
+	f.received += int64(len(body))
+	lose := f.loseAnswer[n] > 0
+	if lose {
+		f.loseAnswer[n]--
+	}
+	onStored := f.onStored
+	f.mu.Unlock()
+	if onStored != nil {
+		onStored(n)
+	}
+	if lose {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return
+	}
+	w.Header().Set("ETag", `"e"`)
+	w.WriteHeader(200)
+}
+
+// object is the stored object of the upload with key, or nil while it is
+// not completed.
+func (f *fakeAPI) object(key string) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := f.byKey[key]
+	if u == nil || u.body.Status != api.StatusCompleted {
+		return nil
+	}
+	var out []byte
+	for n := 1; n <= u.body.Multipart.PartCount; n++ {
+		out = append(out, u.parts[n]...)
+	}
+	return out
+}

@@ -1,0 +1,311 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/client"
+)
+
+// objectBytes is the one object in the stack's bucket, whole.
+func objectBytes(t *testing.T, st *localstack.Stack) []byte {
+	t.Helper()
+	s3c := testenv.S3Client(st.S3URL, nil)
+	list, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &st.Bucket})
+	if err != nil || len(list.Contents) != 1 {
+		t.Fatalf("objects: %v, %v; want exactly one", list, err)
+	}
+	obj, err := s3c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &st.Bucket, Key: list.Contents[0].Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func fileBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// An upload in parts through the real stack: completed with S3's composite
+// checksum, the object is the file, and the key replays without a byte.
+func TestMultipartUploadAgainstTheLocalStack(t *testing.T) {
+	st := startStack(t, nil)
+	c, err := client.New(st.APIURL, fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "big.bin", 17<<20+3) // parts of 5, 5, 5 and 2 MiB + 3 bytes
+	var last atomic.Int64
+	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize, Progress: func(sent, total int64) { last.Store(sent) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := res.Upload
+	if u.Status != api.StatusCompleted || u.Multipart == nil || u.Multipart.PartCount != 4 || !strings.HasSuffix(u.CompositeSHA256, "-4") ||
+		res.PartsSent != 4 || last.Load() != 17<<20+3 {
+		t.Fatalf("result %+v (%d parts sent), progress %d", u, res.PartsSent, last.Load())
+	}
+	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+	again, err := c.Upload(context.Background(), path, client.UploadInput{Key: res.Key, PartSize: api.MinPartSize})
+	if err != nil || !again.Replayed || again.PartsSent != 0 || again.Upload.UploadID != u.UploadID || again.Upload.ETag != u.ETag {
+		t.Fatalf("again = %+v, %v", again, err)
+	}
+	if n := objectCount(t, st); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+}
+
+// The first Complete reaches the server, which completes the object, but
+// its answer is lost: the client's retry gets the same completed body, and
+// the bucket holds one object.
+func TestLostCompleteAnswer(t *testing.T) {
+	st := startStack(t, nil)
+	target, _ := url.Parse(st.APIURL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var completes atomic.Int32
+	var lost []byte
+	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/complete") && completes.Add(1) == 1 {
+			rec := httptest.NewRecorder()
+			proxy.ServeHTTP(rec, r) // the server completes the upload…
+			lost = rec.Body.Bytes()
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close() // …and the client never hears of it
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	c, _ := client.New(serve(t, front), fastRetries)
+	path := writeFile(t, "big.bin", 11<<20)
+	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first api.Upload
+	if err := json.Unmarshal(lost, &first); err != nil || first.Status != api.StatusCompleted {
+		t.Fatalf("the lost answer %s: %v; want a completed body", lost, err)
+	}
+	if completes.Load() != 2 || !reflect.DeepEqual(first, res.Upload) {
+		t.Fatalf("%d completes; lost answer %+v, retry's %+v; want 2 and the same body", completes.Load(), first, res.Upload)
+	}
+	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+}
+
+// dropProxy is a TCP proxy that, once cutAfter bytes went through it toward
+// the server, cuts every connection and refuses new ones for a while, as a
+// phone handing over from Wi-Fi to LTE does.
+type dropProxy struct {
+	addr, target string
+	cutAfter     int64
+	down         time.Duration
+
+	mu       sync.Mutex
+	l        net.Listener
+	conns    map[net.Conn]bool
+	sent     int64
+	cuts     int
+	refusing bool
+	done     chan struct{}
+}
+
+func startDropProxy(t *testing.T, target string, cutAfter int64, down time.Duration) *dropProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{addr: l.Addr().String(), target: target, cutAfter: cutAfter, down: down, l: l, conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	go p.accept(l)
+	t.Cleanup(func() {
+		close(p.done)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.l.Close()
+		for c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *dropProxy) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+		go p.pump(up, c)
+	}
+}
+
+// pump copies the client's bytes to the server, counting them, and cuts
+// everything when the count passes cutAfter.
+func (p *dropProxy) pump(up, c net.Conn) {
+	defer up.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := up.Write(buf[:n]); werr != nil {
+				return
+			}
+			p.mu.Lock()
+			p.sent += int64(n)
+			cut := p.cuts == 0 && p.sent >= p.cutAfter
+			p.mu.Unlock()
+			if cut {
+				p.cut()
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cut closes every connection and the listener, and listens again on the
+// same address after p.down.
+func (p *dropProxy) cut() {
+	p.mu.Lock()
+	p.cuts++
+	p.refusing = true
+	p.l.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+	p.mu.Unlock()
+	go func() {
+		select {
+		case <-time.After(p.down):
+		case <-p.done:
+			return
+		}
+		l, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return // the test fails: nothing answers
+		}
+		p.mu.Lock()
+		p.l, p.refusing = l, false
+		p.mu.Unlock()
+		p.accept(l)
+	}()
+}
+
+// The network drops for 4 seconds in the middle of a PUT: every connection
+// is cut and new ones are refused. The client's default policy (no attempt
+// cap, a 5-minute budget) rides it out, for one PUT and for parts.
+func TestNetworkDropMidPut(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		partSize int64
+	}{{"single PUT", -1}, {"parts", api.MinPartSize}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := startStack(t, nil)
+			s3, _ := url.Parse(st.S3URL)
+			const size = 40 << 20
+			p := startDropProxy(t, s3.Host, size*3/10, 4*time.Second)
+			// Presigned URLs name S3's host; the client's dialer goes
+			// through the proxy for it, as a route through a flaky network.
+			transport := client.NewTransport()
+			var d net.Dialer
+			transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == s3.Host {
+					addr = p.addr
+				}
+				return d.DialContext(ctx, network, addr)
+			}
+			c, err := client.New(st.APIURL, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: transport} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := writeFile(t, "drop.bin", size)
+			res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: tc.partSize})
+			if err != nil {
+				t.Fatalf("upload across a 4 s drop: %v", err)
+			}
+			p.mu.Lock()
+			cuts := p.cuts
+			p.mu.Unlock()
+			if cuts != 1 || res.Upload.Status != api.StatusCompleted {
+				t.Fatalf("%d cuts, status %s; want one cut, completed", cuts, res.Upload.Status)
+			}
+			got := objectBytes(t, st)
+			if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != res.Upload.SHA256 || len(got) != size {
+				t.Fatal("the object is not the file")
+			}
+		})
+	}
+}
+
+// Part URLs live one second here; sending at 2 MiB/s, one part at a time,
+// the parts after the first find their URLs expired (Versity refuses them,
+// sometimes before reading the body, which Go reports as a reset): each is
+// signed again and sent, and the upload completes.
+func TestExpiredPartURLsAreSignedAgain(t *testing.T) {
+	st := startStack(t, map[string]string{"PRESIGN_TTL": "1s"})
+	var signs atomic.Int32
+	transport := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/parts") {
+			signs.Add(1)
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: transport} })
+	path := writeFile(t, "slow.bin", 11<<20) // parts of 5, 5 and 1 MiB
+	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize, Parallel: 1, RateLimit: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Upload.Status != api.StatusCompleted || signs.Load() < 2 {
+		t.Fatalf("status %s after %d sign requests; want completed, with parts signed again", res.Upload.Status, signs.Load())
+	}
+	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+}

@@ -1,0 +1,248 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// policy is pkg/api/testdata/retry-policy.json: the one retry policy of
+// every onceupload client. The TypeScript client's tests read the same file.
+type policy struct {
+	Defaults struct {
+		BaseDelayMs, MaxDelayMs, MaxRetryAfterMs, RetryBudgetMs int64
+		MaxAttempts                                             int
+	}
+	Retryable []struct {
+		Status int
+		Code   string
+		Retry  bool
+	}
+	Backoff []struct {
+		Retry  int
+		Random float64
+		WaitMs int64
+	}
+	RetryAfter []struct {
+		Header string
+		Now    string
+		WaitMs *int64
+	}
+}
+
+func loadPolicy(t *testing.T) policy {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "api", "testdata", "retry-policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Retryable) == 0 || len(p.Backoff) == 0 || len(p.RetryAfter) == 0 {
+		t.Fatalf("the policy file has an empty table: %+v", p)
+	}
+	return p
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestDefaultsAreThePolicy(t *testing.T) {
+	t.Parallel()
+	p := loadPolicy(t)
+	c, err := New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.Defaults
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"BaseDelay", c.opts.BaseDelay, ms(d.BaseDelayMs)},
+		{"MaxDelay", c.opts.MaxDelay, ms(d.MaxDelayMs)},
+		{"MaxRetryAfter", c.opts.MaxRetryAfter, ms(d.MaxRetryAfterMs)},
+		{"RetryBudget", c.opts.RetryBudget, ms(d.RetryBudgetMs)},
+		{"MaxAttempts", c.opts.MaxAttempts, d.MaxAttempts},
+		{"Backoff is FullJitter", fmt.Sprintf("%p", c.opts.Backoff), fmt.Sprintf("%p", Backoff(FullJitter))},
+		{"CheckRetry is DefaultCheckRetry", fmt.Sprintf("%p", c.opts.CheckRetry), fmt.Sprintf("%p", CheckRetry(DefaultCheckRetry))},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestCheckRetryFollowsThePolicy(t *testing.T) {
+	t.Parallel()
+	for _, row := range loadPolicy(t).Retryable {
+		name := fmt.Sprintf("%d %s", row.Status, row.Code)
+		t.Run(name, func(t *testing.T) {
+			var resp *http.Response
+			var body []byte
+			var err error
+			if row.Status == 0 {
+				// What net/http returns for a refused connection.
+				err = &url.Error{Op: "Put", URL: "http://127.0.0.1:1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}}
+			} else {
+				resp = &http.Response{StatusCode: row.Status, Header: http.Header{}}
+				if row.Code != "" {
+					body = fmt.Appendf(nil, `{"error":%q,"message":"x"}`, row.Code)
+				}
+			}
+			if got := DefaultCheckRetry(resp, body, err); got != row.Retry {
+				t.Errorf("DefaultCheckRetry = %v, want %v", got, row.Retry)
+			}
+		})
+	}
+}
+
+func TestBackoffFollowsThePolicy(t *testing.T) {
+	t.Parallel()
+	p := loadPolicy(t)
+	for _, row := range p.Backoff {
+		got := FullJitter(row.Retry, ms(p.Defaults.BaseDelayMs), ms(p.Defaults.MaxDelayMs), row.Random)
+		if want := ms(row.WaitMs); got != want {
+			t.Errorf("FullJitter(retry %d, random %v) = %v, want %v", row.Retry, row.Random, got, want)
+		}
+	}
+}
+
+// The wait a Retry-After header makes, through the client's default cap.
+func TestRetryAfterFollowsThePolicy(t *testing.T) {
+	t.Parallel()
+	for _, row := range loadPolicy(t).RetryAfter {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		if row.Now != "" {
+			var err error
+			if now, err = time.Parse(time.RFC3339, row.Now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, _ := New("http://127.0.0.1:1", func(o *Options) {
+			o.now = func() time.Time { return now }
+			o.random = func() float64 { return 0.5 } // backoff for retry 0: 125ms
+		})
+		resp := &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {row.Header}}}
+		got := c.retryWait(0, resp)
+		want := DefaultBaseDelay / 2 // no usable header: the backoff
+		if row.WaitMs != nil {
+			want = ms(*row.WaitMs)
+		}
+		if got != want {
+			t.Errorf("Retry-After %q: wait %v, want %v", row.Header, got, want)
+		}
+		if _, ok := retryAfter(row.Header, now); ok != (row.WaitMs != nil) {
+			t.Errorf("Retry-After %q: usable = %v, want %v", row.Header, ok, row.WaitMs != nil)
+		}
+	}
+}
+
+// fakeClock is a clock that the sleeper advances.
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time { return f.t }
+func (f *fakeClock) sleep(ctx context.Context, d time.Duration) error {
+	f.t = f.t.Add(d)
+	return ctx.Err()
+}
+
+// With no cap on attempts, the budget ends the retries: the last wait is
+// the one that still ends within it, and the error says retries ran out.
+func TestRetryBudgetEndsTheRetries(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		budget     time.Duration
+		attempts   int
+		waited     time.Duration
+	}{
+		// Full jitter at 0.5 with 250ms..20s: 125, 250, 500, 1s, 2s, 4s,
+		// 8s, then 10s each. 5 minutes hold 7 waits (15.875s) and 28 of
+		// 10s (280s): 295.875s; the next 10s would end past 300s.
+		{"backoff", "", 5 * time.Minute, 36, 295875 * time.Millisecond},
+		// Retry-After: 120 is capped at 60s: four waits fit in 5 minutes,
+		// and a fifth would end exactly at the budget, which still fits.
+		{"retry-after", "120", 5 * time.Minute, 6, 5 * time.Minute},
+		{"small budget", "", time.Second, 4, 875 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			headers := map[string]string{}
+			if tc.retryAfter != "" {
+				headers["Retry-After"] = tc.retryAfter
+			}
+			s := &script{answers: []func(http.ResponseWriter){status(503, headers, `{"error":"service_unavailable","message":"busy"}`)}}
+			srv := startScript(t, s)
+			clock := &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+			start := clock.t
+			c, err := New(srv, func(o *Options) {
+				o.RetryBudget = tc.budget
+				o.random = func() float64 { return 0.5 }
+				o.now, o.sleep = clock.now, clock.sleep
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Create(context.Background(), "key-0123456789abcdef", req)
+			var e *Error
+			if !errors.As(err, &e) || !e.Exhausted || e.StatusCode != 503 || e.Attempts != tc.attempts {
+				t.Fatalf("err = %#v, want exhausted after %d attempts", err, tc.attempts)
+			}
+			if waited := clock.t.Sub(start); waited != tc.waited || waited > tc.budget {
+				t.Errorf("waited %v, want %v (budget %v)", waited, tc.waited, tc.budget)
+			}
+		})
+	}
+}
+
+func startScript(t *testing.T, s *script) string {
+	t.Helper()
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// The budget runs from the end of the first attempt: an attempt that took
+// ten minutes (a large PUT) and then failed is still retried.
+func TestRetryBudgetStartsWhenTheFirstAttemptEnds(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	var mu sync.Mutex
+	calls := 0
+	transport := roundTrip(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			clock.t = clock.t.Add(10 * time.Minute) // a long upload, then a reset
+			return nil, &url.Error{Op: "Put", URL: r.URL.String(), Err: &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection reset by peer")}}
+		}
+		return &http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	c, _ := New("http://127.0.0.1:1", func(o *Options) {
+		o.HTTPClient = &http.Client{Transport: transport}
+		o.random = func() float64 { return 0.5 }
+		o.now, o.sleep = clock.now, clock.sleep
+	})
+	_, _, err := c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil) })
+	if err != nil || calls != 2 {
+		t.Fatalf("err %v after %d attempts; want success on the retry", err, calls)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
