@@ -323,6 +323,20 @@ func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
 	if last >= int64(len(data)) {
 		t.Errorf("progress reached %d of %d on an interrupt", last, len(data))
 	}
+	// A PUT the server had already taken in may still be storing its part
+	// after the client gave up: wait for the server to finish, as S3
+	// would have, before counting what it holds.
+	// (A request still on its way counts too: idle means idle for 100 ms.)
+	for idleSince, deadline := time.Now(), time.Now().Add(5*time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		busy := f.inFlight > 0
+		f.mu.Unlock()
+		if busy {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) > 100*time.Millisecond {
+			break
+		}
+	}
 	f.mu.Lock()
 	f.onStored = nil
 	before := f.received

@@ -110,6 +110,8 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		errs = append(errs, fmt.Errorf("ABORT_INCOMPLETE_DAYS=%q: want a whole number of days, at least 1", days))
 	} else if limit := time.Duration(d) * 24 * time.Hour; c.IdempotencyTTL > limit {
 		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS", c.IdempotencyTTL, d))
+	} else {
+		c.Upload.AbortIncompleteAfter = limit
 	}
 
 	anon := get("ALLOW_ANONYMOUS", "false")

@@ -19,7 +19,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{KeyTTL: 24 * time.Hour,
+	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{KeyTTL: 24 * time.Hour, AbortIncompleteAfter: 7 * 24 * time.Hour,
 		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 53687091200000,
 	}}
 	if !reflect.DeepEqual(got, want) {
@@ -37,7 +37,7 @@ func TestLoadOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{KeyTTL: 72 * time.Hour,
+	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{KeyTTL: 72 * time.Hour, AbortIncompleteAfter: 7 * 24 * time.Hour,
 		Bucket: "b", Prefix: "in/", PresignTTL: 5 * time.Minute, MaxUploadBytes: 1 << 20,
 		AllowedContentTypes: []string{"image/*", "application/pdf"},
 	}}

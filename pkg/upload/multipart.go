@@ -162,7 +162,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
 		// Completed or aborted behind the record's back: settle it.
-		if _, err := s.settleGone(ctx, rec); err != nil {
+		if _, err := s.settleGone(ctx, rec, false); err != nil {
 			return Reply{}, err
 		}
 		return Reply{}, ErrNotPending
@@ -214,7 +214,7 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Reply,
 func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record, u api.Upload) (idempotency.Record, error) {
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
-		return s.settleGone(ctx, rec)
+		return s.settleGone(ctx, rec, false)
 	}
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, storageError(err))
@@ -249,7 +249,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed":
 		// An earlier Complete (whose answer was lost) or an abort got
 		// there first: the object, or its absence, says which.
-		return s.settleGone(ctx, rec)
+		return s.settleGone(ctx, rec, false)
 	case apiErrorCode(err) == "InvalidPart" || apiErrorCode(err) == "InvalidPartOrder":
 		// A part changed between the list and the complete (a client
 		// re-sent it); the next attempt lists it again.
@@ -263,6 +263,16 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 	})
 	if err != nil {
 		return rec, err
+	}
+	if done.Data[dataStatus] == api.StatusAborted {
+		// An abort was recorded while S3 completed: aborted means no
+		// object, so this one goes (if it is still the one made here).
+		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, IfMatch: out.ETag})
+		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
+			return rec, fmt.Errorf("complete %s: remove the object of an aborted upload: %w", u.UploadID, storageError(err))
+		}
+		s.opts.Logger.WarnContext(ctx, "complete raced an abort; the object was removed", "upload_id", u.UploadID)
+		return done, nil
 	}
 	return s.afterCompletion(ctx, rec, done)
 }
@@ -288,15 +298,21 @@ func (s *Service) afterCompletion(ctx context.Context, rec, done idempotency.Rec
 }
 
 // settleGone decides what became of a multipart upload that S3 no longer
-// has: completed if the object is there (recorded now, as finalize would),
-// else aborted (by a DELETE, or by the bucket's lifecycle rule).
-func (s *Service) settleGone(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
+// has: completed if the object is there (recorded now, as finalize would).
+// Without an object it is aborted only when that cannot be a Complete
+// still at work: S3 drops the upload when a Complete starts and shows the
+// object only when it ends, so a younger upload without either is a 409 to
+// retry, unless the caller is aborting it (abort), or it is old enough for
+// the bucket's lifecycle rule to have aborted it.
+func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort bool) (idempotency.Record, error) {
 	key := rec.Data[dataObjectKey]
 	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
 	var notFound *types.NotFound
 	switch {
-	case errors.As(err, &notFound):
+	case errors.As(err, &notFound) && (abort || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
+	case errors.As(err, &notFound):
+		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, storageError(err))
 	}
@@ -329,7 +345,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID])})
 		switch {
 		case isNoSuchUpload(err):
-			rec, err = s.settleGone(ctx, rec)
+			rec, err = s.settleGone(ctx, rec, true)
 		case err != nil:
 			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, storageError(err))
 		default:

@@ -573,3 +573,110 @@ func TestSignPartsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// midComplete shows S3 as another request's Complete leaves it while it
+// works: the multipart upload already gone, the object not there yet.
+type midComplete struct{ upload.ObjectAPI }
+
+func (midComplete) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	return nil, &types.NoSuchUpload{}
+}
+
+func (midComplete) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
+}
+
+// A Complete (or a list) that finds the S3 upload gone and no object yet is
+// a 409 to retry, never "aborted": another Complete may be at work. (The
+// chaos run found this: the record said aborted, then the object appeared.)
+func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-mid-complete-01", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
+	for n := 1; n <= 2; n++ {
+		testenv.PutPart(signed[n], f.part(n))
+	}
+	racing := upload.New(e.store, e.signer, midComplete{e.s3}, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	for name, call := range map[string]func() error{
+		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID); return err },
+		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
+	} {
+		var inProgress *idempotency.InProgressError
+		if err := call(); !errors.As(err, &inProgress) {
+			t.Errorf("%s while a Complete is at work: %v, want in progress", name, err)
+		}
+	}
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil || decode(t, done.Body).Status != api.StatusCompleted || e.objectCount(t) != 1 {
+		t.Fatalf("the Complete at work, then: %v %s (%d objects)", err, done.Body, e.objectCount(t))
+	}
+
+	// Past the bucket's abort-incomplete age, a gone upload without an
+	// object is what the lifecycle rule left: aborted.
+	old, err := e.svc.Create(ctx, "tenant", "key-mid-complete-02", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.AbortIncompleteAfter = 30 * time.Minute
+	lifecycle := upload.New(e.store, e.signer, midComplete{e.s3}, cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	e.Advance(31 * time.Minute)
+	if _, err := lifecycle.Complete(ctx, "tenant", decode(t, old.Body).UploadID); !errors.Is(err, upload.ErrNotPending) {
+		t.Fatalf("gone past the lifecycle age: %v, want not pending (aborted)", err)
+	}
+}
+
+// abortDuringComplete records an abort while S3 completes the upload.
+type abortDuringComplete struct {
+	upload.ObjectAPI
+	abort func()
+}
+
+func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	a.abort()
+	return a.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
+}
+
+// When an abort is recorded while S3 completes the upload, the record
+// stays aborted and the object S3 made is removed: aborted means no object.
+func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-complete-abort1", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
+	for n := 1; n <= 2; n++ {
+		testenv.PutPart(signed[n], f.part(n))
+	}
+	id, _ := upload.ParseUploadID(u.UploadID)
+	racing := upload.New(e.store, e.signer, abortDuringComplete{e.s3, func() {
+		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
+			t.Errorf("record the abort: %v", err)
+		}
+	}}, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	if _, err := racing.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
+		t.Fatalf("complete that raced an abort: %v, want not pending", err)
+	}
+	if n := e.objectCount(t); n != 0 {
+		t.Fatalf("%d objects for an aborted upload", n)
+	}
+}

@@ -56,6 +56,10 @@ type Config struct {
 	// KeyTTL is how long a key's record lives (give the store the same).
 	// Defaults to 24 hours.
 	KeyTTL time.Duration
+	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
+	// it began S3 aborts an unfinished multipart upload. Defaults to 7
+	// days.
+	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
 	// AllowedContentTypes are lower-case media types ("image/png") or
@@ -104,6 +108,9 @@ func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Co
 	}
 	if cfg.KeyTTL <= 0 {
 		cfg.KeyTTL = 24 * time.Hour
+	}
+	if cfg.AbortIncompleteAfter <= 0 {
+		cfg.AbortIncompleteAfter = 7 * 24 * time.Hour
 	}
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }
