@@ -1,9 +1,11 @@
 // Command chaos is a bounded chaos run (`make chaos`): many Go clients
 // upload many files through the local stack while faults are injected
-// between the functions and DynamoDB and between the clients and S3, some
-// keys are shared by concurrent clients, some clients are killed and
-// restarted mid-upload, and S3 events are duplicated, delayed (so
-// reordered) or dropped. It then checks every key against the bucket and
+// between the functions and DynamoDB, between the clients and S3, and
+// between the clients and the API (answers lost after the work was done,
+// Complete's above all), some keys are shared by concurrent clients, some
+// clients are killed and restarted mid-upload (mid-part for the multipart
+// uploads mixed in), and S3 events are duplicated, delayed (so reordered)
+// or dropped. It then checks every key against the bucket and
 // the table and prints one line:
 //
 //	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys, M misdirected answers
@@ -48,12 +50,13 @@ import (
 )
 
 type settings struct {
-	duration    time.Duration
-	clients     int
-	rate        float64
-	shareEvery  int
-	killEvery   int
-	eventFaults float64
+	duration       time.Duration
+	clients        int
+	rate           float64
+	shareEvery     int
+	killEvery      int
+	multipartEvery int
+	eventFaults    float64
 }
 
 func main() {
@@ -63,6 +66,7 @@ func main() {
 	flag.Float64Var(&s.rate, "rate", 0.1, "fraction of DynamoDB and S3 requests that get a fault")
 	flag.IntVar(&s.shareEvery, "share-every", 5, "every Nth upload's key is shared by two concurrent clients")
 	flag.IntVar(&s.killEvery, "kill-every", 7, "every Nth upload's client is killed mid-upload and restarted")
+	flag.IntVar(&s.multipartEvery, "multipart-every", 10, "every Nth upload is a multipart upload (two or three 5 MiB parts)")
 	flag.Float64Var(&s.eventFaults, "event-faults", 0.3, "fraction of S3 events duplicated, delayed or dropped")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -82,6 +86,7 @@ func main() {
 type logical struct {
 	key, path string
 	size      int64
+	partSize  int64 // 0: a single PUT
 	mu        sync.Mutex
 	ids       map[string]bool // upload ids clients were given
 	completed bool            // a client was told it completed
@@ -152,8 +157,24 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		return false, err
 	}
 	defer s3Proxy.Close()
+	// Between the clients and the API: answers lost after the function
+	// did the work, a Complete's most often (its retry must find the
+	// object and answer the same, never complete twice).
+	apiProxy, err := faults.Start(st.APIURL)
+	if err != nil {
+		return false, err
+	}
+	defer apiProxy.Close()
 	dynamoProxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
 	s3Proxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.ServerError))
+	apiFaults := faults.Random(s.rate, faults.DropResponse)
+	completeFaults := faults.Random(0.5, faults.DropResponse)
+	apiProxy.SetRule(func(op string, r *http.Request) faults.Kind {
+		if strings.HasSuffix(r.URL.Path, "/complete") {
+			return completeFaults(op, r)
+		}
+		return apiFaults(op, r)
+	})
 
 	// Clients reach S3 through the proxy by dialling it for S3's address:
 	// the Host header, which the presigned URL signs, stays S3's.
@@ -170,7 +191,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		},
 	}
 	httpClient := &http.Client{Transport: countingTransport{transport, &clientRequests}}
-	c, err := client.New(st.APIURL, func(o *client.Options) {
+	c, err := client.New(apiProxy.URL, func(o *client.Options) {
 		o.HTTPClient, o.MaxAttempts, o.BaseDelay, o.MaxDelay, o.MaxRetryAfter = httpClient, 10, 20*time.Millisecond, 500*time.Millisecond, 2*time.Second
 		o.Deadline = 30 * time.Second
 	})
@@ -193,7 +214,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			uctx, cancel = context.WithTimeout(ctx, time.Duration(20+mrand.IntN(200))*time.Millisecond)
 			defer cancel()
 		}
-		res, err := c.Upload(uctx, l.path, client.UploadInput{Key: l.key})
+		res, err := c.Upload(uctx, l.path, client.UploadInput{Key: l.key, PartSize: l.partSize})
 		var e *client.Error
 		switch {
 		case errors.As(err, &e) && e.Code == client.CodeAnswerMismatch:
@@ -210,7 +231,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	sem := make(chan struct{}, s.clients)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		i := n.Add(1)
-		l, err := newLogical(dir, i)
+		l, err := newLogical(dir, i, s.multipartEvery > 0 && i%int64(s.multipartEvery) == 0)
 		if err != nil {
 			return false, err
 		}
@@ -242,10 +263,11 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	// a user does, and a key that cannot complete now is wedged.
 	dynamoProxy.SetRule(faults.Always(faults.None))
 	s3Proxy.SetRule(faults.Always(faults.None))
+	apiProxy.SetRule(faults.Always(faults.None))
 	wedged := 0
 	clean, _ := client.New(st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
 	for _, l := range uploads {
-		res, err := clean.Upload(ctx, l.path, client.UploadInput{Key: l.key})
+		res, err := clean.Upload(ctx, l.path, client.UploadInput{Key: l.key, PartSize: l.partSize})
 		if err != nil {
 			wedged++
 			fmt.Fprintf(os.Stderr, "chaos: wedged key %s: %v\n", l.key, err)
@@ -285,9 +307,15 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		}
 	}
 	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load()
-	injected := dynamoProxy.Faults() + s3Proxy.Faults() + eventFaults.Load()
-	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads, %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers\n",
-		requests, injected, len(uploads), duplicates, lost, wedged, misdirected.Load())
+	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load()
+	multipart := 0
+	for _, l := range uploads {
+		if l.partSize > 0 {
+			multipart++
+		}
+	}
+	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads (%d multipart), %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers\n",
+		requests, injected, len(uploads), multipart, duplicates, lost, wedged, misdirected.Load())
 	return duplicates+lost+wedged+int(misdirected.Load()) > 0, nil
 }
 
@@ -298,15 +326,21 @@ func ownedBy(uploadID, key string) bool {
 	return err == nil && id == idempotency.NewID(presign.JWTTenant(localstack.LocalTenant), key)
 }
 
-func newLogical(dir string, i int64) (*logical, error) {
+func newLogical(dir string, i int64, multipart bool) (*logical, error) {
 	size := 1 + mrand.IntN(64<<10)
+	var partSize int64
+	if multipart {
+		// Two or three parts of the smallest size S3 takes.
+		partSize = api.MinPartSize
+		size = api.MinPartSize + 1 + mrand.IntN(api.MinPartSize+api.MinPartSize/2)
+	}
 	b := make([]byte, size)
 	_, _ = rand.Read(b)
 	path := filepath.Join(dir, fmt.Sprintf("file-%06d.bin", i))
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return nil, err
 	}
-	return &logical{key: client.NewKey(), path: path, size: int64(size), ids: map[string]bool{}}, nil
+	return &logical{key: client.NewKey(), path: path, size: int64(size), partSize: partSize, ids: map[string]bool{}}, nil
 }
 
 func listObjects(ctx context.Context, st *localstack.Stack) (map[string]int64, error) {
