@@ -3,13 +3,16 @@ package client_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,23 +159,89 @@ func TestLostPutResponse(t *testing.T) {
 }
 
 // An expired presigned URL is refreshed by replaying the create.
+// lateTransport holds the first PUT to S3 until its URL has expired, and
+// records what each request got and which bearer token it carried.
+type lateTransport struct {
+	mu      sync.Mutex
+	wait    time.Duration
+	held    bool
+	answers []string // "PUT 403", "POST 201", …
+	tokens  []string
+}
+
+func (l *lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	hold := r.Method == http.MethodPut && !l.held
+	l.held = l.held || hold
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		l.tokens = append(l.tokens, auth)
+	}
+	l.mu.Unlock()
+	if hold {
+		time.Sleep(l.wait)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.answers = append(l.answers, fmt.Sprintf("%s %d", r.Method, resp.StatusCode))
+	}
+	return resp, err
+}
+
+// A PUT whose URL expired on its way gets S3's 403; the client replays the
+// create with the same key (the server signs a fresh URL) and PUTs again:
+// one upload, one object. Every API request carries the token the Token
+// option gives, and the upload is that token's tenant's.
 func TestExpiredURLIsRefreshed(t *testing.T) {
 	st := startStack(t, map[string]string{"PRESIGN_TTL": "1s"})
-	c, _ := client.New(st.APIURL, fastRetries)
+	late := &lateTransport{wait: 2100 * time.Millisecond} // SigV4 expiry is in whole seconds
+	token := unsignedJWT(`{"sub":"alice"}`)
+	var tokenCalls atomic.Int32
+	c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) {
+		o.HTTPClient = &http.Client{Transport: late}
+		o.Token = func(context.Context) (string, error) { tokenCalls.Add(1); return token, nil }
+	})
 	path := writeFile(t, "late.bin", 500)
-	key := client.NewKey()
-	// Create now, PUT later: by then the URL has expired.
-	if _, err := c.Create(context.Background(), key, createRequest(t, path)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2100 * time.Millisecond)
-	res, err := c.Upload(context.Background(), path, client.UploadInput{Key: key})
+	res, err := c.Upload(context.Background(), path, client.UploadInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Upload.Status != api.StatusCompleted || objectCount(t, st) != 1 {
 		t.Fatalf("status %s, %d objects", res.Upload.Status, objectCount(t, st))
 	}
+	late.mu.Lock()
+	answers, tokens := strings.Join(late.answers, ", "), late.tokens
+	late.mu.Unlock()
+	if !strings.HasPrefix(answers, "POST 201, PUT 403, POST 201, PUT 200") {
+		t.Fatalf("requests: %s; want the create, the expired PUT refused, the create replayed, the PUT again", answers)
+	}
+	if len(tokens) == 0 || int(tokenCalls.Load()) != len(tokens) {
+		t.Fatalf("%d API requests carried a token, %d tokens asked for", len(tokens), tokenCalls.Load())
+	}
+	for _, got := range tokens {
+		if got != "Bearer "+token {
+			t.Fatalf("Authorization %q, want the Token option's", got)
+		}
+	}
+	// The upload is alice's: her status works, another tenant's is a 404.
+	if _, err := c.Status(context.Background(), res.Upload.UploadID); err != nil {
+		t.Fatalf("alice's status: %v", err)
+	}
+	bob, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) {
+		o.Token = func(context.Context) (string, error) { return unsignedJWT(`{"sub":"bob"}`), nil }
+	})
+	var e *client.Error
+	if _, err := bob.Status(context.Background(), res.Upload.UploadID); !errors.As(err, &e) || e.StatusCode != 404 {
+		t.Fatalf("bob reads alice's upload: %v, want 404", err)
+	}
+}
+
+// unsignedJWT is a token the local stack reads as API Gateway's JWT
+// authorizer would pass it (it checks no signature).
+func unsignedJWT(claims string) string {
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	return enc(`{"alg":"none"}`) + "." + enc(claims) + ".sig"
 }
 
 // A request the server refuses fails at once with the server's code.
