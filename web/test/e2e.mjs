@@ -31,7 +31,7 @@ const OUT_DIR = process.env.OUT_DIR ?? "test-results";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const PROXY_URL = process.env.PROXY_URL ?? "";
 const SHOTS = process.env.SHOTS || (process.argv[2] ?? "");
-// LOCAL_SERVICES.md's flags; a fresh profile per run (launchPersistentContext's dir).
+// Flags that work for Debian's headless Chromium here; a fresh profile per run (launchPersistentContext's dir).
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const WAIT = 30_000;
 
