@@ -61,7 +61,7 @@ test: lint web
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
-	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest \
+	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest ./pkg/upload/:FuzzMembers \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/localstack/:FuzzEncodeS3EventKey ./internal/localstack/:FuzzTranslateS3Event
 fuzz:

@@ -103,9 +103,12 @@ func respell(r api.CreateRequest, order [4]int, ws string, escapeAll bool, diges
 		`"size"` + ws + ":" + ws + strconv.FormatInt(r.Size, 10),
 		`"sha256"` + ws + ":" + ws + jsonQuote(digestCase(r.SHA256), escapeAll),
 	}
-	parts := make([]string, 4)
+	parts := make([]string, 4, 5)
 	for i, j := range order {
 		parts[i] = fields[j]
+	}
+	if r.PartSize != 0 {
+		parts = append(parts, `"partSize"`+ws+":"+ws+strconv.FormatInt(r.PartSize, 10))
 	}
 	return []byte(ws + "{" + ws + strings.Join(parts, ws+","+ws) + ws + "}" + ws)
 }
@@ -424,6 +427,36 @@ func FuzzDecodeSignPartsRequest(f *testing.F) {
 		}
 		if r2, err := DecodeSignPartsRequest(again); err != nil || fmt.Sprint(r2) != fmt.Sprint(req) {
 			t.Fatalf("written again as %s: %+v %v, want %+v", again, r2, err, req)
+		}
+	})
+}
+
+// FuzzMembers holds the hand-written object splitter to encoding/json:
+// whatever it accepts, json.Unmarshal reads as the same members with the
+// same raw values.
+func FuzzMembers(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":1,"b":"x"}`, ` { "a" : [1,{"b":"}"}] , "b" : "\"}" } `, `{"\u0061":true}`, `{"a":null}`, `{}`,
+		`{"a":1,"a":2}`, `{"A":1}`, `[1]`, `{"a":1}{}`, `{"a":"\\"}`, `{"b":{"a":{"a":[]}}}`, "{\"a\":\"\xff\"}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := members(body, "a", "b")
+		if err != nil {
+			return
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("%q: split into %v, but encoding/json refuses it: %v", body, got, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, encoding/json reads %d", body, len(got), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(got[k], v) {
+				t.Fatalf("%q: member %q is %q, encoding/json reads %q", body, k, got[k], v)
+			}
 		}
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"slices"
 	"strconv"
@@ -159,21 +158,28 @@ func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
 // what encoding/json would let through: invalid UTF-8 (it would become
 // U+FFFD), a name that matches only without regard to case, a member given
 // twice, an unknown member, and anything after the object.
+//
+// json.Valid checks the syntax first, so the split only has to find where
+// each member starts and ends; it is written out because json.Decoder's
+// token reading costs about 40 allocations a body, on the hot path.
 func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(body) {
 		return nil, invalid("body", "the request body is not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	notObject := invalid("body", "the request body must be a JSON object")
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	notObject := invalid("body", "the request body must be one JSON object")
+	i := skipSpace(body, 0)
+	if !json.Valid(body) || i == len(body) || body[i] != '{' {
 		return nil, notObject
 	}
 	m := make(map[string]json.RawMessage, len(known))
-	for dec.More() {
-		tok, err := dec.Token()
-		name, ok := tok.(string)
-		if err != nil || !ok {
-			return nil, notObject
+	for i = skipSpace(body, i+1); body[i] != '}'; i = skipSpace(body, i) {
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+		end := valueEnd(body, i) // the member's name, a string
+		name := string(body[i+1 : end-1])
+		if bytes.IndexByte(body[i:end], '\\') >= 0 {
+			_ = json.Unmarshal(body[i:end], &name) // valid: json.Valid said so
 		}
 		if !slices.Contains(known, name) {
 			return nil, invalid("body", "unknown field %q", name)
@@ -181,19 +187,51 @@ func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 		if _, dup := m[name]; dup {
 			return nil, invalid(name, "%s is given twice", name)
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, invalid(name, "%s is not valid JSON", name)
-		}
-		m[name] = raw
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, notObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, invalid("body", "the request body must hold exactly one JSON object")
+		i = skipSpace(body, skipSpace(body, end)+1) // past the ':'
+		end = valueEnd(body, i)
+		m[name] = body[i:end]
+		i = end
 	}
 	return m, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the valid JSON value starting at i.
+func valueEnd(b []byte, i int) int {
+	depth, inString := 0, false
+	for j := i; j < len(b); j++ {
+		c := b[j]
+		switch {
+		case inString && c == '\\':
+			j++ // the escaped character
+		case inString && c == '"':
+			inString = false
+			if depth == 0 {
+				return j + 1
+			}
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return j // the end of a scalar at the end of its container
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'):
+			return j
+		}
+	}
+	return len(b)
 }
 
 // jsonString reads member name as a JSON string (null is not one).
