@@ -255,21 +255,6 @@ func TestRefusedUploadFailsAtOnce(t *testing.T) {
 	}
 }
 
-func createRequest(t *testing.T, path string) api.CreateRequest {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	size, sum, err := client.Describe(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, _ := client.DetectContentType(f, path)
-	return api.CreateRequest{Filename: filepath.Base(path), ContentType: ct, Size: size, SHA256: sum}
-}
-
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
