@@ -460,3 +460,7 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+func isLowerHex(s string) bool {
+	return strings.Trim(s, "0123456789abcdef") == ""
+}

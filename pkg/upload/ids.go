@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -32,13 +31,10 @@ func ParseUploadID(s string) (idempotency.ID, error) {
 	if len(s) != UploadIDLen {
 		return "", fmt.Errorf("upload id %q: want %d hex characters", s, UploadIDLen)
 	}
+	// Both halves have an ID's shape: 32 lower-case hex characters.
 	id, err := idempotency.ParseID(s[:idempotency.IDLen])
-	if err != nil || !isLowerHex(s[idempotency.IDLen:]) {
+	if _, errRandom := idempotency.ParseID(s[idempotency.IDLen:]); err != nil || errRandom != nil {
 		return "", fmt.Errorf("upload id %q: want %d lower-case hex characters", s, UploadIDLen)
 	}
 	return id, nil
-}
-
-func isLowerHex(s string) bool {
-	return strings.Trim(s, "0123456789abcdef") == ""
 }
