@@ -455,10 +455,7 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 			t.Errorf("the right bytes: %d", code)
 		}
 	}}
-	svc := upload.New(e.store, e.signer, racing, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	})
+	svc := e.withObjects(racing)
 	out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()})
 	if err != nil || out != upload.OutcomeRejected {
 		t.Fatalf("Finalize = %s, %v; want rejected", out, err)

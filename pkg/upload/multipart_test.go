@@ -90,6 +90,35 @@ func (e *env) multipartUploads(t *testing.T) int {
 	return len(out.Uploads)
 }
 
+// sendAll creates a multipart upload of f under key for the tenant and
+// sends every part; it returns the pending upload.
+func (e *env) sendAll(t *testing.T, key string, f bigFile) api.Upload {
+	t.Helper()
+	created, err := e.svc.Create(context.Background(), "tenant", key, f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	parts := make([]int, u.Multipart.PartCount)
+	for i := range parts {
+		parts[i] = i + 1
+	}
+	for n, p := range e.sign(t, "tenant", u.UploadID, f, parts...) {
+		if code := testenv.PutPart(p, f.part(n)); code != 200 {
+			t.Fatalf("part %d: %d", n, code)
+		}
+	}
+	return u
+}
+
+// withObjects is the env's service over other S3 behaviour.
+func (e *env) withObjects(objects upload.ObjectAPI) *upload.Service {
+	return upload.New(e.store, e.signer, objects, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+}
+
 // The whole multipart flow on the real servers: create (one claim, one S3
 // upload, one answer), replay, sign, S3 refusing other bytes part by part,
 // list, complete from what S3 holds, and every later request answering the
@@ -227,17 +256,7 @@ func TestMultipartFinalizedByTheEvent(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	created, err := e.svc.Create(ctx, "tenant", "key-multipart-event1", f.req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := decode(t, created.Body)
-	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
-	for n := 1; n <= 2; n++ {
-		if code := testenv.PutPart(signed[n], f.part(n)); code != 200 {
-			t.Fatalf("part %d: %d", n, code)
-		}
-	}
+	u := e.sendAll(t, "key-multipart-event1", f)
 	// Complete at S3 behind the service's back: the answer of a Complete
 	// call that was lost before it was recorded.
 	out := e.completeAtS3(t, u, f, 2)
@@ -289,15 +308,7 @@ func TestLostCompleteAnswerIsRecognised(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	created, err := e.svc.Create(ctx, "tenant", "key-lost-complete-1", f.req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := decode(t, created.Body)
-	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
-	for n := 1; n <= 2; n++ {
-		testenv.PutPart(signed[n], f.part(n))
-	}
+	u := e.sendAll(t, "key-lost-complete-1", f)
 	e.completeAtS3(t, u, f, 2) // S3 completed; the record never heard
 	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
 	if err != nil {
@@ -441,10 +452,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	slow := &slowObjects{ObjectAPI: e.s3, entered: make(chan struct{}), release: make(chan struct{})}
-	stalled := upload.New(e.store, e.signer, slow, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	})
+	stalled := e.withObjects(slow)
 	done := make(chan error, 1)
 	go func() {
 		_, err := stalled.Create(ctx, "tenant", "key-lease-takeover1", f.req)
@@ -593,19 +601,8 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	created, err := e.svc.Create(ctx, "tenant", "key-mid-complete-01", f.req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := decode(t, created.Body)
-	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
-	for n := 1; n <= 2; n++ {
-		testenv.PutPart(signed[n], f.part(n))
-	}
-	racing := upload.New(e.store, e.signer, midComplete{e.s3}, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	})
+	u := e.sendAll(t, "key-mid-complete-01", f)
+	racing := e.withObjects(midComplete{e.s3})
 	for name, call := range map[string]func() error{
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
@@ -655,24 +652,13 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	created, err := e.svc.Create(ctx, "tenant", "key-complete-abort1", f.req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := decode(t, created.Body)
-	signed := e.sign(t, "tenant", u.UploadID, f, 1, 2)
-	for n := 1; n <= 2; n++ {
-		testenv.PutPart(signed[n], f.part(n))
-	}
+	u := e.sendAll(t, "key-complete-abort1", f)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	racing := upload.New(e.store, e.signer, abortDuringComplete{e.s3, func() {
+	racing := e.withObjects(abortDuringComplete{e.s3, func() {
 		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
 			t.Errorf("record the abort: %v", err)
 		}
-	}}, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	})
+	}})
 	if _, err := racing.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("complete that raced an abort: %v, want not pending", err)
 	}
