@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,32 +26,6 @@ import (
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
-
-// build compiles a function as the Makefile does, for this machine's
-// architecture so it can run here.
-func build(t *testing.T, pkg, out string) {
-	t.Helper()
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, msg)
-	}
-}
-
-func startFunction(t *testing.T, name string, env []string) string {
-	t.Helper()
-	bootstrap := filepath.Join(t.TempDir(), name, "bootstrap")
-	build(t, "./"+name, bootstrap)
-	p, err := services.StartRIE(context.Background(), services.RIEOptions{
-		Bootstrap: bootstrap,
-		Env:       append(env, "AWS_LAMBDA_FUNCTION_NAME="+name, "AWS_LAMBDA_FUNCTION_TIMEOUT=10"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	return p.Endpoint + services.InvokePath
-}
 
 func invoke(t *testing.T, endpoint string, event any, out any) {
 	t.Helper()
@@ -101,8 +74,8 @@ func TestBootstrapsUnderRIE(t *testing.T) {
 		"AWS_ACCESS_KEY_ID=" + testenv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.SecretKey, "AWS_REGION=" + testenv.Region,
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_FORMAT=JSON",
 	}
-	presign := startFunction(t, "presign", env)
-	finalize := startFunction(t, "finalize", env)
+	presign := testenv.StartFunction(t, "./presign", env) + services.InvokePath
+	finalize := testenv.StartFunction(t, "./finalize", env) + services.InvokePath
 
 	// Create, with the sample event carrying a real file's size and digest.
 	content := []byte("bytes uploaded through the real bootstraps")

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +82,8 @@ func TestReplayFailedEvents(t *testing.T) {
 		}
 	}
 
-	finalizeURL := startFinalize(t, []string{
+	// The emulator serves Lambda's Invoke API for the function "function".
+	finalizeURL := testenv.StartFunction(t, "../../functions/finalize", []string{
 		"TABLE_NAME=" + table, "BUCKET_NAME=" + bucket,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + dynamoEndpoint, "AWS_ENDPOINT_URL_S3=" + s3Endpoint, "S3_FORCE_PATH_STYLE=true",
 		"AWS_ACCESS_KEY_ID=" + testenv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.SecretKey, "AWS_REGION=" + testenv.Region,
@@ -138,23 +138,4 @@ func startMoto(t *testing.T) string {
 			t.Fatal("moto_server did not start")
 		}
 	}
-}
-
-// startFinalize runs the finalize bootstrap under the emulator and returns
-// its base URL: the emulator serves Lambda's Invoke API for the function
-// named "function".
-func startFinalize(t *testing.T, env []string) string {
-	t.Helper()
-	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bootstrap, "../../functions/finalize")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build finalize: %v\n%s", err, out)
-	}
-	p, err := services.StartRIE(context.Background(), services.RIEOptions{Bootstrap: bootstrap, Env: append(env, "AWS_LAMBDA_FUNCTION_NAME=finalize", "AWS_LAMBDA_FUNCTION_TIMEOUT=10")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	return p.Endpoint
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -238,4 +240,28 @@ func PutPart(p api.SignedPart, body []byte) int {
 // not nil), and returns S3's status code.
 func PutSigned(put api.PutInstructions, body []byte, tweak func(*http.Request)) (int, error) {
 	return services.PutSigned(context.Background(), put, body, tweak)
+}
+
+// StartFunction builds the Lambda function in the package directory pkg
+// as the Makefile does (for this machine's architecture, so it runs here)
+// and starts it under the Runtime Interface Emulator with env; it returns
+// the emulator's base URL, which serves Lambda's Invoke API for the
+// function named "function" (services.InvokePath). It is stopped when the
+// test ends.
+func StartFunction(t testing.TB, pkg string, env []string) string {
+	t.Helper()
+	RequireTools(t, "aws-lambda-rie")
+	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, msg)
+	}
+	p, err := services.StartRIE(context.Background(), services.RIEOptions{
+		Bootstrap: bootstrap,
+		Env:       append(env, "AWS_LAMBDA_FUNCTION_NAME="+filepath.Base(pkg), "AWS_LAMBDA_FUNCTION_TIMEOUT=10"),
+	})
+	need(t, err)
+	t.Cleanup(func() { _ = p.Stop() })
+	return p.Endpoint
 }
