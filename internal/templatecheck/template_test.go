@@ -162,7 +162,7 @@ func checkStage(t *testing.T, c cfn) {
 func checkRoles(t *testing.T, c cfn) {
 	want := map[string][]string{
 		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-			"logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:GetObject", "s3:ListBucket",
+			"logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
 			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 			"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},

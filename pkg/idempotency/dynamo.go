@@ -139,17 +139,19 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 	// released) before the fallback read sees it.
 	for attempt := 0; ; attempt++ {
 		now := s.opts.Now()
-		rec = s.opts.stamp(rec, now)
+		// Stamp a copy: stamping consumes rec.Lease, which the second
+		// attempt needs as much as the first.
+		stamped := s.opts.stamp(rec, now)
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           &s.table,
-			Item:                                s.schema.toItem(rec),
+			Item:                                s.schema.toItem(stamped),
 			ConditionExpression:                 &s.schema.claimCond,
 			ExpressionAttributeNames:            s.schema.claimNames,
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
-			return ClaimResult{Record: rec}, nil
+			return ClaimResult{Record: stamped}, nil
 		}
 		holder, err := s.conditionFailureItem(ctx, rec.ID, err)
 		if err != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -229,5 +231,47 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 		if got := counter.Ops(); !maps.Equal(got, step.want) {
 			t.Errorf("%s sent %v, want %v", step.name, got, step.want)
 		}
+	}
+}
+
+// vanishingHolder fails the first conditional put as a held key whose
+// holder is gone by the time it is read (no item comes back), then lets the
+// second put through; it records the lease each put wrote.
+type vanishingHolder struct {
+	fakeDynamo
+	puts   int
+	leases []string
+}
+
+func (v *vanishingHolder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	v.puts++
+	if n, ok := in.Item["lease_expires_at"].(*types.AttributeValueMemberN); ok {
+		v.leases = append(v.leases, n.Value)
+	}
+	if v.puts == 1 {
+		return nil, &types.ConditionalCheckFailedException{}
+	}
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+// The claim's second attempt keeps the lease the caller asked for (a
+// function's remaining time), not the store's default.
+func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	client := &vanishingHolder{}
+	s := idempotency.NewDynamoStore(client, "t", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
+	res, err := s.Claim(context.Background(), idempotency.Record{
+		ID: idempotency.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress, Lease: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.FormatInt(now.Add(10*time.Minute).UnixMilli(), 10)
+	if len(client.leases) != 2 || client.leases[0] != want || client.leases[1] != want || !res.Record.LeaseExpiresAt.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("leases written %v, returned %s; want both %s", client.leases, res.Record.LeaseExpiresAt, want)
 	}
 }
