@@ -271,7 +271,12 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			return exitExhausted
 		case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
-			_ = state.forget(id) // the same request will be refused again
+			if e.Op == "create" {
+				// The API refused the request itself: the same one will be
+				// refused again. A refusal later on (S3's, a part's) keeps
+				// the key, so a rerun resumes rather than starting over.
+				_ = state.forget(id)
+			}
 			return exitRejected
 		}
 		fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)

@@ -173,7 +173,8 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		resp, err := c.opts.HTTPClient.Do(req.WithContext(ctx))
 		var body []byte
 		if err == nil {
-			body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			// Enough for the largest answer: a list of 10,000 parts.
+			body, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 			resp.Body.Close()
 		}
 		if attempt == 1 {

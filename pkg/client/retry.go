@@ -31,9 +31,10 @@ func FullJitter(attempt int, base, maxDelay time.Duration, random float64) time.
 type CheckRetry func(resp *http.Response, body []byte, err error) bool
 
 // DefaultCheckRetry retries what can succeed later: network errors and
-// timeouts, 408, 425, 429, 500, 502, 503, 504, and 409 with
-// idempotency_in_progress. Every other answer is final: retrying a 400 or a
-// 422 cannot succeed.
+// timeouts, 408, 425, 429, 500, 502, 503, 504, 409 with
+// idempotency_in_progress, and S3's 400 RequestTimeout (an upload
+// connection that stalled). Every other answer is final: retrying a 400 or
+// a 422 cannot succeed.
 func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
 	if err != nil {
 		return retryableError(err)
@@ -44,6 +45,8 @@ func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
 		return true
 	case http.StatusConflict:
 		return errorCode(body) == "idempotency_in_progress"
+	case http.StatusBadRequest:
+		return errorCode(body) == "RequestTimeout"
 	}
 	return false
 }

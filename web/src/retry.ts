@@ -110,11 +110,16 @@ export const DEFAULT_POLICY: RetryPolicy = {
   attemptTimeoutMs: 15_000,
 };
 
-/** Statuses that may succeed when repeated; 0 is no answer at all. 409 counts only as `idempotency_in_progress`. */
+/** Statuses that may succeed when repeated; 0 is no answer at all. 409 counts only as `idempotency_in_progress`, 400 only as S3's `RequestTimeout`. */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([0, 408, 425, 429, 500, 502, 503, 504]);
 
 export function isRetryableStatus(status: number, code?: string): boolean {
-  return RETRYABLE_STATUSES.has(status) || (status === 409 && code === "idempotency_in_progress");
+  return (
+    RETRYABLE_STATUSES.has(status) ||
+    (status === 409 && code === "idempotency_in_progress") ||
+    // S3's answer to an upload connection that stalled.
+    (status === 400 && code === "RequestTimeout")
+  );
 }
 
 /**

@@ -111,7 +111,7 @@ export function storageError(res: PutResponse): UploadError {
     });
   }
   // The same table as the API's: S3 answers 503 SlowDown, 500 InternalError, …
-  const retryable = isRetryableStatus(res.status);
+  const retryable = isRetryableStatus(res.status, code);
   return new UploadError({
     kind: "storage",
     status: res.status,
