@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,4 +226,39 @@ func exitCode(err error) int {
 		return 0
 	}
 	return -1
+}
+
+// Runs of the command sharing one state file never lose each other's
+// entries: each file keeps the one key it was given.
+func TestStateFileUnderConcurrentRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	const runs = 16
+	keys := make([]string, runs)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Go(func() {
+			s := &stateFile{path: path}
+			id := fmt.Sprintf("file-%d", i)
+			e, err := s.entryFor(id, func() string { return fmt.Sprintf("key-%d", i) })
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			keys[i] = e.Key
+			if err := s.created(id, &api.Upload{UploadID: fmt.Sprintf("upload-%d", i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	entries, err := (&stateFile{path: path}).load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range runs {
+		e := entries[fmt.Sprintf("file-%d", i)]
+		if e.Key != keys[i] || e.UploadID != fmt.Sprintf("upload-%d", i) {
+			t.Errorf("file-%d: stored %+v; its run got key %q and upload-%d", i, e, keys[i], i)
+		}
+	}
 }

@@ -107,34 +107,55 @@ func (s *stateFile) save(entries map[string]entry) error {
 	return os.Rename(tmp.Name(), s.path)
 }
 
-// entryFor returns the entry of id, storing a new one with a minted key
-// if there is none.
-func (s *stateFile) entryFor(id string, mint func() string) (entry, error) {
-	entries, err := s.load()
+// change runs fn on the entries under the state file's lock, and saves
+// them when fn says it changed them: two runs at once (upload a & upload b)
+// never lose each other's entries, which would mint a second key for a
+// file and store it twice.
+func (s *stateFile) change(fn func(entries map[string]entry) (changed bool)) error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return err
+	}
+	unlock, err := lockFile(s.path + ".lock")
 	if err != nil {
-		return entry{}, err
+		return fmt.Errorf("lock %s: %w", s.path, err)
 	}
-	if e, ok := entries[id]; ok {
-		return e, nil
-	}
-	e := entry{Key: mint(), Started: s.clock()}
-	entries[id] = e
-	return e, s.save(entries)
-}
-
-// update changes the entry of id, if it is still there.
-func (s *stateFile) update(id string, change func(*entry)) error {
+	defer unlock()
 	entries, err := s.load()
 	if err != nil {
 		return err
 	}
-	e, ok := entries[id]
-	if !ok {
+	if !fn(entries) {
 		return nil
 	}
-	change(&e)
-	entries[id] = e
 	return s.save(entries)
+}
+
+// entryFor returns the entry of id, storing a new one with a minted key
+// if there is none.
+func (s *stateFile) entryFor(id string, mint func() string) (entry, error) {
+	var e entry
+	err := s.change(func(entries map[string]entry) bool {
+		var ok bool
+		if e, ok = entries[id]; ok {
+			return false
+		}
+		e = entry{Key: mint(), Started: s.clock()}
+		entries[id] = e
+		return true
+	})
+	return e, err
+}
+
+// update changes the entry of id, if it is still there.
+func (s *stateFile) update(id string, change func(*entry)) error {
+	return s.change(func(entries map[string]entry) bool {
+		e, ok := entries[id]
+		if ok {
+			change(&e)
+			entries[id] = e
+		}
+		return ok
+	})
 }
 
 // created records the upload id and part size of id's upload.
@@ -156,13 +177,9 @@ func (s *stateFile) completed(id string, u api.Upload) error {
 }
 
 func (s *stateFile) forget(id string) error {
-	entries, err := s.load()
-	if err != nil {
-		return err
-	}
-	if _, ok := entries[id]; !ok {
-		return nil
-	}
-	delete(entries, id)
-	return s.save(entries)
+	return s.change(func(entries map[string]entry) bool {
+		_, ok := entries[id]
+		delete(entries, id)
+		return ok
+	})
 }
