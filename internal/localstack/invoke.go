@@ -37,11 +37,10 @@ func (r *rieInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		if ctx.Err() == nil {
-			_ = r.proc.Stop()
-			err = &lostInstance{err}
-		}
-		return nil, fmt.Errorf("invoke: %w", err)
+		// Dead, or (the caller gave up) possibly still at work on this
+		// invocation: either way it must not serve another, so it retires.
+		_ = r.proc.Stop()
+		return nil, fmt.Errorf("invoke: %w", &lostInstance{err})
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)

@@ -290,6 +290,7 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, f io.ReaderAt, 
 				select {
 				case jobs <- sp:
 				case <-ctx.Done():
+					fail(ctx.Err()) // never a nil error with parts unsent
 					return
 				}
 			}

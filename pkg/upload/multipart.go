@@ -246,9 +246,10 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		IfNoneMatch:     ptr("*"),
 	})
 	switch {
-	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed":
-		// An earlier Complete (whose answer was lost) or an abort got
-		// there first: the object, or its absence, says which.
+	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed" || apiErrorCode(err) == "ConditionalRequestConflict":
+		// An earlier Complete (whose answer was lost, or still at work)
+		// or an abort got there first: the object, or its absence, says
+		// which.
 		return s.settleGone(ctx, rec, false)
 	case apiErrorCode(err) == "InvalidPart" || apiErrorCode(err) == "InvalidPartOrder":
 		// A part changed between the list and the complete (a client
@@ -265,13 +266,8 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		return rec, err
 	}
 	if done.Data[dataStatus] == api.StatusAborted {
-		// An abort was recorded while S3 completed: aborted means no
-		// object, so this one goes (if it is still the one made here).
-		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, IfMatch: out.ETag})
-		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
-			return rec, fmt.Errorf("complete %s: remove the object of an aborted upload: %w", u.UploadID, storageError(err))
-		}
-		s.opts.Logger.WarnContext(ctx, "complete raced an abort; the object was removed", "upload_id", u.UploadID)
+		// An abort was recorded while S3 completed: complete removed the
+		// object S3 made, since aborted means no object.
 		return done, nil
 	}
 	return s.afterCompletion(ctx, rec, done)
@@ -297,6 +293,9 @@ func (s *Service) afterCompletion(ctx context.Context, rec, done idempotency.Rec
 	return latest, nil
 }
 
+// statusAborting marks a pending record whose abort has begun.
+const statusAborting = "aborting"
+
 // settleGone decides what became of a multipart upload that S3 no longer
 // has: completed if the object is there (recorded now, as finalize would).
 // Without an object it is aborted only when that cannot be a Complete
@@ -309,7 +308,7 @@ func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort 
 	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
 	var notFound *types.NotFound
 	switch {
-	case errors.As(err, &notFound) && (abort || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case errors.As(err, &notFound) && (abort || rec.Data[dataStatus] == statusAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
 	case errors.As(err, &notFound):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
@@ -340,6 +339,23 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own"))
 	if err != nil {
 		return Reply{}, err
+	}
+	if rec.State == idempotency.StatePending && rec.Data[dataStatus] != statusAborting {
+		// The intent first: if the abort stops half-way (S3 done, the
+		// record not), whoever finds the S3 upload gone knows it was
+		// aborted, rather than waiting for a Complete that is not coming.
+		rec, err = s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
+			State: idempotency.StatePending, Data: map[string]string{dataStatus: statusAborting},
+		})
+		var conflict *idempotency.ConflictError
+		switch {
+		case errors.As(err, &conflict) && errors.Is(err, idempotency.ErrAlreadyCompleted):
+			rec = conflict.Existing
+		case errors.Is(err, idempotency.ErrNotFound):
+			return Reply{}, ErrNotFound
+		case err != nil:
+			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, err)
+		}
 	}
 	if rec.State == idempotency.StatePending {
 		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID])})

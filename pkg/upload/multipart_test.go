@@ -666,3 +666,55 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 		t.Fatalf("%d objects for an aborted upload", n)
 	}
 }
+
+// An object whose S3 event comes after its upload was recorded as aborted
+// (a Complete that raced the abort and failed to record) is removed by
+// finalize: aborted means no object.
+func TestEventForAnAbortedUploadRemovesItsObject(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	u := e.sendAll(t, "key-event-aborted-1", f)
+	out := e.completeAtS3(t, u, f, 2)
+	id, _ := upload.ParseUploadID(u.UploadID)
+	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 6 << 20, ETag: unquote(aws.ToString(out.ETag)), Time: time.Now(), Multipart: true})
+	if err != nil || outcome != upload.OutcomeDuplicate {
+		t.Fatalf("event: %s %v", outcome, err)
+	}
+	if n := e.objectCount(t); n != 0 {
+		t.Fatalf("%d objects for an aborted upload", n)
+	}
+}
+
+// An abort that stopped half-way (S3's upload aborted, the record not yet
+// marked) is finished by the next request that finds the S3 upload gone,
+// instead of answering "in progress" until the key expires.
+func TestHalfFinishedAbortIsSettled(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	u := e.sendAll(t, "key-half-aborted-1", f)
+	id, _ := upload.ParseUploadID(u.UploadID)
+	rec, err := e.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Abort leaves when it stops after S3: the intent recorded, S3's
+	// upload gone.
+	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StatePending, Data: map[string]string{"status": "aborting"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &e.bucket, Key: &u.StorageKey, UploadId: aws.String(rec.Data["s3_upload_id"])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
+		t.Fatalf("complete after a half-finished abort: %v, want not pending (aborted)", err)
+	}
+	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
+	if err != nil || decode(t, status.Body).Status != api.StatusAborted {
+		t.Fatalf("status: %v %s, want aborted", err, status.Body)
+	}
+}

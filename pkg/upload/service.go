@@ -430,6 +430,16 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 	case err == nil:
 		log.InfoContext(ctx, "finalized")
 		return rec, OutcomeCompleted, nil
+	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict) && conflict.Existing.Data[dataStatus] == api.StatusAborted:
+		// An object made for an upload recorded as aborted (a Complete that
+		// raced the abort): aborted means no object, so it goes, if it is
+		// still the one announced.
+		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, IfMatch: ptr(quoteETag(obj.ETag))})
+		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
+			return conflict.Existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, storageError(err))
+		}
+		log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
+		return conflict.Existing, OutcomeDuplicate, nil
 	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict):
 		log.InfoContext(ctx, "finalize: duplicate event")
 		return conflict.Existing, OutcomeDuplicate, nil
@@ -472,6 +482,10 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idem
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
 	return nil
 }
+
+// quoteETag gives an ETag the quotes an If-Match header wants (events
+// carry it bare).
+func quoteETag(etag string) string { return `"` + unquoteETag(etag) + `"` }
 
 func keyHash(key string) string {
 	sum := sha256.Sum256([]byte(key))
