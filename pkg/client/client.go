@@ -521,8 +521,7 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		if err == nil {
 			break
 		}
-		var e *Error
-		if !errors.As(err, &e) || e.StatusCode != http.StatusForbidden || refreshes >= 2 {
+		if !urlExpired(err) || refreshes >= 2 {
 			return nil, err
 		}
 		c.opts.Logger.InfoContext(ctx, "refreshing the upload URL", "upload_id", res.Upload.UploadID)
@@ -608,6 +607,14 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, path, key string, 
 		res.Upload = *done
 		return res, nil
 	}
+}
+
+// urlExpired reports whether S3 refused a PUT because its URL no longer
+// works: 403 (the URL's own expiry), or 400 ExpiredToken (the session
+// credentials that signed it expired first). A fresh URL cures both.
+func urlExpired(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.StatusCode == http.StatusForbidden || e.StatusCode == http.StatusBadRequest && e.Code == "ExpiredToken")
 }
 
 // DetectContentType picks a media type from the file name's extension, else

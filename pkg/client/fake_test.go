@@ -40,6 +40,7 @@ type fakeAPI struct {
 	refuseCreate bool
 	loseAnswer   map[int]int // part → answers to lose after storing it
 	forbid       map[int]int // part → 403s to give before taking it
+	expiredToken map[int]int // part → 400 ExpiredToken answers before taking it
 	refuse       map[int]int // part → status to answer, forever
 	dropAtFirst  []int       // parts S3 loses before the first complete
 	onStored     func(part int)
@@ -53,7 +54,7 @@ type fakeUpload struct {
 
 func newFakeAPI(t *testing.T) *fakeAPI {
 	f := &fakeAPI{t: t, byKey: map[string]*fakeUpload{}, byID: map[string]*fakeUpload{}, puts: map[int]int{},
-		loseAnswer: map[int]int{}, forbid: map[int]int{}, refuse: map[int]int{}}
+		loseAnswer: map[int]int{}, forbid: map[int]int{}, expiredToken: map[int]int{}, refuse: map[int]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /uploads", f.create)
 	mux.HandleFunc("POST /uploads/{id}/parts", f.sign)
@@ -211,6 +212,10 @@ func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
 	if forbid {
 		f.forbid[n]--
 	}
+	expired := !forbid && f.expiredToken[n] > 0
+	if expired {
+		f.expiredToken[n]--
+	}
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); f.inFlight--; f.mu.Unlock() }()
 	body, err := io.ReadAll(r.Body)
@@ -225,6 +230,10 @@ func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
 	case forbid:
 		w.WriteHeader(403)
 		_, _ = io.WriteString(w, `<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`)
+		return
+	case expired: // the session credentials that signed the URL expired
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>`)
 		return
 	case r.ContentLength != want || int64(len(body)) != want:
 		w.WriteHeader(403)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -310,13 +309,12 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, f io.ReaderAt, 
 	return first
 }
 
-// sendPart PUTs one part; a 403 (its URL expired, usually) signs it again,
-// at most twice.
+// sendPart PUTs one part; a refusal because its URL no longer works (see
+// urlExpired) signs it again, at most twice.
 func (c *Client) sendPart(ctx context.Context, uploadID string, f io.ReaderAt, d *Digest, sp api.SignedPart, prog *partProgress) error {
 	for resigned := 0; ; resigned++ {
 		err := c.putPart(ctx, sp, f, d, prog)
-		var e *Error
-		if err == nil || !errors.As(err, &e) || e.StatusCode != http.StatusForbidden || resigned >= 2 {
+		if err == nil || !urlExpired(err) || resigned >= 2 {
 			return err
 		}
 		c.opts.Logger.InfoContext(ctx, "signing a part again", "upload_id", uploadID, "part", sp.PartNumber)

@@ -229,6 +229,12 @@ func TestUploadInParts(t *testing.T) {
 					t.Errorf("sign requests %v, want part 5 signed again alone", f.signed)
 				}
 			}},
+		{name: "an expired signing token", fault: func(f *fakeAPI) { f.expiredToken[7] = 1 }, puts: 12, signed: 2,
+			check: func(t *testing.T, f *fakeAPI, _ *Result) {
+				if !slices.Equal(f.signed[1], []int{7}) {
+					t.Errorf("sign requests %v, want part 7 signed again alone", f.signed)
+				}
+			}},
 		{name: "parts missing at completion", fault: func(f *fakeAPI) { f.dropAtFirst = []int{2, 7} }, puts: 13, signed: 2,
 			check: func(t *testing.T, f *fakeAPI, res *Result) {
 				if f.completes != 2 || !slices.Equal(f.signed[1], []int{2, 7}) || res.PartsSent != 13 {

@@ -15,7 +15,7 @@ import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, hashFile, workerHashe
 import { sendParts } from "./parts.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
-import { type PutTransport, storageError, xhrTransport } from "./transport.js";
+import { type PutTransport, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
 
 /** What a retry was for: the create, a PUT (the file, or a part), a request for part URLs or the listing of parts, the completion. */
 export type Step = "create" | "put" | "parts" | "complete";
@@ -352,7 +352,7 @@ export class UploadClient {
           // first try with a fresh URL was refused too.
           const err = toUploadError(e);
           const freshRefused = justRefreshed && err.attempts === 1;
-          if (err.kind === "storage" && err.status === 403 && !freshRefused && refreshes < MAX_REFRESHES) {
+          if (err.kind === "storage" && urlNoLongerWorks(err) && !freshRefused && refreshes < MAX_REFRESHES) {
             await refresh("forbidden");
             continue;
           }

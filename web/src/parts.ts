@@ -8,7 +8,7 @@
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { type RetryOptions, retry } from "./retry.js";
-import { type PutTransport, storageError } from "./transport.js";
+import { type PutTransport, storageError, urlNoLongerWorks } from "./transport.js";
 
 /** At most 100 parts per POST /uploads/{id}/parts (the contract's limit). */
 const MAX_BATCH = 100;
@@ -163,13 +163,13 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
           return;
         }
         const err = storageError(res);
-        if (res.status === 403 && refreshes < MAX_PART_REFRESHES) {
+        if (urlNoLongerWorks(err) && refreshes < MAX_PART_REFRESHES) {
           // Most often a URL that expired on the way (a long stall, a laptop
           // asleep): ask for a fresh one and try again at once.
           refreshes++;
           urls.delete(n);
           input.onRefresh(n);
-          throw new UploadError({ kind: "storage", status: 403, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
+          throw new UploadError({ kind: "storage", status: err.status, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
         }
         throw err;
       },

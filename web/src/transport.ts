@@ -96,6 +96,15 @@ export const xhrTransport: PutTransport = (req) =>
   });
 
 /**
+ * Whether S3 refused a PUT because its URL no longer works: 403 (the URL's
+ * own expiry) or 400 ExpiredToken (the session credentials that signed it
+ * expired first). A fresh URL cures both.
+ */
+export function urlNoLongerWorks(err: { status?: number; code?: string }): boolean {
+  return err.status === 403 || (err.status === 400 && err.code === "ExpiredToken");
+}
+
+/**
  * The error for a PUT answer that is not 2xx. S3 answers with an XML body
  * whose `<Code>` says why (AccessDenied, BadDigest, SlowDown, …).
  */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Api, parseUpload } from "../src/api.js";
 import { UploadError } from "../src/errors.js";
-import { sendableHeaders, storageError } from "../src/transport.js";
+import { sendableHeaders, storageError, urlNoLongerWorks } from "../src/transport.js";
 import { json } from "./fakes.js";
 
 const meta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
@@ -151,6 +151,14 @@ describe("storage answers", () => {
     assert.equal(e.code, "AccessDenied");
     assert.equal(e.retryable, false);
     assert.equal(storageError({ status: 503, text: "<Error><Code>SlowDown</Code></Error>", etag: null }).retryable, true);
+  });
+  it("retries a stalled upload connection, and knows when a URL no longer works", () => {
+    const stalled = storageError({ status: 400, text: "<Error><Code>RequestTimeout</Code></Error>", etag: null });
+    assert.equal(stalled.retryable, true);
+    assert.equal(urlNoLongerWorks(stalled), false);
+    assert.equal(urlNoLongerWorks(storageError({ status: 403, text: "<Error><Code>AccessDenied</Code></Error>", etag: null })), true);
+    assert.equal(urlNoLongerWorks(storageError({ status: 400, text: "<Error><Code>ExpiredToken</Code></Error>", etag: null })), true);
+    assert.equal(urlNoLongerWorks(storageError({ status: 400, text: "<Error><Code>InvalidArgument</Code></Error>", etag: null })), false);
   });
   it("says the file changed when S3 refuses its checksum", () => {
     const e = storageError({ status: 400, text: "<Error><Code>BadDigest</Code></Error>", etag: null });
