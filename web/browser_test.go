@@ -148,23 +148,33 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 
 	if rec.Dropped {
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
+		hangUp(w)
 		return
 	}
+	writeAnswerHead(w, resp)
+	_, _ = w.Write(respBody)
+}
+
+// hangUp closes the browser's connection without an answer: a lost
+// answer, as the page sees one.
+func hangUp(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+}
+
+// writeAnswerHead writes resp's status and end-to-end headers, asking for a
+// fresh connection for every request: Chromium silently resends a request
+// whose reused keep-alive connection closes without an answer, which would
+// hide a lost answer from the page.
+func writeAnswerHead(w http.ResponseWriter, resp *http.Response) {
 	for k, v := range resp.Header {
 		if !slices.Contains(hopByHop, k) {
 			w.Header()[k] = v
 		}
 	}
-	// A fresh connection for every request: Chromium silently resends a
-	// request whose reused keep-alive connection closes without an answer,
-	// which would hide the lost answer from the page.
 	w.Header().Set("Connection", "close")
 	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(respBody)
 }
 
 func (p *proxy) seen() []seen {

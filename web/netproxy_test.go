@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -212,9 +211,7 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		p.setErr(entry, err)
 		// The browser sees its connection closed, as a network failure looks.
-		if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
-			_ = conn.Close()
-		}
+		hangUp(w)
 		return
 	}
 	defer resp.Body.Close()
@@ -224,21 +221,10 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	if lose {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
-			_ = conn.Close()
-		}
+		hangUp(w)
 		return
 	}
-	for k, v := range resp.Header {
-		if !slices.Contains(hopByHop, k) {
-			w.Header()[k] = v
-		}
-	}
-	// One request per connection: Chromium silently sends a request again
-	// when a reused connection closes without an answer, which would hide a
-	// lost answer from the page.
-	w.Header().Set("Connection", "close")
-	w.WriteHeader(resp.StatusCode)
+	writeAnswerHead(w, resp)
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		p.setErr(entry, err)
 	}

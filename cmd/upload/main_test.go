@@ -118,10 +118,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	defer st.Close()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "upload")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t, dir)
 	state := filepath.Join(dir, "state", "pending.json")
 	cli := func(args ...string) *exec.Cmd {
 		return exec.Command(bin, append([]string{"--api", st.APIURL, "--state", state, "--json"}, args...)...)
@@ -215,6 +212,16 @@ func TestCLIEndToEnd(t *testing.T) {
 	if err := cli(tooBig).Run(); exitCode(err) != exitRejected {
 		t.Errorf("too large: %v, want exit %d", err, exitRejected)
 	}
+}
+
+// buildCLI builds the command into dir, to run it as a user does.
+func buildCLI(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "upload")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func exitCode(err error) int {

@@ -146,10 +146,7 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	}
 	defer st.Close()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "upload")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t, dir)
 	const size, partSize, parts = 50 << 20, 5 << 20, 10
 	data := make([]byte, size)
 	_, _ = rand.Read(data)

@@ -9,6 +9,20 @@ import { failure, until, world } from "./world.js";
 const small = { multipartBytes: 2_500, keepFileBytes: 2_500, partBytes: 1_000, hashChunkBytes: 400 };
 const FILE = 5_500; // 6 parts, the last one 500 bytes
 
+/** A multipart upload cancelled once part 3 reached the storage, one part at a time. */
+async function interruptedAtPart3() {
+  const w = world();
+  const ctrl = new AbortController();
+  w.server.onPartPut = (n) => {
+    if (n === 3) ctrl.abort();
+  };
+  const { client } = w.page({ ...small, partConcurrency: 1 });
+  const rec = await client.add(makeFile("a.bin", FILE));
+  await client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+  w.server.onPartPut = undefined;
+  return { w, client, rec };
+}
+
 const progress = (events: UploadEvent[]) => events.flatMap((e) => (e.type === "upload-progress" ? [e.loaded] : []));
 const partsOf = (w: ReturnType<typeof world>) => w.server.puts.map((p) => p.partNumber);
 
@@ -184,15 +198,7 @@ describe("UploadClient: multipart", () => {
   });
 
   it("sends again a part whose stored SHA-256 differs from the local one", async () => {
-    const w = world();
-    const ctrl = new AbortController();
-    w.server.onPartPut = (n) => {
-      if (n === 3) ctrl.abort();
-    };
-    const { client } = w.page({ ...small, partConcurrency: 1 });
-    const rec = await client.add(makeFile("a.bin", FILE));
-    await client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
-    w.server.onPartPut = undefined;
+    const { w, client, rec } = await interruptedAtPart3();
     const mp = [...w.server.multiparts.values()][0];
     const p2 = mp.parts.get(2)!;
     mp.parts.set(2, { ...p2, sha256: "0".repeat(64) });
@@ -264,14 +270,7 @@ describe("UploadClient: multipart", () => {
 
 describe("UploadClient: discard", () => {
   it("deletes the multipart upload on the server and forgets the key", async () => {
-    const w = world();
-    const ctrl = new AbortController();
-    w.server.onPartPut = (n) => {
-      if (n === 3) ctrl.abort();
-    };
-    const { client } = w.page({ ...small, partConcurrency: 1 });
-    const rec = await client.add(makeFile("a.bin", FILE));
-    await client.upload(rec.key, { signal: ctrl.signal }).catch(() => undefined);
+    const { w, client, rec } = await interruptedAtPart3();
     assert.equal(w.server.multiparts.size, 1);
 
     assert.equal(await client.discard(rec.key), "aborted");
