@@ -214,9 +214,9 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 
 // describe reads an error body: the API's JSON, or S3's XML.
 func describe(body []byte) (code, message string) {
-	var api struct{ Error, Message string }
-	if json.Unmarshal(body, &api) == nil && api.Error != "" {
-		return api.Error, api.Message
+	var e api.Error
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return e.Error, e.Message
 	}
 	var s3err struct{ Code, Message string }
 	if xml.Unmarshal(body, &s3err) == nil {

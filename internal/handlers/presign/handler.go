@@ -311,9 +311,6 @@ func jsonResponse(status int, body []byte) events.APIGatewayV2HTTPResponse {
 }
 
 func errorResponse(status int, code, message string) events.APIGatewayV2HTTPResponse {
-	body, _ := json.Marshal(struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{code, message})
+	body, _ := json.Marshal(api.Error{Error: code, Message: message})
 	return jsonResponse(status, body)
 }
