@@ -44,7 +44,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	table, bucket := testenv.NewTable(t, ddb), testenv.NewBucket(t, s3c)
 
 	// An upload whose bytes S3 holds, and whose event was lost.
-	store := idempotency.NewDynamoStore(ddb, table)
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynamoEndpoint, nil), table)
 	presigner, err := upload.NewSigV4Presigner(ctx, s3c, bucket)
 	if err != nil {
 		t.Fatal(err)

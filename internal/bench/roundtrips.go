@@ -17,8 +17,8 @@ import (
 
 	"github.com/onceupload/onceupload/pkg/api"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
@@ -50,10 +50,13 @@ func (r RoundTrips) Line() string {
 func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
 	var calls callcount.Counter
 	cfg := services.AWSConfig()
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.BaseEndpoint = &dynamoURL
-		o.APIOptions = append(o.APIOptions, calls.Middleware)
+	ddb, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) {
+		o.BaseEndpoint = dynamoURL
+		o.OnAttempt = calls.Count
 	})
+	if err != nil {
+		return RoundTrips{}, err
+	}
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint, o.UsePathStyle = &s3URL, true
 		o.APIOptions = append(o.APIOptions, calls.Middleware)

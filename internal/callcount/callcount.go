@@ -1,8 +1,9 @@
-// Package callcount counts the HTTP attempts AWS SDK clients send, with a
-// middleware added after the retry step: every attempt, retries included,
-// counts as the round trip it is. Tests and benchmarks count by operation
-// to hold the round-trip budget; the functions count each request's calls
-// by service for its log line (WithScope, ScopeMiddleware).
+// Package callcount counts the HTTP attempts AWS clients send: the SDK's,
+// with a middleware added after the retry step, and package awslite's,
+// with its OnAttempt hook. Every attempt, retries included, counts as the
+// round trip it is. Tests and benchmarks count by operation to hold the
+// round-trip budget; the functions count each request's calls by service
+// for its log line (WithScope, CountInScope).
 package callcount
 
 import (
@@ -49,24 +50,33 @@ func (c *Counter) Reset() {
 	clear(c.ops)
 }
 
+// Count counts one attempt of operation; it is an awslite Options.OnAttempt.
+func (c *Counter) Count(_ context.Context, _, operation string) {
+	c.add(operation)
+}
+
+func (c *Counter) add(name string) {
+	c.mu.Lock()
+	if c.ops == nil {
+		c.ops = map[string]int{}
+	}
+	c.ops[name]++
+	c.mu.Unlock()
+}
+
 // Middleware adds the counting step to a client's stack; use it in
 // Options.APIOptions or config.WithAPIOptions.
 func (c *Counter) Middleware(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			if c.ops == nil {
-				c.ops = map[string]int{}
-			}
-			c.ops[awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
+			c.add(awsmiddleware.GetOperationName(ctx))
 			return next.HandleFinalize(ctx, in)
 		}), middleware.After)
 }
 
 type scopeKey struct{}
 
-// WithScope returns ctx carrying a new Counter that ScopeMiddleware fills
+// WithScope returns ctx carrying a new Counter that CountInScope fills
 // with the calls made with ctx, by service ("DynamoDB", "S3"): the round
 // trips one request cost, for its log line.
 func WithScope(ctx context.Context) (context.Context, *Counter) {
@@ -74,19 +84,19 @@ func WithScope(ctx context.Context) (context.Context, *Counter) {
 	return context.WithValue(ctx, scopeKey{}, c), c
 }
 
-// ScopeMiddleware counts every attempt in the Counter of the request's
-// context, if it has one; add it to the clients once, in main.
+// CountInScope counts an attempt of service in the Counter of ctx, if it
+// has one; it is the awslite Options.OnAttempt of the functions' clients.
+func CountInScope(ctx context.Context, service, _ string) {
+	if c, ok := ctx.Value(scopeKey{}).(*Counter); ok {
+		c.add(service)
+	}
+}
+
+// ScopeMiddleware is CountInScope for an SDK client's stack.
 func ScopeMiddleware(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount-scope",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			if c, ok := ctx.Value(scopeKey{}).(*Counter); ok {
-				c.mu.Lock()
-				if c.ops == nil {
-					c.ops = map[string]int{}
-				}
-				c.ops[awsmiddleware.GetServiceID(ctx)]++
-				c.mu.Unlock()
-			}
+			CountInScope(ctx, awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx))
 			return next.HandleFinalize(ctx, in)
 		}), middleware.After)
 }

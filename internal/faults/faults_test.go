@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/faults"
@@ -67,14 +67,19 @@ func newRig(t *testing.T) *rig {
 	table := testenv.NewTable(t, direct)
 	// The SDK's own retries stay on (three attempts), with short waits so
 	// the test is quick; faults outlast them.
-	viaProxy := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(proxy.URL)
-		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+	proxyCfg := testenv.AWSConfig()
+	proxyCfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 4 // as awslite's DynamoDB default
 			so.MaxBackoff = 20 * time.Millisecond
 			so.RateLimiter = noRateLimit{}
 		})
-		o.HTTPClient = &http.Client{Timeout: 2 * time.Second}
-	})
+	}
+	proxyCfg.HTTPClient = &http.Client{Timeout: 2 * time.Second}
+	viaProxy, err := awslite.NewDynamoDB(proxyCfg, func(o *awslite.Options) { o.BaseEndpoint = proxy.URL })
+	if err != nil {
+		t.Fatal(err)
+	}
 	s3c := testenv.S3Client(versity.Endpoint(t), nil)
 	bucket := testenv.NewBucket(t, s3c)
 	presigner, err := upload.NewSigV4Presigner(context.Background(), s3c, bucket)
@@ -89,7 +94,7 @@ func newRig(t *testing.T) *rig {
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
-		proxy: proxy, store: idempotency.NewDynamoStore(direct, table),
+		proxy: proxy, store: idempotency.NewDynamoStore(testenv.LiteDynamo(endpoint, nil), table),
 		presign: &presign.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
 		s3: s3c, bucket: bucket,
 	}
@@ -240,10 +245,12 @@ func TestFaultsDuringCompletion(t *testing.T) {
 func TestFaultsDuringRelease(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(r.proxy.URL)
-		o.RetryMaxAttempts = 1
-	})
+	oneAttempt := testenv.AWSConfig()
+	oneAttempt.RetryMaxAttempts = 1
+	client, err := awslite.NewDynamoDB(oneAttempt, func(o *awslite.Options) { o.BaseEndpoint = r.proxy.URL })
+	if err != nil {
+		t.Fatal(err)
+	}
 	store := idempotency.NewDynamoStore(client, r.store.TableName())
 	id := idempotency.NewID("tenant", "release-fault-0001")
 	if _, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress}); err != nil {

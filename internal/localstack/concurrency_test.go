@@ -107,7 +107,7 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			}
 			// Finalize ran concurrently for every PUT; each record completed
 			// with its own object (size, and S3's MD5 ETag of its bytes).
-			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)

@@ -184,7 +184,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := waitCompleted(t, idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
+	rec := waitCompleted(t, idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table), u.UploadID)
 	if rec.Data["size"] != fmt.Sprint(len(data)) || rec.Data["checksum_sha256"] == "" {
 		t.Fatalf("recorded %v", rec.Data)
 	}

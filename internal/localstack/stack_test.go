@@ -111,8 +111,7 @@ func TestWalkthrough(t *testing.T) {
 
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
-			ddb := testenv.DynamoClient(st.DynamoURL, nil)
-			store := idempotency.NewDynamoStore(ddb, st.Table)
+			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
 			id, _ := upload.ParseUploadID(u.UploadID)
 			deadline := time.Now().Add(10 * time.Second)
 			for {

@@ -14,11 +14,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/pkg/awslite"
 )
 
 // CheckEMF checks one log line against the structure CloudWatch's embedded
@@ -99,9 +97,12 @@ func TestRequestLine(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer ddbServer.Close()
-	ddb := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(ddbServer.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("k", "s", ""),
-		APIOptions:  []func(*middleware.Stack) error{callcount.ScopeMiddleware}})
+	ddb, err := awslite.NewDynamoDB(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")},
+		func(o *awslite.Options) { o.BaseEndpoint, o.OnAttempt = ddbServer.URL, callcount.CountInScope })
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := &awslite.GetItemInput{TableName: "t", Key: map[string]awslite.AttributeValue{"pk": awslite.S("x")}}
 	var buf bytes.Buffer
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	rec := &Recorder{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Namespace: "test-ns", Function: "presign",
@@ -109,12 +110,12 @@ func TestRequestLine(t *testing.T) {
 
 	ctx, req := rec.Start(context.Background())
 	for range 2 {
-		if _, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}}); err != nil {
+		if _, err := ddb.GetItem(ctx, get); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A call made outside the request's context is not its call.
-	_, _ = ddb.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}})
+	_, _ = ddb.GetItem(context.Background(), get)
 	req.Done(ctx, OutcomeReplayed, "POST /uploads", "req-1")
 
 	root := CheckEMF(t, buf.Bytes())

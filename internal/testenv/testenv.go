@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -89,6 +90,21 @@ func DynamoClient(endpoint string, c *Counter) *dynamodb.Client {
 			o.APIOptions = append(o.APIOptions, c.Middleware)
 		}
 	})
+}
+
+// LiteDynamo returns the client the idempotency store takes (package
+// awslite) for endpoint, counting its calls in c (if not nil).
+func LiteDynamo(endpoint string, c *Counter) *awslite.DynamoDB {
+	client, err := awslite.NewDynamoDB(AWSConfig(), func(o *awslite.Options) {
+		o.BaseEndpoint = endpoint
+		if c != nil {
+			o.OnAttempt = c.Count
+		}
+	})
+	if err != nil {
+		panic(err) // only a malformed endpoint, a test's own mistake
+	}
+	return client
 }
 
 // S3Client returns a path-style client for endpoint that counts its calls in

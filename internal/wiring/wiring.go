@@ -10,10 +10,10 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/pkg/awslite"
 	appconfig "github.com/onceupload/onceupload/pkg/config"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -56,12 +56,13 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			o.BaseEndpoint = &s3Endpoint
 		}
 	})
-	dynamoClient := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, callcount.ScopeMiddleware)
-		if dynamoEndpoint != "" {
-			o.BaseEndpoint = &dynamoEndpoint
-		}
+	dynamoClient, err := awslite.NewDynamoDB(awsCfg, func(o *awslite.Options) {
+		o.OnAttempt = callcount.CountInScope // calls per request, for its log line
+		o.BaseEndpoint = dynamoEndpoint
 	})
+	if err != nil {
+		return nil, cfg, err
+	}
 	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
 		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
 	presigner, err := upload.NewSigV4Presigner(ctx, s3Client, cfg.Upload.Bucket)

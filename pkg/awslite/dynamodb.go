@@ -177,3 +177,9 @@ func (a AttributeValue) AsInt() (int64, error) {
 	}
 	return strconv.ParseInt(*a.N, 10, 64)
 }
+
+// Endpoint returns the URL the client sends to.
+func (d *DynamoDB) Endpoint() string { return d.c.endpoint.String() }
+
+// MaxAttempts returns how many attempts an operation gets at most.
+func (d *DynamoDB) MaxAttempts() int { return d.c.retryer.MaxAttempts() }

@@ -7,27 +7,28 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/onceupload/onceupload/pkg/awslite"
 )
 
-// DynamoDBAPI is the part of *dynamodb.Client the store uses.
+// DynamoDBAPI is the part of *awslite.DynamoDB the store uses. The store
+// does not take the SDK's *dynamodb.Client: importing that package links
+// its generated schema tables, about 2 MB of every Lambda binary that
+// uses this package (see package awslite). Make one with
+// awslite.NewDynamoDB(cfg) from the same aws.Config.
 type DynamoDBAPI interface {
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	PutItem(ctx context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error)
+	GetItem(ctx context.Context, in *awslite.GetItemInput) (*awslite.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *awslite.UpdateItemInput) (*awslite.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *awslite.DeleteItemInput) (*awslite.DeleteItemOutput, error)
 }
 
-var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBAPI = (*awslite.DynamoDB)(nil)
 
 // Store is what callers of this package depend on; [DynamoStore] is the
 // implementation, and tests may pass an in-memory one.
@@ -142,13 +143,13 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		// Stamp a copy: stamping consumes rec.Lease, which the second
 		// attempt needs as much as the first.
 		stamped := s.opts.stamp(rec, now)
-		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                           &s.table,
+		_, err := s.client.PutItem(ctx, &awslite.PutItemInput{
+			TableName:                           s.table,
 			Item:                                s.schema.toItem(stamped),
-			ConditionExpression:                 &s.schema.claimCond,
+			ConditionExpression:                 s.schema.claimCond,
 			ExpressionAttributeNames:            s.schema.claimNames,
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			ExpressionAttributeValues:           map[string]awslite.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
+			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
 		})
 		if err == nil {
 			return ClaimResult{Record: stamped}, nil
@@ -184,11 +185,10 @@ func judgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 // GetItem. It returns (nil, nil) when no item exists. Any other error is
 // returned classified.
 func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error) (*Record, error) {
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
+	av, ok := awslite.ConditionalCheckFailed(err)
+	if !ok {
 		return nil, classify(err)
 	}
-	av := ccf.Item
 	if len(av) == 0 {
 		out, err := s.getItem(ctx, id)
 		if err != nil {
@@ -206,14 +206,14 @@ func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error
 	return &r, nil
 }
 
-func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]types.AttributeValue, error) {
+func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]awslite.AttributeValue, error) {
 	if s.schema.err != nil {
 		return nil, s.schema.err
 	}
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &s.table,
+	out, err := s.client.GetItem(ctx, &awslite.GetItemInput{
+		TableName:      s.table,
 		Key:            s.schema.key(id),
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: true,
 	})
 	if err != nil {
 		return nil, classify(err)
@@ -278,7 +278,7 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	}
 	now := s.opts.Now()
 	names := map[string]string{"#state": s.schema.State, "#lease": s.schema.LeaseExpiresAt}
-	values := map[string]types.AttributeValue{
+	values := map[string]awslite.AttributeValue{
 		":claim": str(claimID), ":completed": str(string(StateCompleted)),
 		":state": str(string(u.State)), ":now_ms": epochMillis(now),
 	}
@@ -292,7 +292,7 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	if u.Response != nil {
 		set = append(set, "response_status = :rs", "#body = :rb")
 		names["#body"] = s.schema.ResponseBody
-		values[":rs"] = &types.AttributeValueMemberN{Value: strconv.Itoa(u.Response.Status)}
+		values[":rs"] = awslite.N(int64(u.Response.Status))
 		values[":rb"] = str(string(u.Response.Body))
 	}
 	if u.RestartExpiry {
@@ -315,15 +315,15 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	}
 	// Neither target state has a lease.
 	expr := "SET " + strings.Join(set, ", ") + " REMOVE #lease"
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
+	out, err := s.client.UpdateItem(ctx, &awslite.UpdateItemInput{
+		TableName:                           s.table,
 		Key:                                 s.schema.key(id),
-		UpdateExpression:                    &expr,
-		ConditionExpression:                 aws.String(strings.Join(cond, " AND ")),
+		UpdateExpression:                    expr,
+		ConditionExpression:                 strings.Join(cond, " AND "),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnValues:                        "ALL_NEW",
+		ReturnValuesOnConditionCheckFailure: "ALL_OLD",
 	})
 	if err == nil {
 		r, err := s.schema.fromItem(out.Attributes)
@@ -353,15 +353,14 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 	if s.schema.err != nil {
 		return fmt.Errorf("release %s: %w", id, s.schema.err)
 	}
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 &s.table,
+	_, err := s.client.DeleteItem(ctx, &awslite.DeleteItemInput{
+		TableName:                 s.table,
 		Key:                       s.schema.key(id),
-		ConditionExpression:       aws.String("claim_id = :claim AND #state = :in_progress"),
+		ConditionExpression:       "claim_id = :claim AND #state = :in_progress",
 		ExpressionAttributeNames:  s.schema.stateNames,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":claim": str(claimID), ":in_progress": str(string(StateInProgress))},
+		ExpressionAttributeValues: map[string]awslite.AttributeValue{":claim": str(claimID), ":in_progress": str(string(StateInProgress))},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if _, ccf := awslite.ConditionalCheckFailed(err); err != nil && !ccf {
 		return fmt.Errorf("release %s: %w", id, classify(err))
 	}
 	return nil
@@ -377,9 +376,9 @@ func classify(err error) error {
 	return err
 }
 
-// Transient reports whether err from an AWS SDK call is one that a later
-// retry can cure: throttling, a server fault, a network failure or a
-// timeout that outlived the SDK's own retries.
+// Transient reports whether err from an AWS call (package awslite's or the
+// SDK's) is one that a later retry can cure: throttling, a server fault, a
+// network failure or a timeout that outlived the client's own retries.
 func Transient(err error) bool {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
@@ -392,8 +391,8 @@ func Transient(err error) bool {
 			return true
 		}
 	}
-	var respErr *awshttp.ResponseError
-	if errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500 {
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
 		return true
 	}
 	var sendErr *smithyhttp.RequestSendError

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -23,8 +24,8 @@ import (
 func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
-	client := testenv.DynamoClient(sharedDynoxide(t), &counter)
-	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	client := testenv.DynamoClient(sharedDynoxide(t), nil)
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "round-trips")
 
 	steps := []struct {
@@ -76,8 +77,8 @@ func TestRoundTrips(t *testing.T) {
 func TestFallbackWithoutAllOld(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
-	client := testenv.DynamoClient(sharedDynalite(t), &counter)
-	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	client := testenv.DynamoClient(sharedDynalite(t), nil)
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), &counter), testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "fallback")
 
 	// Prove the server really ignores ALL_OLD, or this test proves nothing.
@@ -112,7 +113,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 func TestClaimRace(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "race")
 
 	const n = 200
@@ -147,16 +148,16 @@ func TestClaimRace(t *testing.T) {
 // fakeDynamo answers every call with err.
 type fakeDynamo struct{ err error }
 
-func (f fakeDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (f fakeDynamo) PutItem(context.Context, *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (f fakeDynamo) GetItem(context.Context, *awslite.GetItemInput) (*awslite.GetItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+func (f fakeDynamo) UpdateItem(context.Context, *awslite.UpdateItemInput) (*awslite.UpdateItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+func (f fakeDynamo) DeleteItem(context.Context, *awslite.DeleteItemInput) (*awslite.DeleteItemOutput, error) {
 	return nil, f.err
 }
 
@@ -165,13 +166,14 @@ func TestErrorsAreClassified(t *testing.T) {
 		err         error
 		unavailable bool
 	}{
-		{&types.ProvisionedThroughputExceededException{}, true},
-		{&types.ThrottlingException{}, true},
-		{&types.RequestLimitExceeded{}, true},
-		{&types.InternalServerError{}, true},
+		{&awslite.Error{StatusCode: 400, Code: "ProvisionedThroughputExceededException"}, true},
+		{&awslite.Error{StatusCode: 400, Code: "ThrottlingException"}, true},
+		{&awslite.Error{StatusCode: 400, Code: "RequestLimitExceeded"}, true},
+		{&awslite.Error{StatusCode: 500, Code: "InternalServerError"}, true},
+		{&awslite.Error{StatusCode: 503, Code: "ServiceUnavailable"}, true},
 		{&smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}, true},
 		{context.DeadlineExceeded, true},
-		{&types.ResourceNotFoundException{}, false},
+		{&awslite.Error{StatusCode: 400, Code: "ResourceNotFoundException"}, false},
 		{&smithy.GenericAPIError{Code: "ValidationException", Fault: smithy.FaultClient}, false},
 		{errors.New("boom"), false},
 	}
@@ -202,8 +204,8 @@ func ptr[T any](v T) *T { return &v }
 func TestMakeIdempotentRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
-	client := testenv.DynamoClient(sharedDynoxide(t), &counter)
-	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+	client := testenv.DynamoClient(sharedDynoxide(t), nil)
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
 	fail := errors.New("declined")
 	call := idempotency.MakeIdempotent(store, func(_ context.Context, req map[string]string) (string, error) {
 		if req["fail"] != "" {
@@ -243,19 +245,19 @@ type vanishingHolder struct {
 	leases []string
 }
 
-func (v *vanishingHolder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (v *vanishingHolder) PutItem(_ context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
 	v.puts++
-	if n, ok := in.Item["lease_expires_at"].(*types.AttributeValueMemberN); ok {
-		v.leases = append(v.leases, n.Value)
+	if n := in.Item["lease_expires_at"].N; n != nil {
+		v.leases = append(v.leases, *n)
 	}
 	if v.puts == 1 {
-		return nil, &types.ConditionalCheckFailedException{}
+		return nil, &awslite.Error{StatusCode: 400, Code: "ConditionalCheckFailedException"}
 	}
-	return &dynamodb.PutItemOutput{}, nil
+	return &awslite.PutItemOutput{}, nil
 }
 
-func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return &dynamodb.GetItemOutput{}, nil
+func (v *vanishingHolder) GetItem(context.Context, *awslite.GetItemInput) (*awslite.GetItemOutput, error) {
+	return &awslite.GetItemOutput{}, nil
 }
 
 // The claim's second attempt keeps the lease the caller asked for (a

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -75,7 +74,7 @@ func ExampleSchema() {
 		ExpiresAt: "ttl", State: "status",
 	}
 	fmt.Println(schema.Validate())
-	var client *dynamodb.Client // dynamodb.NewFromConfig(cfg) in a program
+	var client *awslite.DynamoDB // awslite.NewDynamoDB(cfg) in a program
 	_ = idempotency.NewDynamoStore(client, "app-table", func(o *idempotency.Options) { o.Schema = schema })
 
 	schema.State = "data" // the caller's fields live in "data"

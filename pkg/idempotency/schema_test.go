@@ -76,7 +76,7 @@ func TestStoredItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			store := idempotency.NewDynamoStore(client, tc.table, tc.opt)
+			store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), tc.table, tc.opt)
 			key := map[string]types.AttributeValue{}
 			for k, v := range tc.key {
 				key[k] = &types.AttributeValueMemberS{Value: v}

@@ -34,19 +34,19 @@ func factories() map[string]storeFactory {
 		},
 		"dynoxide": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTable(t, client), opts(c))
 		},
 		"dynalite": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), nil), testenv.NewTable(t, client), opts(c))
 		},
 		"dynoxide, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
 		},
 		"dynalite, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), nil), testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
 		},
 	}
 }

@@ -55,10 +55,11 @@ type env struct {
 func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Config)) *env {
 	t.Helper()
 	e := &env{Clock: testenv.NewClock(time.Now())}
-	ddb := testenv.DynamoClient(dynoxide.Endpoint(t), &e.dynamo)
+	dynamoURL := dynoxide.Endpoint(t)
+	ddb := testenv.DynamoClient(dynamoURL, nil)
 	e.s3 = testenv.S3Client(versity.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
-	store := idempotency.NewDynamoStore(ddb, testenv.NewTable(t, ddb), func(o *idempotency.Options) {
+	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}
