@@ -159,16 +159,16 @@ func cannedS3(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// operation is one call made with the SDK's client or with awslite.
-type operation struct {
+// s3Operation is one call made with the SDK's client or with awslite.
+type s3Operation struct {
 	name string
 	sdk  func(context.Context, *s3.Client) (any, error)
 	lite func(context.Context, *awslite.S3) (any, error)
 }
 
-// operations sends every method with every input field it supports set,
+// s3Operations sends every method with every input field it supports set,
 // on a key that needs escaping.
-func operations() []operation {
+func s3Operations() []s3Operation {
 	bucket, key, uploadID := aws.String("my-bucket"), aws.String("in/a b+c%é/~x"), aws.String("VXBsb2Fk+/=")
 	head := &s3.HeadObjectInput{Bucket: bucket, Key: key, ChecksumMode: types.ChecksumModeEnabled,
 		IfMatch: aws.String(`"abc"`), IfNoneMatch: aws.String(`"def"`), VersionId: aws.String("v1"), ExpectedBucketOwner: aws.String("111122223333")}
@@ -188,7 +188,7 @@ func operations() []operation {
 		ChecksumSHA256: aws.String("n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="), ChecksumType: types.ChecksumTypeComposite,
 		ExpectedBucketOwner: aws.String("111122223333")}
 	abort := &s3.AbortMultipartUploadInput{Bucket: bucket, Key: key, UploadId: uploadID, ExpectedBucketOwner: aws.String("111122223333")}
-	return []operation{
+	return []s3Operation{
 		{"HeadObject",
 			func(ctx context.Context, c *s3.Client) (any, error) { return c.HeadObject(ctx, head) },
 			func(ctx context.Context, c *awslite.S3) (any, error) { return c.HeadObject(ctx, head) }},
@@ -248,7 +248,7 @@ func TestS3SendsAndReadsWhatTheSDKDoes(t *testing.T) {
 	f := newFakeS3(t, cannedS3)
 	for _, pathStyle := range []bool{false, true} {
 		sdk, lite := f.clients(t, pathStyle)
-		for _, op := range operations() {
+		for _, op := range s3Operations() {
 			t.Run(fmt.Sprintf("%s path style %v", op.name, pathStyle), func(t *testing.T) {
 				want, err := op.sdk(ctx, sdk)
 				if err != nil {
@@ -306,8 +306,8 @@ func TestS3RefusesFieldsItDoesNotSend(t *testing.T) {
 	}
 }
 
-// errorCase is an S3 error answer and what it must become.
-type errorCase struct {
+// s3ErrorCase is an S3 error answer and what it must become.
+type s3ErrorCase struct {
 	name      string
 	status    int
 	header    map[string]string
@@ -330,7 +330,7 @@ func isNoSuchKey(err error) bool    { var e *types.NoSuchKey; return errors.As(e
 // types where the upload service looks for them; the SDK agrees on the
 // code.
 func TestS3ErrorAnswers(t *testing.T) {
-	cases := []errorCase{
+	cases := []s3ErrorCase{
 		{name: "HEAD 404", status: 404, header: map[string]string{"X-Amz-Request-Id": "R404"}, code: "NotFound", message: "Not Found", requestID: "R404", modeled: isNotFound, sdkModels: true},
 		{name: "HEAD 412", status: 412, code: "PreconditionFailed", message: "Precondition Failed"},
 		{name: "HEAD 403", status: 403, code: "Forbidden", message: "Forbidden"},
@@ -401,14 +401,14 @@ func countingS3(t *testing.T, answers ...func(http.ResponseWriter)) (*fakeS3, *a
 	return f, &n
 }
 
-func status(code int, body string) func(http.ResponseWriter) {
+func s3Answer(code int, body string) func(http.ResponseWriter) {
 	return func(w http.ResponseWriter) {
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, body)
 	}
 }
 
-const completed = `<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>"e-1"</ETag></CompleteMultipartUploadResult>`
+const completedResult = `<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>"e-1"</ETag></CompleteMultipartUploadResult>`
 
 const internalErrorIn200 = `<?xml version="1.0" encoding="UTF-8"?>
 
@@ -425,15 +425,15 @@ func TestS3RetriesAsTheSDK(t *testing.T) {
 		attempts int32
 		code     string // of the final error; "" for success
 	}{
-		{"503 then success", []func(http.ResponseWriter){status(503, ""), status(200, completed)}, 2, ""},
-		{"SlowDown then success", []func(http.ResponseWriter){status(503, "<Error><Code>SlowDown</Code></Error>"), status(200, completed)}, 2, ""},
-		{"an error in a 200, then success", []func(http.ResponseWriter){status(200, internalErrorIn200), status(200, completed)}, 2, ""},
-		{"errors in 200s only", []func(http.ResponseWriter){status(200, internalErrorIn200)}, 3, "InternalError"},
-		{"500s only", []func(http.ResponseWriter){status(500, "<Error><Code>InternalError</Code></Error>")}, 3, "InternalError"},
-		{"RequestTimeout is retried", []func(http.ResponseWriter){status(400, "<Error><Code>RequestTimeout</Code></Error>"), status(200, completed)}, 2, ""},
-		{"a 400 is not", []func(http.ResponseWriter){status(400, "<Error><Code>InvalidPart</Code><Message>m</Message></Error>")}, 1, "InvalidPart"},
-		{"a 412 is not", []func(http.ResponseWriter){status(412, "<Error><Code>PreconditionFailed</Code></Error>")}, 1, "PreconditionFailed"},
-		{"a 409 is not", []func(http.ResponseWriter){status(409, "<Error><Code>ConditionalRequestConflict</Code></Error>")}, 1, "ConditionalRequestConflict"},
+		{"503 then success", []func(http.ResponseWriter){s3Answer(503, ""), s3Answer(200, completedResult)}, 2, ""},
+		{"SlowDown then success", []func(http.ResponseWriter){s3Answer(503, "<Error><Code>SlowDown</Code></Error>"), s3Answer(200, completedResult)}, 2, ""},
+		{"an error in a 200, then success", []func(http.ResponseWriter){s3Answer(200, internalErrorIn200), s3Answer(200, completedResult)}, 2, ""},
+		{"errors in 200s only", []func(http.ResponseWriter){s3Answer(200, internalErrorIn200)}, 3, "InternalError"},
+		{"500s only", []func(http.ResponseWriter){s3Answer(500, "<Error><Code>InternalError</Code></Error>")}, 3, "InternalError"},
+		{"RequestTimeout is retried", []func(http.ResponseWriter){s3Answer(400, "<Error><Code>RequestTimeout</Code></Error>"), s3Answer(200, completedResult)}, 2, ""},
+		{"a 400 is not", []func(http.ResponseWriter){s3Answer(400, "<Error><Code>InvalidPart</Code><Message>m</Message></Error>")}, 1, "InvalidPart"},
+		{"a 412 is not", []func(http.ResponseWriter){s3Answer(412, "<Error><Code>PreconditionFailed</Code></Error>")}, 1, "PreconditionFailed"},
+		{"a 409 is not", []func(http.ResponseWriter){s3Answer(409, "<Error><Code>ConditionalRequestConflict</Code></Error>")}, 1, "ConditionalRequestConflict"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -486,7 +486,7 @@ func checkOutcome(t *testing.T, who string, out *s3.CompleteMultipartUploadOutpu
 
 // A broken answer body is a decoding error, not a silent empty output.
 func TestS3RefusesMalformedAnswers(t *testing.T) {
-	f, _ := countingS3(t, status(200, "<ListPartsResult><MaxParts>many</MaxParts></ListPartsResult>"))
+	f, _ := countingS3(t, s3Answer(200, "<ListPartsResult><MaxParts>many</MaxParts></ListPartsResult>"))
 	_, lite := f.clients(t, true)
 	_, err := lite.ListParts(context.Background(), &s3.ListPartsInput{Bucket: aws.String("b"), Key: aws.String("k"), UploadId: aws.String("u")})
 	var de *smithy.DeserializationError

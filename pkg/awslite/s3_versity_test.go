@@ -17,15 +17,15 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// versity is a Versity Gateway with a bucket, and the SDK's client and
+// versityS3 is a Versity Gateway with a bucket, and the SDK's client and
 // awslite's for it.
-type versity struct {
+type versityS3 struct {
 	sdk    *s3.Client
 	lite   *awslite.S3
 	bucket *string
 }
 
-func newVersity(t *testing.T) versity {
+func newVersity(t *testing.T) versityS3 {
 	t.Helper()
 	endpoint := testenv.Versity(t)
 	sdk := testenv.S3Client(endpoint, nil)
@@ -36,7 +36,7 @@ func newVersity(t *testing.T) versity {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return versity{sdk: sdk, lite: lite, bucket: aws.String(testenv.NewBucket(t, sdk))}
+	return versityS3{sdk: sdk, lite: lite, bucket: aws.String(testenv.NewBucket(t, sdk))}
 }
 
 // sameOutput fails t unless awslite's output equals the SDK's, field by
@@ -68,7 +68,7 @@ func sameError(t *testing.T, what string, got, want error, codes ...string) {
 // with its SHA-256; it returns the upload id and the parts to complete
 // with. Part n is n repeated, so that uploads of the same sizes make the
 // same object.
-func (v versity) uploadParts(t *testing.T, key string, sizes ...int) (string, []types.CompletedPart) {
+func (v versityS3) uploadParts(t *testing.T, key string, sizes ...int) (string, []types.CompletedPart) {
 	t.Helper()
 	ctx := context.Background()
 	created, err := v.lite.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
@@ -96,9 +96,9 @@ func (v versity) uploadParts(t *testing.T, key string, sizes ...int) (string, []
 	return *created.UploadId, parts
 }
 
-// keys need every kind of escaping in a path: spaces, non-ASCII, "+",
+// s3TestKeys need every kind of escaping in a path: spaces, non-ASCII, "+",
 // "%", "/" (kept), and characters a URL leaves alone.
-var keys = []string{
+var s3TestKeys = []string{
 	"uploads/0123abcd",
 	"in/sub dir/a+b%c é ü/x~y_z.txt",
 	"50%+50% = 100%/plus+/ünï cödé",
@@ -111,7 +111,7 @@ func TestS3AgainstVersity(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("HeadObject of a single PUT with its SHA-256", func(t *testing.T) {
-		for _, key := range keys {
+		for _, key := range s3TestKeys {
 			_, err := v.sdk.PutObject(ctx, &s3.PutObjectInput{
 				Bucket: v.bucket, Key: &key, Body: bytes.NewReader([]byte("hello world")),
 				ContentType: aws.String("image/png"), ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
@@ -151,7 +151,7 @@ func TestS3AgainstVersity(t *testing.T) {
 	})
 
 	t.Run("multipart upload, complete and head", func(t *testing.T) {
-		for _, key := range keys {
+		for _, key := range s3TestKeys {
 			key = "multipart/" + key
 			uploadID, parts := v.uploadParts(t, key, 5<<20, 1024)
 			list := &s3.ListPartsInput{Bucket: v.bucket, Key: &key, UploadId: &uploadID}
@@ -240,7 +240,7 @@ func TestS3AgainstVersity(t *testing.T) {
 	})
 
 	t.Run("Complete with If-None-Match * over an existing object", func(t *testing.T) {
-		key := "exists/" + keys[1]
+		key := "exists/" + s3TestKeys[1]
 		if _, err := v.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: v.bucket, Key: &key, Body: bytes.NewReader([]byte("x"))}); err != nil {
 			t.Fatal(err)
 		}
@@ -260,9 +260,9 @@ func TestS3AgainstVersity(t *testing.T) {
 	})
 
 	t.Run("Complete with a wrong object size", func(t *testing.T) {
-		uploadID, parts := v.uploadParts(t, "size/"+keys[2], 1024)
+		uploadID, parts := v.uploadParts(t, "size/"+s3TestKeys[2], 1024)
 		in := &s3.CompleteMultipartUploadInput{
-			Bucket: v.bucket, Key: aws.String("size/" + keys[2]), UploadId: &uploadID,
+			Bucket: v.bucket, Key: aws.String("size/" + s3TestKeys[2]), UploadId: &uploadID,
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}, MpuObjectSize: aws.Int64(1023),
 		}
 		_, err := v.lite.CompleteMultipartUpload(ctx, in)
@@ -274,7 +274,7 @@ func TestS3AgainstVersity(t *testing.T) {
 	})
 
 	t.Run("Abort, and an upload that is gone", func(t *testing.T) {
-		key := "abort/" + keys[1]
+		key := "abort/" + s3TestKeys[1]
 		uploadID, _ := v.uploadParts(t, key, 1024)
 		abort := &s3.AbortMultipartUploadInput{Bucket: v.bucket, Key: &key, UploadId: &uploadID}
 		got, err := v.lite.AbortMultipartUpload(ctx, abort)
@@ -305,7 +305,7 @@ func TestS3AgainstVersity(t *testing.T) {
 	})
 
 	t.Run("DeleteObject with If-Match", func(t *testing.T) {
-		for _, key := range keys {
+		for _, key := range s3TestKeys {
 			key = "delete/" + key
 			put, err := v.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: v.bucket, Key: &key, Body: bytes.NewReader([]byte("x"))})
 			if err != nil {
