@@ -27,8 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/smithy-go/middleware"
-
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/localstack"
@@ -94,8 +92,8 @@ func run(ctx context.Context, count int, out string) error {
 	defer os.RemoveAll(dir)
 	st, err := localstack.Start(ctx, localstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
-		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnAttempt: calls.Count,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return err

@@ -91,12 +91,3 @@ func CountInScope(ctx context.Context, service, _ string) {
 		c.add(service)
 	}
 }
-
-// ScopeMiddleware is CountInScope for an SDK client's stack.
-func ScopeMiddleware(stack *middleware.Stack) error {
-	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount-scope",
-		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			CountInScope(ctx, awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx))
-			return next.HandleFinalize(ctx, in)
-		}), middleware.After)
-}

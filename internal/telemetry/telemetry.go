@@ -56,7 +56,7 @@ type Recorder struct {
 }
 
 // Start begins a request: the returned context counts the DynamoDB and S3
-// calls made with it (the clients must carry callcount.ScopeMiddleware).
+// calls made with it (the clients must call callcount.CountInScope on each attempt).
 func (r *Recorder) Start(ctx context.Context) (context.Context, *Request) {
 	ctx, calls := callcount.WithScope(ctx)
 	return ctx, &Request{r: r, started: r.now(), calls: calls}

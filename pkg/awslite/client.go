@@ -97,14 +97,20 @@ func newClient(cfg aws.Config, service, signingName string, retryOpts func(*retr
 	if c.creds == nil {
 		c.creds = noCredentials{}
 	}
-	if cfg.Retryer != nil {
+	standard := func(so *retry.StandardOptions) {
+		if retryOpts != nil {
+			retryOpts(so)
+		}
+	}
+	switch {
+	case cfg.Retryer != nil:
 		c.retryer = cfg.Retryer()
-	} else {
-		c.retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-			if retryOpts != nil {
-				retryOpts(so)
-			}
+	case cfg.RetryMode == aws.RetryModeAdaptive:
+		c.retryer = retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) {
+			ao.StandardOptions = append(ao.StandardOptions, standard)
 		})
+	default:
+		c.retryer = retry.NewStandard(standard)
 	}
 	if cfg.RetryMaxAttempts > 0 {
 		c.retryer = retry.AddWithMaxAttempts(c.retryer, cfg.RetryMaxAttempts)

@@ -183,3 +183,6 @@ func (d *DynamoDB) Endpoint() string { return d.c.endpoint.String() }
 
 // MaxAttempts returns how many attempts an operation gets at most.
 func (d *DynamoDB) MaxAttempts() int { return d.c.retryer.MaxAttempts() }
+
+// Retryer returns the retryer the client uses.
+func (d *DynamoDB) Retryer() aws.Retryer { return d.c.retryer }

@@ -252,3 +252,16 @@ func TestAttributeValueJSON(t *testing.T) {
 		t.Errorf("round trip %s", b2)
 	}
 }
+
+func TestAdaptiveRetryModeIsHonoured(t *testing.T) {
+	c, err := awslite.NewDynamoDB(aws.Config{Region: "eu-west-1", RetryMode: aws.RetryModeAdaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MaxAttempts(); got != 4 {
+		t.Errorf("adaptive mode max attempts %d, want DynamoDB's 4", got)
+	}
+	if _, ok := c.Retryer().(*retry.AdaptiveMode); !ok {
+		t.Errorf("retryer %T, want *retry.AdaptiveMode", c.Retryer())
+	}
+}
