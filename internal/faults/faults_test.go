@@ -82,15 +82,13 @@ func newRig(t *testing.T) *rig {
 	}
 	s3c := testenv.S3Client(versity.Endpoint(t), nil)
 	bucket := testenv.NewBucket(t, s3c)
-	presigner, err := upload.NewSigV4Presigner(context.Background(), s3c, bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lite := testenv.LiteS3(versity.Endpoint(t), nil)
+	presigner := upload.NewPresignerAt(lite.BucketEndpoint(bucket), testenv.Region, testenv.AWSConfig().Credentials)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A short lease, so that a multipart claim a fault left in progress is
 	// taken over within the test.
 	store := idempotency.NewDynamoStore(viaProxy, table, func(o *idempotency.Options) { o.Lease = time.Second })
-	svc := upload.New(store, presigner, s3c,
+	svc := upload.New(store, presigner, lite,
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{

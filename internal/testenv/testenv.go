@@ -107,6 +107,22 @@ func LiteDynamo(endpoint string, c *Counter) *awslite.DynamoDB {
 	return client
 }
 
+// LiteS3 returns the S3 client the functions use (package awslite),
+// path-style for endpoint, counting its calls in c (if not nil). Its
+// BucketEndpoint is where upload.NewPresignerAt presigns.
+func LiteS3(endpoint string, c *Counter) *awslite.S3 {
+	client, err := awslite.NewS3(AWSConfig(), func(o *awslite.Options) {
+		o.BaseEndpoint, o.UsePathStyle = endpoint, true
+		if c != nil {
+			o.OnAttempt = c.Count
+		}
+	})
+	if err != nil {
+		panic(err) // only a malformed endpoint, a test's own mistake
+	}
+	return client
+}
+
 // S3Client returns a path-style client for endpoint that counts its calls in
 // c (if not nil).
 func S3Client(endpoint string, c *Counter) *s3.Client {

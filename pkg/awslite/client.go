@@ -283,8 +283,7 @@ type Error struct {
 	// Body is the response body, for errors that carry data (DynamoDB's
 	// conditional check failure with the item it found).
 	Body []byte
-	// Err is the SDK's modeled error for the code, where callers look for
-	// one (S3's *types.NotFound and *types.NoSuchUpload), else nil.
+	// Err is an underlying error, if any; Unwrap returns it.
 	Err error
 }
 

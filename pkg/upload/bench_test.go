@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -20,16 +20,14 @@ import (
 // real SDK presigner (pure CPU), so the benchmarks measure our hot path.
 func benchService(b *testing.B) (*upload.Service, *idempotency.MemoryStore) {
 	b.Helper()
-	s3c := s3.New(s3.Options{
-		Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		BaseEndpoint: aws.String("https://s3.us-east-1.amazonaws.com"),
-	})
-	store := idempotency.NewMemoryStore()
-	cfg := upload.Config{Bucket: "bench-bucket", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5 << 30}
-	presigner, err := upload.NewSigV4Presigner(context.Background(), s3c, cfg.Bucket)
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")}
+	s3c, err := awslite.NewS3(awsCfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	store := idempotency.NewMemoryStore()
+	cfg := upload.Config{Bucket: "bench-bucket", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5 << 30}
+	presigner := upload.NewPresignerAt(s3c.BucketEndpoint(cfg.Bucket), awsCfg.Region, awsCfg.Credentials)
 	svc := upload.New(store, presigner, s3c, cfg, func(o *upload.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})

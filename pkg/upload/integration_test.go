@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -45,7 +46,8 @@ type env struct {
 	store   *idempotency.DynamoStore
 	cfg     upload.Config
 	signer  *upload.SigV4Presigner
-	s3      *s3.Client
+	s3      *s3.Client  // the test's own view of the bucket, not counted
+	lite    *awslite.S3 // the service's S3 client, as the functions have it
 	bucket  string
 	dynamo  testenv.Counter
 	objects testenv.Counter
@@ -57,7 +59,8 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	e := &env{Clock: testenv.NewClock(time.Now())}
 	dynamoURL := dynoxide.Endpoint(t)
 	ddb := testenv.DynamoClient(dynamoURL, nil)
-	e.s3 = testenv.S3Client(versity.Endpoint(t), &e.objects)
+	e.s3 = testenv.S3Client(versity.Endpoint(t), nil)
+	e.lite = testenv.LiteS3(versity.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
 	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
@@ -66,12 +69,9 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	presigner, err := upload.NewSigV4Presigner(context.Background(), e.s3, e.bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	presigner := upload.NewPresignerAt(e.lite.BucketEndpoint(e.bucket), testenv.Region, testenv.AWSConfig().Credentials)
 	e.store, e.cfg, e.signer = store, cfg, presigner
-	e.svc = upload.New(store, presigner, e.s3, cfg, func(o *upload.Options) {
+	e.svc = upload.New(store, presigner, e.lite, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -430,8 +430,8 @@ type replacingObjects struct {
 	once    sync.Once
 }
 
-func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	out, err := r.ObjectAPI.HeadObject(ctx, in, optFns...)
+func (r *replacingObjects) HeadObject(ctx context.Context, in *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
+	out, err := r.ObjectAPI.HeadObject(ctx, in)
 	r.once.Do(r.replace)
 	return out, err
 }
@@ -451,7 +451,7 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: strings.NewReader("short")}); err != nil {
 		t.Fatal(err)
 	}
-	racing := &replacingObjects{ObjectAPI: e.s3, replace: func() {
+	racing := &replacingObjects{ObjectAPI: e.lite, replace: func() {
 		if code := put(t, u, content, nil); code != http.StatusOK {
 			t.Errorf("the right bytes: %d", code)
 		}

@@ -9,11 +9,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -33,10 +32,10 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 		return s.replay(ctx, res.Record)
 	}
 	log := s.opts.Logger.With("upload_id", claim.ClaimID)
-	out, err := s.objects.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
-		Bucket: &s.cfg.Bucket, Key: &pending.StorageKey, ContentType: &pending.ContentType,
+	out, err := s.objects.CreateMultipartUpload(ctx, &awslite.CreateMultipartUploadInput{
+		Bucket: s.cfg.Bucket, Key: pending.StorageKey, ContentType: pending.ContentType,
 		// Every part then must carry its SHA-256, and Complete checks them.
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		ChecksumAlgorithm: awslite.ChecksumSHA256Algorithm,
 	})
 	if err != nil {
 		s.release(ctx, claim)
@@ -49,12 +48,12 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
 		State:    idempotency.StatePending,
 		Response: &idempotency.Response{Status: http.StatusCreated, Body: body},
-		Data:     map[string]string{dataS3UploadID: *out.UploadId},
+		Data:     map[string]string{dataS3UploadID: out.UploadID},
 	})
 	if errors.Is(err, idempotency.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
 		// upload is nobody's, so abort it now; the client retries.
-		s.abortS3(ctx, pending.StorageKey, *out.UploadId)
+		s.abortS3(ctx, pending.StorageKey, out.UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
 		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
@@ -83,7 +82,7 @@ func (s *Service) release(ctx context.Context, claim idempotency.Record) {
 func (s *Service) abortS3(ctx context.Context, key, s3UploadID string) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &key, UploadId: &s3UploadID})
+	err := s.objects.AbortMultipartUpload(ctx, &awslite.AbortMultipartUploadInput{Bucket: s.cfg.Bucket, Key: key, UploadID: s3UploadID})
 	if err != nil && !isNoSuchUpload(err) {
 		s.opts.Logger.WarnContext(ctx, "abort of an orphaned multipart upload failed; the lifecycle rule will", "key", key, "error", err)
 	}
@@ -130,11 +129,10 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 			return Reply{}, invalid("parts", "parts[].sha256 must be 64 hex characters")
 		}
 		length := api.PartLength(u.Bytes, u.Multipart.PartSize, p.PartNumber)
-		signed, err := s.presigner.PresignUploadPart(ctx, &s3.UploadPartInput{
-			Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID]),
-			PartNumber: ptr(int32(p.PartNumber)), ContentLength: &length,
-			ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: ptr(base64.StdEncoding.EncodeToString(sum)),
-		}, s3.WithPresignExpires(expires))
+		signed, err := s.presigner.PresignUploadPart(ctx, &PresignInput{
+			Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID], PartNumber: int32(p.PartNumber), ContentLength: length,
+			ChecksumSHA256: base64.StdEncoding.EncodeToString(sum), Expires: expires,
+		})
 		if err != nil {
 			return Reply{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
 		}
@@ -173,7 +171,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
 		list.Parts = append(list.Parts, api.StoredPart{
-			PartNumber: int(deref(p.PartNumber)), Size: deref(p.Size), SHA256: hexChecksum(deref(p.ChecksumSHA256)), ETag: unquoteETag(deref(p.ETag)),
+			PartNumber: int(p.PartNumber), Size: p.Size, SHA256: hexChecksum(p.ChecksumSHA256), ETag: unquoteETag(p.ETag),
 		})
 	}
 	body, err := encode(list)
@@ -219,31 +217,31 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, storageError(err))
 	}
-	byNumber := make(map[int32]types.Part, len(parts))
+	byNumber := make(map[int32]awslite.Part, len(parts))
 	for _, p := range parts {
-		byNumber[deref(p.PartNumber)] = p
+		byNumber[p.PartNumber] = p
 	}
 	missing := &PartsMissingError{}
-	completed := make([]types.CompletedPart, 0, u.Multipart.PartCount)
+	completed := make([]awslite.CompletedPart, 0, u.Multipart.PartCount)
 	for n := 1; n <= u.Multipart.PartCount; n++ {
 		p, ok := byNumber[int32(n)]
-		if !ok || deref(p.Size) != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
+		if !ok || p.Size != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
 			missing.Count++
 			if len(missing.Missing) < 10 {
 				missing.Missing = append(missing.Missing, n)
 			}
 			continue
 		}
-		completed = append(completed, types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
+		completed = append(completed, awslite.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
 	}
 	if missing.Count > 0 {
 		return rec, missing
 	}
-	out, err := s.objects.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-		Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID]),
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
-		MpuObjectSize:   &u.Bytes,
-		IfNoneMatch:     ptr("*"),
+	out, err := s.objects.CompleteMultipartUpload(ctx, &awslite.CompleteMultipartUploadInput{
+		Bucket: s.cfg.Bucket, Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID],
+		Parts:         completed,
+		MpuObjectSize: u.Bytes,
+		IfNoneMatch:   "*",
 	})
 	switch {
 	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed" || apiErrorCode(err) == "ConditionalRequestConflict":
@@ -259,8 +257,8 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, storageError(err))
 	}
 	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
-		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: deref(out.ETag),
-		Checksum: deref(out.ChecksumSHA256), Time: s.opts.Now(),
+		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: out.ETag,
+		Checksum: out.ChecksumSHA256, Time: s.opts.Now(),
 	})
 	if err != nil {
 		return rec, err
@@ -305,23 +303,22 @@ const statusAborting = "aborting"
 // the bucket's lifecycle rule to have aborted it.
 func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort bool) (idempotency.Record, error) {
 	key := rec.Data[dataObjectKey]
-	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
-	var notFound *types.NotFound
+	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: s.cfg.Bucket, Key: key, ChecksumMode: true})
 	switch {
-	case errors.As(err, &notFound) && (abort || rec.Data[dataStatus] == statusAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case isNotFound(err) && (abort || rec.Data[dataStatus] == statusAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
-	case errors.As(err, &notFound):
+	case isNotFound(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, storageError(err))
 	}
 	completedAt := s.opts.Now()
-	if head.LastModified != nil {
-		completedAt = *head.LastModified
+	if !head.LastModified.IsZero() {
+		completedAt = head.LastModified
 	}
 	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
-		Bucket: s.cfg.Bucket, Key: key, Size: deref(head.ContentLength), ETag: deref(head.ETag),
-		Checksum: deref(head.ChecksumSHA256), Time: completedAt,
+		Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag,
+		Checksum: head.ChecksumSHA256, Time: completedAt,
 	})
 	if err != nil {
 		return rec, err
@@ -358,7 +355,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		}
 	}
 	if rec.State == idempotency.StatePending {
-		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &u.StorageKey, UploadId: ptr(rec.Data[dataS3UploadID])})
+		err := s.objects.AbortMultipartUpload(ctx, &awslite.AbortMultipartUploadInput{Bucket: s.cfg.Bucket, Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID]})
 		switch {
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
@@ -451,19 +448,21 @@ func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (idemp
 }
 
 // storedParts lists every page of the parts S3 holds.
-func (s *Service) storedParts(ctx context.Context, rec idempotency.Record) ([]types.Part, error) {
-	var parts []types.Part
-	p := s3.NewListPartsPaginator(s.objects, &s3.ListPartsInput{
-		Bucket: &s.cfg.Bucket, Key: ptr(rec.Data[dataObjectKey]), UploadId: ptr(rec.Data[dataS3UploadID]),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+func (s *Service) storedParts(ctx context.Context, rec idempotency.Record) ([]awslite.Part, error) {
+	var parts []awslite.Part
+	in := &awslite.ListPartsInput{Bucket: s.cfg.Bucket, Key: rec.Data[dataObjectKey], UploadID: rec.Data[dataS3UploadID]}
+	for {
+		page, err := s.objects.ListParts(ctx, in)
 		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, page.Parts...)
+		// A truncated page without a marker would list itself forever.
+		if !page.IsTruncated || page.NextPartNumberMarker == "" || page.NextPartNumberMarker == in.PartNumberMarker {
+			return parts, nil
+		}
+		in.PartNumberMarker = page.NextPartNumberMarker
 	}
-	return parts, nil
 }
 
 // urlLifetime is how long a URL signed now may last: PRESIGN_TTL, but never
@@ -474,9 +473,13 @@ func (s *Service) urlLifetime(claimExpires time.Time) time.Duration {
 	return max(min(s.cfg.PresignTTL, left), time.Second)
 }
 
-func isNoSuchUpload(err error) bool {
-	var nsu *types.NoSuchUpload
-	return errors.As(err, &nsu) || apiErrorCode(err) == "NoSuchUpload"
+func isNoSuchUpload(err error) bool { return apiErrorCode(err) == "NoSuchUpload" }
+
+// isNotFound reports S3's answer for an object that is not there: a HEAD
+// has no body, so its code comes from the status.
+func isNotFound(err error) bool {
+	code := apiErrorCode(err)
+	return code == "NotFound" || code == "NoSuchKey"
 }
 
 func apiErrorCode(err error) string {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -437,10 +438,10 @@ type slowObjects struct {
 	entered, release chan struct{}
 }
 
-func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *awslite.CreateMultipartUploadInput) (*awslite.CreateMultipartUploadOutput, error) {
 	s.entered <- struct{}{}
 	<-s.release
-	return s.ObjectAPI.CreateMultipartUpload(ctx, in, optFns...)
+	return s.ObjectAPI.CreateMultipartUpload(ctx, in)
 }
 
 // While a create holds the claim in progress, the key answers 409 with
@@ -451,7 +452,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	slow := &slowObjects{ObjectAPI: e.s3, entered: make(chan struct{}), release: make(chan struct{})}
+	slow := &slowObjects{ObjectAPI: e.lite, entered: make(chan struct{}), release: make(chan struct{})}
 	stalled := e.withObjects(slow)
 	done := make(chan error, 1)
 	go func() {
@@ -586,12 +587,12 @@ func TestSignPartsRefusals(t *testing.T) {
 // works: the multipart upload already gone, the object not there yet.
 type midComplete struct{ upload.ObjectAPI }
 
-func (midComplete) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	return nil, &types.NoSuchUpload{}
+func (midComplete) ListParts(context.Context, *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
+	return nil, &awslite.Error{StatusCode: 404, Code: "NoSuchUpload"}
 }
 
-func (midComplete) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &types.NotFound{}
+func (midComplete) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
+	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
 }
 
 // A Complete (or a list) that finds the S3 upload gone and no object yet is
@@ -602,7 +603,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-mid-complete-01", f)
-	racing := e.withObjects(midComplete{e.s3})
+	racing := e.withObjects(midComplete{e.lite})
 	for name, call := range map[string]func() error{
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
@@ -625,7 +626,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	}
 	cfg := e.cfg
 	cfg.AbortIncompleteAfter = 30 * time.Minute
-	lifecycle := upload.New(e.store, e.signer, midComplete{e.s3}, cfg, func(o *upload.Options) {
+	lifecycle := upload.New(e.store, e.signer, midComplete{e.lite}, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -641,9 +642,9 @@ type abortDuringComplete struct {
 	abort func()
 }
 
-func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *awslite.CompleteMultipartUploadInput) (*awslite.CompleteMultipartUploadOutput, error) {
 	a.abort()
-	return a.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
+	return a.ObjectAPI.CompleteMultipartUpload(ctx, in)
 }
 
 // When an abort is recorded while S3 completes the upload, the record
@@ -654,7 +655,7 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-complete-abort1", f)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	racing := e.withObjects(abortDuringComplete{e.s3, func() {
+	racing := e.withObjects(abortDuringComplete{e.lite, func() {
 		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
 			t.Errorf("record the abort: %v", err)
 		}

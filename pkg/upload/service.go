@@ -16,33 +16,30 @@ import (
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// Presigner is the part of *s3.PresignClient the service uses.
+// Presigner presigns the PUTs clients send to S3; [SigV4Presigner] is
+// the implementation.
 type Presigner interface {
-	PresignPutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
-	PresignUploadPart(ctx context.Context, in *s3.UploadPartInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
+	PresignPutObject(ctx context.Context, in *PresignInput) (*v4.PresignedHTTPRequest, error)
+	PresignUploadPart(ctx context.Context, in *PresignInput) (*v4.PresignedHTTPRequest, error)
 }
 
-// ObjectAPI is the part of *s3.Client the service uses.
+// ObjectAPI is the part of S3 the service uses: *awslite.S3 implements it.
+// It is not the SDK's *s3.Client, whose package alone, imported for its
+// types, adds its endpoint tables to every binary (see package awslite).
 type ObjectAPI interface {
-	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
-	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
-	CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
-	ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error)
-	CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
-	AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
+	HeadObject(ctx context.Context, in *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error)
+	DeleteObject(ctx context.Context, in *awslite.DeleteObjectInput) error
+	CreateMultipartUpload(ctx context.Context, in *awslite.CreateMultipartUploadInput) (*awslite.CreateMultipartUploadOutput, error)
+	ListParts(ctx context.Context, in *awslite.ListPartsInput) (*awslite.ListPartsOutput, error)
+	CompleteMultipartUpload(ctx context.Context, in *awslite.CompleteMultipartUploadInput) (*awslite.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(ctx context.Context, in *awslite.AbortMultipartUploadInput) error
 }
-
-var (
-	_ Presigner = (*s3.PresignClient)(nil)
-	_ ObjectAPI = (*s3.Client)(nil)
-)
 
 // Config is what a deployment decides.
 type Config struct {
@@ -230,14 +227,13 @@ func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.D
 	}
 	// Signing Content-Length, Content-Type and the checksum makes S3 itself
 	// refuse any other bytes.
-	req, err := s.presigner.PresignPutObject(ctx, &s3.PutObjectInput{
-		Bucket:            &s.cfg.Bucket,
-		Key:               &u.StorageKey,
-		ContentType:       &u.ContentType,
-		ContentLength:     &u.Bytes,
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
-		ChecksumSHA256:    ptr(base64.StdEncoding.EncodeToString(sum)),
-	}, s3.WithPresignExpires(lifetime))
+	req, err := s.presigner.PresignPutObject(ctx, &PresignInput{
+		Key:            u.StorageKey,
+		ContentType:    u.ContentType,
+		ContentLength:  u.Bytes,
+		ChecksumSHA256: base64.StdEncoding.EncodeToString(sum),
+		Expires:        lifetime,
+	})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
@@ -325,21 +321,20 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 // come, and the client can ask again.
 func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
 	key := rec.Data[dataObjectKey]
-	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
+	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: s.cfg.Bucket, Key: key, ChecksumMode: true})
 	if err != nil {
-		var notFound *types.NotFound
-		if !errors.As(err, &notFound) {
+		if !isNotFound(err) {
 			s.opts.Logger.WarnContext(ctx, "status: cannot check the object", "upload_id", rec.ClaimID, "error", err)
 		}
 		return rec, nil
 	}
 	completedAt := s.opts.Now()
-	if head.LastModified != nil {
-		completedAt = *head.LastModified
+	if !head.LastModified.IsZero() {
+		completedAt = head.LastModified
 	}
-	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: deref(head.ContentLength), ETag: deref(head.ETag), Time: completedAt}
+	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag, Time: completedAt}
 	if rec.Data[dataPartSize] != "" {
-		obj.Checksum = deref(head.ChecksumSHA256)
+		obj.Checksum = head.ChecksumSHA256
 	}
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj)
 	if err != nil {
@@ -393,16 +388,15 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 	if obj.Multipart && obj.Checksum == "" {
 		// Events do not carry checksums; the completed body of a multipart
 		// upload shows S3's composite one, whoever records it.
-		head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, ChecksumMode: types.ChecksumModeEnabled})
-		var notFound *types.NotFound
+		head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: obj.Bucket, Key: obj.Key, ChecksumMode: true})
 		switch {
-		case errors.As(err, &notFound):
+		case isNotFound(err):
 			s.opts.Logger.InfoContext(ctx, "finalize: skipped, the object is gone", "upload_id", uploadID)
 			return OutcomeSkipped, nil
 		case err != nil:
 			return "", fmt.Errorf("finalize %s: read checksum: %w", uploadID, err)
 		}
-		obj.Checksum = deref(head.ChecksumSHA256)
+		obj.Checksum = head.ChecksumSHA256
 	}
 	_, outcome, err := s.complete(ctx, id, uploadID, obj)
 	return outcome, err
@@ -434,7 +428,7 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		// An object made for an upload recorded as aborted (a Complete that
 		// raced the abort): aborted means no object, so it goes, if it is
 		// still the one announced.
-		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, IfMatch: ptr(quoteETag(obj.ETag))})
+		err := s.objects.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: obj.Bucket, Key: obj.Key, IfMatch: quoteETag(obj.ETag)})
 		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
 			return conflict.Existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, storageError(err))
 		}
@@ -460,18 +454,17 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 // between the check and the delete is never the one removed.
 func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idempotency.Record, obj ObjectCreated) error {
 	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Data[dataSize], "stored", obj.Size)
-	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &obj.Bucket, Key: &obj.Key})
-	var notFound *types.NotFound
+	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: obj.Bucket, Key: obj.Key})
 	switch {
-	case errors.As(err, &notFound):
+	case isNotFound(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("finalize %s: check mismatched object: %w", rec.ClaimID, err)
-	case strconv.FormatInt(deref(head.ContentLength), 10) == rec.Data[dataSize]:
+	case strconv.FormatInt(head.ContentLength, 10) == rec.Data[dataSize]:
 		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
 		return nil
 	}
-	_, err = s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &obj.Bucket, Key: &obj.Key, IfMatch: head.ETag})
+	err = s.objects.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: obj.Bucket, Key: obj.Key, IfMatch: head.ETag})
 	switch {
 	case apiErrorCode(err) == "PreconditionFailed":
 		log.InfoContext(ctx, "finalize: the object was replaced while it was checked; kept")

@@ -22,11 +22,10 @@ import (
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -44,18 +43,15 @@ type fakePresigner struct {
 	clock            *testenv.Clock
 }
 
-func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput, optFns ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error) {
-	var o s3.PresignOptions
-	for _, fn := range optFns {
-		fn(&o)
-	}
+func (f fakePresigner) PresignPutObject(_ context.Context, in *upload.PresignInput) (*v4.PresignedHTTPRequest, error) {
+	const host = "uploads-test.s3.amazonaws.com" // the test service's bucket
 	return &v4.PresignedHTTPRequest{
-		URL: fmt.Sprintf("https://%s.s3.amazonaws.com/%s?X-Amz-Date=%s&X-Amz-Expires=%d&X-Amz-Signature=fake",
-			*in.Bucket, *in.Key, f.clock.Now().UTC().Format("20060102T150405Z"), int(o.Expires.Seconds())),
+		URL: fmt.Sprintf("https://%s/%s?X-Amz-Date=%s&X-Amz-Expires=%d&X-Amz-Signature=fake",
+			host, in.Key, f.clock.Now().UTC().Format("20060102T150405Z"), int(in.Expires.Seconds())),
 		Method: http.MethodPut,
 		SignedHeader: http.Header{
-			"Host": {*in.Bucket + ".s3.amazonaws.com"}, "Content-Length": {fmt.Sprint(*in.ContentLength)},
-			"Content-Type": {*in.ContentType}, "X-Amz-Checksum-Sha256": {*in.ChecksumSHA256},
+			"Host": {host}, "Content-Length": {fmt.Sprint(in.ContentLength)},
+			"Content-Type": {in.ContentType}, "X-Amz-Checksum-Sha256": {in.ChecksumSHA256},
 		},
 	}, nil
 }
@@ -63,12 +59,10 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *s3.PutObjectInput
 // noObjects: no object exists in S3.
 type noObjects struct{ upload.ObjectAPI } // multipart methods unused here
 
-func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &types.NotFound{}
+func (noObjects) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
+	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
 }
-func (noObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
-}
+func (noObjects) DeleteObject(context.Context, *awslite.DeleteObjectInput) error { return nil }
 
 // counterReader gives distinct, repeatable upload ids.
 type counterReader struct{ n byte }
