@@ -31,8 +31,8 @@ var ErrNoCredentials = errors.New("no AWS credentials in the environment")
 // It replaces config.LoadDefaultConfig, which also reads shared config
 // files, SSO, web identity, process and IMDS credentials: none of those
 // exist on Lambda, and their clients (SSO, SSO OIDC, STS, sign-in) made each
-// bootstrap about 4 MB larger. Retries, the HTTP client and endpoint
-// resolution are the SDK clients' own defaults, as with LoadDefaultConfig.
+// bootstrap about 4 MB larger. Retries and the HTTP client are the SDK's
+// defaults, which package awslite's clients take from this config.
 func AWSConfig(lookup func(string) (string, bool)) (aws.Config, error) {
 	get := func(name string) string { v, _ := lookup(name); return v }
 	cfg := aws.Config{Region: get("AWS_REGION")}
