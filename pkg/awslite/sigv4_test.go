@@ -137,12 +137,17 @@ func TestRequestsAreSignedAsSent(t *testing.T) {
 			_, err := ddb.PutItem(ctx, &awslite.PutItemInput{TableName: "t", Item: map[string]awslite.AttributeValue{"pk": awslite.S("é & \u2028")}})
 			return err
 		},
-		func() error { _, err := ddb.GetItem(ctx, &awslite.GetItemInput{TableName: "t", ConsistentRead: true}); return err },
+		func() error {
+			_, err := ddb.GetItem(ctx, &awslite.GetItemInput{TableName: "t", ConsistentRead: true})
+			return err
+		},
 		func() error {
 			_, err := s3c.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: "b", Key: key, ChecksumMode: true, IfMatch: `"e"`})
 			return err
 		},
-		func() error { return s3c.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: "b", Key: key, IfMatch: `"e"`}) },
+		func() error {
+			return s3c.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: "b", Key: key, IfMatch: `"e"`})
+		},
 		func() error {
 			_, err := s3c.CreateMultipartUpload(ctx, &awslite.CreateMultipartUploadInput{Bucket: "b", Key: key, ContentType: "text/plain; charset=utf-8", ChecksumAlgorithm: awslite.ChecksumSHA256Algorithm})
 			return err
