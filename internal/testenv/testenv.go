@@ -95,32 +95,32 @@ func DynamoClient(endpoint string, c *Counter) *dynamodb.Client {
 // LiteDynamo returns the client the idempotency store takes (package
 // awslite) for endpoint, counting its calls in c (if not nil).
 func LiteDynamo(endpoint string, c *Counter) *awslite.DynamoDB {
-	client, err := awslite.NewDynamoDB(AWSConfig(), func(o *awslite.Options) {
-		o.BaseEndpoint = endpoint
-		if c != nil {
-			o.OnAttempt = c.Count
-		}
-	})
-	if err != nil {
-		panic(err) // only a malformed endpoint, a test's own mistake
-	}
-	return client
+	return must(awslite.NewDynamoDB(AWSConfig(), liteOptions(endpoint, c)))
 }
 
 // LiteS3 returns the S3 client the functions use (package awslite),
 // path-style for endpoint, counting its calls in c (if not nil). Its
 // BucketEndpoint is where upload.NewPresignerAt presigns.
 func LiteS3(endpoint string, c *Counter) *awslite.S3 {
-	client, err := awslite.NewS3(AWSConfig(), func(o *awslite.Options) {
-		o.BaseEndpoint, o.UsePathStyle = endpoint, true
+	return must(awslite.NewS3(AWSConfig(), liteOptions(endpoint, c), func(o *awslite.Options) { o.UsePathStyle = true }))
+}
+
+func liteOptions(endpoint string, c *Counter) func(*awslite.Options) {
+	return func(o *awslite.Options) {
+		o.BaseEndpoint = endpoint
 		if c != nil {
 			o.OnAttempt = c.Count
 		}
-	})
-	if err != nil {
-		panic(err) // only a malformed endpoint, a test's own mistake
 	}
-	return client
+}
+
+// must panics on err: a client of a malformed endpoint is a test's own
+// mistake.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // S3Client returns a path-style client for endpoint that counts its calls in
