@@ -24,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,8 +66,13 @@ type client struct {
 	retryer     aws.Retryer
 	signer      *v4.Signer
 	onAttempt   func(ctx context.Context, service, operation string)
-	now         func() time.Time
-	s3          bool // S3's signing: unescaped paths, a signed payload hash header
+	// tokenEachAttempt asks the retryer for an attempt token before every
+	// attempt. The standard retryer wants one for the first attempt only,
+	// which it tells from the SDK's private context metadata; adaptive mode
+	// and retryers of the caller's own are asked every time.
+	tokenEachAttempt bool
+	now              func() time.Time
+	s3               bool // S3's signing: unescaped paths, a signed payload hash header
 }
 
 func newClient(cfg aws.Config, service, signingName string, retryOpts func(*retry.StandardOptions), o Options) (*client, error) {
@@ -104,11 +110,12 @@ func newClient(cfg aws.Config, service, signingName string, retryOpts func(*retr
 	}
 	switch {
 	case cfg.Retryer != nil:
-		c.retryer = cfg.Retryer()
+		c.retryer, c.tokenEachAttempt = cfg.Retryer(), true
 	case cfg.RetryMode == aws.RetryModeAdaptive:
 		c.retryer = retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) {
 			ao.StandardOptions = append(ao.StandardOptions, standard)
 		})
+		c.tokenEachAttempt = true
 	default:
 		c.retryer = retry.NewStandard(standard)
 	}
@@ -128,6 +135,10 @@ func dnsSuffix(region string) string {
 		return "sc2s.sgov.gov"
 	case strings.HasPrefix(region, "us-iso-"):
 		return "c2s.ic.gov"
+	case strings.HasPrefix(region, "us-isof-"):
+		return "csp.hci.ic.gov"
+	case strings.HasPrefix(region, "eu-isoe-"):
+		return "cloud.adc-e.uk"
 	case strings.HasPrefix(region, "eusc-"):
 		return "amazonaws.eu"
 	default:
@@ -167,9 +178,12 @@ func (c *client) do(ctx context.Context, cl *call) (*response, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, c.opError(cl.op, &aws.RequestCanceledError{Err: err})
 		}
-		releaseAttempt, err := c.attemptToken(ctx)
-		if err != nil {
-			return nil, c.opError(cl.op, fmt.Errorf("get retry send token: %w", err))
+		releaseAttempt := func(error) error { return nil }
+		if attempt == 1 || c.tokenEachAttempt {
+			var err error
+			if releaseAttempt, err = c.attemptToken(ctx); err != nil {
+				return nil, c.opError(cl.op, fmt.Errorf("get retry send token: %w", err))
+			}
 		}
 		resp, err := c.attempt(ctx, cl)
 		_ = releaseRetry(err)
@@ -183,13 +197,19 @@ func (c *client) do(ctx context.Context, cl *call) (*response, error) {
 		if maxAttempts > 0 && attempt >= maxAttempts {
 			return nil, c.opError(cl.op, &retry.MaxAttemptsError{Attempt: attempt, Err: err})
 		}
-		if releaseRetry, err = c.retryer.GetRetryToken(ctx, err); err != nil {
-			return nil, c.opError(cl.op, err)
+		// err stays the attempt's error: the retryer's backoff depends on
+		// it (a throttle backs off from a longer base), and so do callers'
+		// judgements if the retry quota runs out.
+		rel, terr := c.retryer.GetRetryToken(ctx, err)
+		if terr != nil {
+			return nil, c.opError(cl.op, errors.Join(err, terr))
 		}
+		releaseRetry = rel
 		delay, derr := c.retryer.RetryDelay(attempt, err)
 		if derr != nil {
-			return nil, c.opError(cl.op, derr)
+			return nil, c.opError(cl.op, errors.Join(err, derr))
 		}
+		delay = retryAfter(delay, err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -198,6 +218,16 @@ func (c *client) do(ctx context.Context, cl *call) (*response, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// retryAfter stretches a backoff to the service's X-Amz-Retry-After (in
+// milliseconds), within [backoff, backoff+5s], as the SDK's retry loop does.
+func retryAfter(backoff time.Duration, err error) time.Duration {
+	var e *Error
+	if !errors.As(err, &e) || e.RetryAfter <= 0 {
+		return backoff
+	}
+	return min(max(e.RetryAfter, backoff), backoff+5*time.Second)
 }
 
 func (c *client) attemptToken(ctx context.Context) (func(error) error, error) {
@@ -262,11 +292,11 @@ func (c *client) attempt(ctx context.Context, cl *call) (*response, error) {
 		return nil, fmt.Errorf("response larger than %d bytes", maxResponseBytes)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, cl.errorResponse(resp, body)
+		return nil, withResponse(cl.errorResponse(resp, body), resp)
 	}
 	if cl.failed != nil {
 		if err := cl.failed(resp, body); err != nil {
-			return nil, err
+			return nil, withResponse(err, resp)
 		}
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
@@ -283,9 +313,37 @@ type Error struct {
 	// Body is the response body, for errors that carry data (DynamoDB's
 	// conditional check failure with the item it found).
 	Body []byte
+	// RetryAfter is the service's X-Amz-Retry-After, if it sent one.
+	RetryAfter time.Duration
 	// Err is an underlying error, if any; Unwrap returns it.
 	Err error
 }
+
+// withResponse completes an error answer with what the response's headers
+// say, and marks a 429 that carries no known code as retryable, as the
+// SDK's retryer does for a 429 it could not match to a modeled error.
+func withResponse(err error, resp *http.Response) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	if ms, perr := strconv.ParseInt(resp.Header.Get("X-Amz-Retry-After"), 10, 64); perr == nil && ms > 0 {
+		e.RetryAfter = time.Duration(ms) * time.Millisecond
+	}
+	if e.StatusCode == http.StatusTooManyRequests {
+		if _, throttle := retry.DefaultThrottleErrorCodes[e.Code]; !throttle {
+			return &tooManyRequests{err: e}
+		}
+	}
+	return err
+}
+
+// tooManyRequests is a 429 without a code the retryer knows.
+type tooManyRequests struct{ err *Error }
+
+func (e *tooManyRequests) Error() string        { return e.err.Error() }
+func (e *tooManyRequests) Unwrap() error        { return e.err }
+func (e *tooManyRequests) RetryableError() bool { return true }
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("api error %s: %s (HTTP %d", e.Code, e.Message, e.StatusCode)
@@ -316,7 +374,9 @@ func (e *Error) HTTPStatusCode() int { return e.StatusCode }
 func (e *Error) Unwrap() error { return e.Err }
 
 // checksumError is a response whose body does not match its checksum: a
-// corrupted transfer, retryable like the SDK's.
+// corrupted transfer. The SDK only logs a DynamoDB CRC32 mismatch; this
+// client retries it, which is safe for every call here (a repeated
+// conditional write meets its own claim, see idempotency.judgeHolder).
 type checksumError struct{ msg string }
 
 func (e *checksumError) Error() string        { return e.msg }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
@@ -263,5 +264,103 @@ func TestAdaptiveRetryModeIsHonoured(t *testing.T) {
 	}
 	if _, ok := c.Retryer().(*retry.AdaptiveMode); !ok {
 		t.Errorf("retryer %T, want *retry.AdaptiveMode", c.Retryer())
+	}
+}
+
+// spyRetryer is the standard retryer, recording the errors its backoff is
+// asked about.
+type spyRetryer struct {
+	aws.RetryerV2
+	delays []error
+}
+
+func (s *spyRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	s.delays = append(s.delays, err)
+	return time.Millisecond, nil
+}
+
+// The retryer's backoff is asked with the attempt's error, so a throttle
+// backs off from the retryer's throttle base, as in the SDK's loop.
+func TestRetryDelaySeesTheError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"slow down"}`)
+	}))
+	defer srv.Close()
+	spy := &spyRetryer{RetryerV2: retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 3 })}
+	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer { return spy }}
+	c, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) { o.BaseEndpoint = srv.URL })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.GetItem(context.Background(), &awslite.GetItemInput{TableName: "t"})
+	if len(spy.delays) != 2 {
+		t.Fatalf("backoff asked %d times, want 2", len(spy.delays))
+	}
+	for _, err := range spy.delays {
+		var apiErr smithy.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ThrottlingException" {
+			t.Errorf("backoff asked about %v, want the ThrottlingException", err)
+		}
+	}
+}
+
+// When the retry quota runs out, the error still says what the service
+// answered, so callers still see a throttle (a 503 for the API's clients).
+func TestQuotaExhaustionKeepsTheError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts, o.MaxBackoff = 10, time.Millisecond
+				o.RateLimiter = ratelimit.NewTokenRateLimit(5) // one retry's worth
+			})
+		}}
+	c, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) { o.BaseEndpoint = srv.URL })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetItem(context.Background(), &awslite.GetItemInput{TableName: "t"})
+	var quota ratelimit.QuotaExceededError
+	var apiErr *awslite.Error
+	if !errors.As(err, &quota) || !errors.As(err, &apiErr) || apiErr.HTTPStatusCode() != 503 {
+		t.Errorf("err = %v, want the quota error and the 503 it stopped at", err)
+	}
+}
+
+// A 429 without a code the retryer knows is retried, as the SDK retries
+// one it could not match to a modeled error; X-Amz-Retry-After stretches
+// the backoff.
+func TestTooManyRequestsIsRetried(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("X-Amz-Retry-After", "150")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `<html>rate limited by a proxy</html>`)
+			return
+		}
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	cfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
+		}}
+	c, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) { o.BaseEndpoint = srv.URL })
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.GetItem(context.Background(), &awslite.GetItemInput{TableName: "t"}); err != nil || n.Load() != 2 {
+		t.Fatalf("err = %v after %d attempts, want success on the second", err, n.Load())
+	}
+	// Not a timing assertion of speed: the wait is the server's ask.
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Errorf("retried after %v, before the 150 ms X-Amz-Retry-After", waited)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -18,8 +19,8 @@ import (
 
 // DynamoDBAPI is the part of *awslite.DynamoDB the store uses. The store
 // does not take the SDK's *dynamodb.Client: importing that package links
-// its generated schema tables, about 2 MB of every Lambda binary that
-// uses this package (see package awslite). Make one with
+// its generated schema tables and client, about 1.5 MB of every Lambda
+// binary that uses this package (see package awslite). Make one with
 // awslite.NewDynamoDB(cfg) from the same aws.Config.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error)
@@ -170,6 +171,11 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 
 // judgeHolder decides what a claimant gets when holder has the key.
 func judgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
+	if holder.ClaimID == rec.ClaimID && holder.Fingerprint == rec.Fingerprint {
+		// Our own claim: the put was written but its answer lost, and the
+		// client's retry met it. The claim is ours, not a replay.
+		return ClaimResult{Record: holder}, nil
+	}
 	if holder.Fingerprint != rec.Fingerprint {
 		return ClaimResult{}, &ConflictError{Err: ErrKeyReused, Existing: holder}
 	}
@@ -367,8 +373,8 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 }
 
 // classify marks errors that a later retry can cure with ErrUnavailable:
-// throttling, server faults and network failures that outlived the SDK's
-// own retries.
+// throttling, server faults and network failures that outlived the
+// client's own retries.
 func classify(err error) error {
 	if Transient(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -392,7 +398,7 @@ func Transient(err error) bool {
 		}
 	}
 	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+	if errors.As(err, &status) && (status.HTTPStatusCode() >= 500 || status.HTTPStatusCode() == http.StatusTooManyRequests) {
 		return true
 	}
 	var sendErr *smithyhttp.RequestSendError

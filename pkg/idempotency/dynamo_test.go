@@ -2,14 +2,20 @@ package idempotency_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -275,5 +281,74 @@ func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
 	want := strconv.FormatInt(now.Add(10*time.Minute).UnixMilli(), 10)
 	if len(client.leases) != 2 || client.leases[0] != want || client.leases[1] != want || !res.Record.LeaseExpiresAt.Equal(now.Add(10*time.Minute)) {
 		t.Fatalf("leases written %v, returned %s; want both %s", client.leases, res.Record.LeaseExpiresAt, want)
+	}
+}
+
+// echoOwnWrite fails the first put as a held key whose holder is the item
+// being put: the put was written, its answer lost, and the retry met it.
+type echoOwnWrite struct {
+	fakeDynamo
+	puts int
+}
+
+func (e *echoOwnWrite) PutItem(_ context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
+	e.puts++
+	body, _ := json.Marshal(map[string]any{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", "Item": in.Item})
+	return nil, &awslite.Error{StatusCode: 400, Code: "ConditionalCheckFailedException", Body: body}
+}
+
+// A claim that meets its own write (a retried put whose first answer was
+// lost) is the claim, not a replay and not someone else's claim in
+// progress, which would block the key for the lease.
+func TestClaimThatMeetsItsOwnWrite(t *testing.T) {
+	for _, rec := range []idempotency.Record{
+		pending(idempotency.NewID("t", "own-pending"), "c1", "fp", `{"a":1}`),
+		inProgress(idempotency.NewID("t", "own-in-progress"), "c1", "fp"),
+	} {
+		client := &echoOwnWrite{}
+		res, err := idempotency.NewDynamoStore(client, "t").Claim(context.Background(), rec)
+		if err != nil || res.Replayed || res.Record.ClaimID != "c1" {
+			t.Errorf("%s claim: %+v, %v; want the claim itself", rec.State, res, err)
+		}
+	}
+}
+
+// What the client really returns after its retries is classified as the
+// store's callers need: unavailable (a 503 for the API's clients) for
+// throttles, 5xx, 429 and exhausted retries, not for client errors.
+func TestClientErrorsAreClassified(t *testing.T) {
+	cases := []struct {
+		name        string
+		status      int
+		body        string
+		unavailable bool
+	}{
+		{"throttled throughout", 400, `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException"}`, true},
+		{"server errors throughout", 500, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError"}`, true},
+		{"503 without a body", 503, ``, true},
+		{"429 from a proxy", 429, `rate limited`, true},
+		{"validation", 400, `{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}`, false},
+		{"missing table", 400, `{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			cfg := testenv.AWSConfig()
+			cfg.Retryer = func() aws.Retryer {
+				return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts, o.MaxBackoff = 2, time.Millisecond })
+			}
+			client, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) { o.BaseEndpoint = srv.URL })
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = idempotency.NewDynamoStore(client, "t").Get(context.Background(), idempotency.NewID("t", "k"))
+			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
+				t.Errorf("unavailable = %v for %v, want %v", got, err, tc.unavailable)
+			}
+		})
 	}
 }

@@ -111,7 +111,7 @@ var (
 	// differs (see Update.Require).
 	ErrMismatch = errors.New("idempotency: record does not match")
 	// ErrUnavailable: DynamoDB throttled the call or could not be reached
-	// after the SDK's own retries. Safe to retry later.
+	// after the client's own retries. Safe to retry later.
 	ErrUnavailable = errors.New("idempotency: store unavailable")
 )
 

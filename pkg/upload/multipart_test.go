@@ -719,3 +719,54 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 		t.Fatalf("status: %v %s, want aborted", err, status.Body)
 	}
 }
+
+// pagedParts asks S3 for one part per ListParts page, so that every
+// listing pages, and counts the pages.
+type pagedParts struct {
+	upload.ObjectAPI
+	pages int
+}
+
+func (p *pagedParts) ListParts(ctx context.Context, in *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
+	p.pages++
+	one := *in
+	one.MaxParts = 1
+	return p.ObjectAPI.ListParts(ctx, &one)
+}
+
+// stuckMarker answers every page as truncated, with the same marker.
+type stuckMarker struct{ upload.ObjectAPI }
+
+func (stuckMarker) ListParts(context.Context, *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
+	return &awslite.ListPartsOutput{Parts: []awslite.Part{{PartNumber: 1}}, IsTruncated: true, NextPartNumberMarker: "1"}, nil
+}
+
+// The service reads every page of S3's part list (S3 pages at 1,000 parts;
+// here at one), and a server that repeats its marker cannot make it loop.
+func TestPartsAreListedAcrossPages(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 11<<20)
+	u := e.sendAll(t, "key-paged-list-0001", f)
+	paged := &pagedParts{ObjectAPI: e.lite}
+	svc := e.withObjects(paged)
+
+	listed, err := svc.ListParts(ctx, "tenant", u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list api.PartList
+	_ = json.Unmarshal(listed.Body, &list)
+	if len(list.Parts) != 3 || paged.pages != 3 {
+		t.Fatalf("listed %d parts in %d pages, want 3 in 3: %s", len(list.Parts), paged.pages, listed.Body)
+	}
+	done, err := svc.Complete(ctx, "tenant", u.UploadID)
+	if err != nil || decode(t, done.Body).Status != api.StatusCompleted {
+		t.Fatalf("complete over paged lists: %v %s", err, done.Body)
+	}
+
+	stuck := e.sendAll(t, "key-paged-list-0002", f)
+	if _, err := e.withObjects(stuckMarker{e.lite}).ListParts(ctx, "tenant", stuck.UploadID); err != nil {
+		t.Fatalf("a repeated marker: %v", err)
+	}
+}
