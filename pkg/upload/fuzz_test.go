@@ -171,6 +171,12 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if !utf8.Valid(body) || !json.Valid(body) {
 			t.Fatalf("accepted a body that is not UTF-8 JSON: %q", body)
 		}
+		// The strings read without encoding/json (when unescaped) are the
+		// ones encoding/json reads.
+		var std api.CreateRequest
+		if err := json.Unmarshal(body, &std); err != nil || std.Filename != req.Filename || std.ContentType != req.ContentType || std.SHA256 != req.SHA256 {
+			t.Fatalf("decoded %+v, encoding/json %+v (%v)", req, std, err)
+		}
 		canon, err := canonical(req, anyType)
 		if err != nil {
 			checkRefusal(t, body, err)

@@ -166,10 +166,9 @@ func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(body) {
 		return nil, invalid("body", "the request body is not valid UTF-8")
 	}
-	notObject := invalid("body", "the request body must be one JSON object")
 	i := skipSpace(body, 0)
 	if !json.Valid(body) || i == len(body) || body[i] != '{' {
-		return nil, notObject
+		return nil, invalid("body", "the request body must be one JSON object")
 	}
 	m := make(map[string]json.RawMessage, len(known))
 	for i = skipSpace(body, i+1); body[i] != '}'; i = skipSpace(body, i) {
@@ -177,7 +176,7 @@ func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 			i = skipSpace(body, i+1)
 		}
 		end := valueEnd(body, i) // the member's name, a string
-		name := string(body[i+1 : end-1])
+		name := knownName(known, body[i+1:end-1])
 		if bytes.IndexByte(body[i:end], '\\') >= 0 {
 			_ = json.Unmarshal(body[i:end], &name) // valid: json.Valid said so
 		}
@@ -193,6 +192,17 @@ func members(body []byte, known ...string) (map[string]json.RawMessage, error) {
 		i = end
 	}
 	return m, nil
+}
+
+// knownName returns the member of known that raw spells, without copying
+// raw (the comparison does not allocate), or raw as a new string.
+func knownName(known []string, raw []byte) string {
+	for _, k := range known {
+		if k == string(raw) {
+			return k
+		}
+	}
+	return string(raw)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -234,10 +244,19 @@ func valueEnd(b []byte, i int) int {
 	return len(b)
 }
 
-// jsonString reads member name as a JSON string (null is not one).
+// jsonString reads member name of a map from members as a JSON string
+// (null is not one). A string without escapes is its bytes: members has
+// checked the body is valid JSON and valid UTF-8.
 func jsonString(m map[string]json.RawMessage, name string) (string, error) {
+	raw := m[name]
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", invalid(name, "%s must be a string", name)
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil
+	}
 	var s string
-	if raw := m[name]; len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		return "", invalid(name, "%s must be a string", name)
 	}
 	return s, nil
