@@ -75,7 +75,8 @@ func (d *DynamoDB) Call(ctx context.Context, op string, in, out any) error {
 }
 
 // checkCRC32 compares the body with the CRC32 DynamoDB sends with every
-// response, as the SDK does; a mismatch is a corrupted transfer.
+// response. A mismatch is a corrupted transfer: the SDK logs it, this
+// client retries it (see checksumError).
 func checkCRC32(resp *http.Response, body []byte) error {
 	want := resp.Header.Get("X-Amz-Crc32")
 	if want == "" {
