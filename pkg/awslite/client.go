@@ -154,6 +154,9 @@ type call struct {
 	url    url.URL
 	header http.Header
 	body   []byte
+	// payloadHash is the body's SHA-256 in hex, which the signature covers;
+	// do sets it once for every attempt.
+	payloadHash string
 	// failed returns the error of a response, or nil if it succeeded; it
 	// is not called for statuses the SDK would treat as errors
 	// (errorResponse handles those).
@@ -172,6 +175,8 @@ type response struct {
 // do sends c with the SDK's retry loop: an attempt token, the retryer's
 // judgement of each error, a retry token from its quota, and its backoff.
 func (c *client) do(ctx context.Context, cl *call) (*response, error) {
+	sum := sha256.Sum256(cl.body)
+	cl.payloadHash = hex.EncodeToString(sum[:])
 	maxAttempts := c.retryer.MaxAttempts()
 	releaseRetry := func(error) error { return nil }
 	for attempt := 1; ; attempt++ {
@@ -257,17 +262,15 @@ func (c *client) attempt(ctx context.Context, cl *call) (*response, error) {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.body)), nil }
 	}
 	req.ContentLength = int64(len(cl.body))
-	sum := sha256.Sum256(cl.body)
-	payloadHash := hex.EncodeToString(sum[:])
 	if c.s3 {
-		req.Header.Set("X-Amz-Content-Sha256", payloadHash)
+		req.Header.Set("X-Amz-Content-Sha256", cl.payloadHash)
 	}
 	req.Header.Set("User-Agent", "onceupload-awslite")
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("retrieve credentials: %w", err)
 	}
-	if err := c.signer.SignHTTP(ctx, creds, req, payloadHash, c.signingName, c.region, c.now()); err != nil {
+	if err := c.signer.SignHTTP(ctx, creds, req, cl.payloadHash, c.signingName, c.region, c.now()); err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
 	if c.onAttempt != nil {

@@ -70,35 +70,28 @@ type DeleteItemOutput struct {
 
 // PutItem writes an item.
 func (d *DynamoDB) PutItem(ctx context.Context, in *PutItemInput) (*PutItemOutput, error) {
-	var out PutItemOutput
-	if err := d.Call(ctx, "PutItem", in, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return send[PutItemOutput](ctx, d, "PutItem", in)
 }
 
 // GetItem reads an item.
 func (d *DynamoDB) GetItem(ctx context.Context, in *GetItemInput) (*GetItemOutput, error) {
-	var out GetItemOutput
-	if err := d.Call(ctx, "GetItem", in, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return send[GetItemOutput](ctx, d, "GetItem", in)
 }
 
 // UpdateItem changes an item.
 func (d *DynamoDB) UpdateItem(ctx context.Context, in *UpdateItemInput) (*UpdateItemOutput, error) {
-	var out UpdateItemOutput
-	if err := d.Call(ctx, "UpdateItem", in, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return send[UpdateItemOutput](ctx, d, "UpdateItem", in)
 }
 
 // DeleteItem deletes an item.
 func (d *DynamoDB) DeleteItem(ctx context.Context, in *DeleteItemInput) (*DeleteItemOutput, error) {
-	var out DeleteItemOutput
-	if err := d.Call(ctx, "DeleteItem", in, &out); err != nil {
+	return send[DeleteItemOutput](ctx, d, "DeleteItem", in)
+}
+
+// send sends op and decodes its answer into a new Out.
+func send[Out any](ctx context.Context, d *DynamoDB, op string, in any) (*Out, error) {
+	var out Out
+	if err := d.Call(ctx, op, in, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
