@@ -338,10 +338,16 @@ func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size 
 	if u.Upload == nil {
 		return &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
 	}
+	// One part's worth of the multipart tracker: a new attempt takes back
+	// the bytes of the one before.
+	var prog *partProgress
+	if po.Progress != nil || po.RateLimit > 0 {
+		prog = newPartProgress(size, 0, po.Progress, po.RateLimit)
+	}
 	_, _, err := c.do(ctx, "put", func() (*http.Request, error) {
 		var r io.Reader = io.NewSectionReader(body, 0, size)
-		if po.Progress != nil || po.RateLimit > 0 {
-			r = &progressReader{ctx: ctx, r: r, total: size, report: po.Progress, rate: po.RateLimit, start: time.Now()}
+		if prog != nil {
+			r = prog.reader(ctx, 1, r)
 		}
 		req, err := http.NewRequest(u.Upload.Method, u.Upload.URL, r)
 		if err != nil {
@@ -354,35 +360,6 @@ func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size 
 		return req, nil
 	})
 	return err
-}
-
-// progressReader reports progress and paces reads to a rate.
-type progressReader struct {
-	ctx    context.Context
-	r      io.Reader
-	sent   int64
-	total  int64
-	report func(sent, total int64)
-	rate   int64
-	start  time.Time
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	if p.rate > 0 {
-		if len(b) > int(p.rate/10)+1 {
-			b = b[:p.rate/10+1] // about ten reads a second
-		}
-		ahead := time.Duration(float64(p.sent)/float64(p.rate)*float64(time.Second)) - time.Since(p.start)
-		if err := sleepCtx(p.ctx, ahead); err != nil {
-			return 0, err
-		}
-	}
-	n, err := p.r.Read(b)
-	p.sent += int64(n)
-	if p.report != nil {
-		p.report(p.sent, p.total)
-	}
-	return n, err
 }
 
 // Wait polls the upload until it is completed, with the same backoff as
@@ -500,20 +477,29 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 		key = NewKey()
 	}
 	if partSize > 0 {
-		return c.uploadParts(ctx, f, path, key, req, partSize, in)
+		// Refused before the file is read: hashing it is the long part.
+		if n := api.PartCount(info.Size(), partSize); n > api.MaxParts {
+			return nil, fmt.Errorf("%s: %d parts of %d bytes; at most %d (use a larger part size)", path, n, partSize, api.MaxParts)
+		}
+		d, err := DescribeParts(f, partSize)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		req.Size, req.SHA256, req.PartSize = d.Size, d.SHA256, partSize
+		res, created, err := c.create(ctx, key, req, in)
+		if err != nil {
+			return nil, err
+		}
+		return c.uploadParts(ctx, f, d, res, created.Replayed, in)
 	}
 	size, sum, err := Describe(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	req.Size, req.SHA256 = size, sum
-	created, err := c.Create(ctx, key, req)
+	res, _, err := c.create(ctx, key, req, in)
 	if err != nil {
 		return nil, err
-	}
-	res := &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}
-	if in.OnCreated != nil {
-		in.OnCreated(key, &created.Upload)
 	}
 	// An expired URL is refreshed by replaying the create with the same key.
 	for refreshes := 0; res.Upload.Status == api.StatusPending; refreshes++ {
@@ -525,7 +511,8 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 			return nil, err
 		}
 		c.opts.Logger.InfoContext(ctx, "refreshing the upload URL", "upload_id", res.Upload.UploadID)
-		if created, err = c.Create(ctx, key, req); err != nil {
+		created, err := c.Create(ctx, key, req)
+		if err != nil {
 			return nil, err
 		}
 		res.Upload = created.Upload
@@ -540,27 +527,25 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	return res, nil
 }
 
-// uploadParts is Upload for a file in parts: one pass for the whole-file
-// and per-part SHA-256, create, list what S3 holds if the key is known,
-// send the rest, complete; parts that turn out missing at completion are
-// sent and completion asked again.
-func (c *Client) uploadParts(ctx context.Context, f *os.File, path, key string, req api.CreateRequest, partSize int64, in UploadInput) (*Result, error) {
-	d, err := DescribeParts(f, partSize)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(d.Parts) > api.MaxParts {
-		return nil, fmt.Errorf("%s: %d parts of %d bytes; at most %d (use a larger part size)", path, len(d.Parts), partSize, api.MaxParts)
-	}
-	req.Size, req.SHA256, req.PartSize = d.Size, d.SHA256, partSize
+// create is Upload's create: the result it starts from, told to
+// in.OnCreated.
+func (c *Client) create(ctx context.Context, key string, req api.CreateRequest, in UploadInput) (*Result, *Created, error) {
 	created, err := c.Create(ctx, key, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	res := &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}
 	if in.OnCreated != nil {
 		in.OnCreated(key, &created.Upload)
 	}
+	return &Result{Key: key, Replayed: created.Replayed, Upload: created.Upload}, created, nil
+}
+
+// uploadParts is Upload for a file in parts, once created (d has the
+// whole-file and per-part SHA-256 from one pass): list what S3 holds if
+// the key was known (replayed), send the rest, complete; parts that turn
+// out missing at completion are sent and completion asked again.
+func (c *Client) uploadParts(ctx context.Context, f *os.File, d *Digest, res *Result, replayed bool, in UploadInput) (*Result, error) {
+	var err error
 	switch res.Upload.Status {
 	case api.StatusCompleted:
 		return res, nil
@@ -570,7 +555,7 @@ func (c *Client) uploadParts(ctx context.Context, f *os.File, path, key string, 
 	}
 	id := res.Upload.UploadID
 	var held []api.StoredPart
-	if created.Replayed { // only a known key can have parts in S3
+	if replayed { // only a known key can have parts in S3
 		if held, err = c.ListParts(ctx, id); err != nil {
 			return nil, err
 		}

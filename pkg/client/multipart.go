@@ -170,13 +170,6 @@ func (p *partProgress) restart(held int64) {
 	p.notifyLocked()
 }
 
-// Acknowledged is the bytes S3 acknowledged so far.
-func (p *partProgress) Acknowledged() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.acked
-}
-
 func (p *partProgress) sentLocked() int64 {
 	s := p.acked
 	for _, a := range p.inflight {

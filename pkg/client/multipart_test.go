@@ -175,19 +175,17 @@ func TestPartProgress(t *testing.T) {
 	if !slices.Equal(seen, want) {
 		t.Errorf("reports %v, want %v", seen, want)
 	}
-	if p.Acknowledged() != 80 {
-		t.Errorf("acknowledged %d, want 80", p.Acknowledged())
+	if p.acked != 80 {
+		t.Errorf("acknowledged %d, want 80", p.acked)
 	}
 }
 
-// mpClient is a client on the fake with recorded, instant waits (safe for
-// the parallel parts).
+// mpClient is a client on the fake whose waits are instant.
 func mpClient(t *testing.T, f *fakeAPI) *Client {
 	t.Helper()
-	var mu sync.Mutex
 	c, err := New(f.srv.URL, func(o *Options) {
 		o.random = func() float64 { return 0.5 }
-		o.sleep = func(ctx context.Context, d time.Duration) error { mu.Lock(); defer mu.Unlock(); return ctx.Err() }
+		o.sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -424,5 +422,28 @@ func TestUploadPicksPartsBySize(t *testing.T) {
 		if got := f.creates[0]; got.PartSize != tc.want || got.Size != tc.size {
 			t.Errorf("size %d, PartSize %d: created with size %d, partSize %d; want partSize %d", tc.size, tc.partSize, got.Size, got.PartSize, tc.want)
 		}
+	}
+}
+
+// A file that needs more than api.MaxParts parts of the chosen size is
+// refused before it is read or anything is sent.
+func TestTooManyPartsIsRefusedFirst(t *testing.T) {
+	f := newFakeAPI(t)
+	p := filepath.Join(t.TempDir(), "sparse.bin")
+	file, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: about 52 GB that take no disk, and would take minutes to hash.
+	if err := file.Truncate(api.MaxParts*api.MinPartSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	_, err = mpClient(t, f).Upload(context.Background(), p, UploadInput{PartSize: api.MinPartSize})
+	if err == nil || !strings.Contains(err.Error(), "10001 parts") || !strings.Contains(err.Error(), "at most 10000") {
+		t.Errorf("err = %v, want the part count refused", err)
+	}
+	if len(f.creates) != 0 {
+		t.Errorf("%d creates sent", len(f.creates))
 	}
 }
