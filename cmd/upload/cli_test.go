@@ -171,8 +171,12 @@ func TestAlreadyUploadedSendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.halfway; cancel() }()
 	out.Reset()
+	errOut.Reset()
 	code = run(ctx, []string{"--api", s.srv.URL, "--state", statePath, "--idempotency-window", "20m", file}, &out, &errOut, nil)
 	if code != exitInterrupted || s.requests.Load() != 2 {
 		t.Errorf("after the window: exit %d, %d requests; want a new upload (create and PUT)", code, s.requests.Load())
+	}
+	if !strings.Contains(errOut.String(), "(key ") || strings.Contains(errOut.String(), "key-0123456789abcdef") {
+		t.Errorf("after the window: stderr %q; want a new key, not the expired one", errOut.String())
 	}
 }

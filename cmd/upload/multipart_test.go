@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"os"
 	"os/exec"
@@ -101,7 +102,7 @@ func (p *partProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = countingBody{r.Body, p}
 	if lose {
-		p.rp.ServeHTTP(&discardWriter{header: http.Header{}}, r) // S3 stores the part…
+		p.rp.ServeHTTP(httptest.NewRecorder(), r) // S3 stores the part…
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close() // …and the client never hears of it
 		return
@@ -124,12 +125,6 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
-
-type discardWriter struct{ header http.Header }
-
-func (d *discardWriter) Header() http.Header         { return d.header }
-func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discardWriter) WriteHeader(int)             {}
 
 // A 50 MiB file in 5 MiB parts through the CLI: one part's answer is lost
 // (and the part sent again), the process is killed with SIGKILL once parts

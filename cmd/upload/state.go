@@ -27,10 +27,12 @@ type stateFile struct {
 }
 
 type entry struct {
-	Key      string    `json:"key"`
-	Started  time.Time `json:"started"`
-	UploadID string    `json:"uploadId,omitempty"`
-	PartSize int64     `json:"partSize,omitempty"`
+	Key     string    `json:"key"`
+	Started time.Time `json:"started"`
+	// UploadID is for people reading the file: which upload a run in
+	// progress is (Upload holds it once completed).
+	UploadID string `json:"uploadId,omitempty"`
+	PartSize int64  `json:"partSize,omitempty"`
 	// Completed and Upload are set once the upload completed.
 	Completed *time.Time  `json:"completed,omitempty"`
 	Upload    *api.Upload `json:"upload,omitempty"`
@@ -82,9 +84,6 @@ func (s *stateFile) load() (map[string]entry, error) {
 // save writes atomically (temporary file, then rename), so a crash leaves
 // the old or the new state, never half of one.
 func (s *stateFile) save(entries map[string]entry) error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return err
-	}
 	raw, err := json.MarshalIndent(entries, "", "  ")
 	if err != nil {
 		return err

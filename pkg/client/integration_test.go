@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -107,8 +108,8 @@ func TestLostCreateResponse(t *testing.T) {
 			keys = append(keys, r.Header.Get("Idempotency-Key"))
 			mu.Unlock()
 			if creates.Add(1) == 1 {
-				rec := &discard{header: http.Header{}}
-				proxy.ServeHTTP(rec, r) // the server does the work…
+				rec := httptest.NewRecorder() // the answer is dropped
+				proxy.ServeHTTP(rec, r)       // the server does the work…
 				conn, _, _ := w.(http.Hijacker).Hijack()
 				conn.Close() // …and the client never hears of it
 				return
@@ -258,13 +259,6 @@ func TestRefusedUploadFailsAtOnce(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// discard is a ResponseWriter that drops the answer.
-type discard struct{ header http.Header }
-
-func (d *discard) Header() http.Header         { return d.header }
-func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discard) WriteHeader(int)             {}
 
 func serve(t *testing.T, srv *http.Server) string {
 	t.Helper()
