@@ -71,8 +71,6 @@ type client struct {
 	// which it tells from the SDK's private context metadata; adaptive mode
 	// and retryers of the caller's own are asked every time.
 	tokenEachAttempt bool
-	now              func() time.Time
-	s3               bool // S3's signing: unescaped paths, a signed payload hash header
 }
 
 func newClient(cfg aws.Config, service, signingName string, retryOpts func(*retry.StandardOptions), o Options) (*client, error) {
@@ -94,7 +92,6 @@ func newClient(cfg aws.Config, service, signingName string, retryOpts func(*retr
 		service: service, signingName: signingName, region: cfg.Region, endpoint: *u,
 		creds: cfg.Credentials, http: cfg.HTTPClient, onAttempt: o.OnAttempt,
 		signer: v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = signingName == "s3" }),
-		now:    time.Now, s3: signingName == "s3",
 	}
 	c.endpoint.Path = strings.TrimSuffix(c.endpoint.Path, "/")
 	if c.http == nil {
@@ -167,7 +164,6 @@ type call struct {
 
 // response is a call's successful answer, its body read in full.
 type response struct {
-	status int
 	header http.Header
 	body   []byte
 }
@@ -248,21 +244,17 @@ func (c *client) opError(op string, err error) error {
 
 // attempt signs and sends one request and reads its answer.
 func (c *client) attempt(ctx context.Context, cl *call) (*response, error) {
-	u := cl.url
-	req, err := http.NewRequestWithContext(ctx, cl.method, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.URL = &u // keep RawPath exactly as built
-	for k, v := range cl.header {
-		req.Header[k] = v
+	u := cl.url // RawPath exactly as built: what is sent is what is signed
+	req := (&http.Request{Method: cl.method, URL: &u, Host: u.Host, Header: cl.header.Clone()}).WithContext(ctx)
+	if req.Header == nil {
+		req.Header = http.Header{}
 	}
 	if len(cl.body) > 0 {
 		req.Body = io.NopCloser(bytes.NewReader(cl.body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.body)), nil }
 	}
 	req.ContentLength = int64(len(cl.body))
-	if c.s3 {
+	if c.signingName == "s3" { // S3 wants the signed payload hash sent too
 		req.Header.Set("X-Amz-Content-Sha256", cl.payloadHash)
 	}
 	req.Header.Set("User-Agent", "onceupload-awslite")
@@ -270,7 +262,7 @@ func (c *client) attempt(ctx context.Context, cl *call) (*response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("retrieve credentials: %w", err)
 	}
-	if err := c.signer.SignHTTP(ctx, creds, req, cl.payloadHash, c.signingName, c.region, c.now()); err != nil {
+	if err := c.signer.SignHTTP(ctx, creds, req, cl.payloadHash, c.signingName, c.region, time.Now()); err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
 	if c.onAttempt != nil {
@@ -302,7 +294,7 @@ func (c *client) attempt(ctx context.Context, cl *call) (*response, error) {
 			return nil, withResponse(err, resp)
 		}
 	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+	return &response{header: resp.Header, body: body}, nil
 }
 
 // Error is a service's error answer. It satisfies smithy.APIError and
@@ -318,8 +310,6 @@ type Error struct {
 	Body []byte
 	// RetryAfter is the service's X-Amz-Retry-After, if it sent one.
 	RetryAfter time.Duration
-	// Err is an underlying error, if any; Unwrap returns it.
-	Err error
 }
 
 // withResponse completes an error answer with what the response's headers
@@ -373,8 +363,6 @@ func (e *Error) ErrorFault() smithy.ErrorFault {
 // HTTPStatusCode returns the response's status, which the SDK's retryer
 // reads (500, 502, 503 and 504 are retryable).
 func (e *Error) HTTPStatusCode() int { return e.StatusCode }
-
-func (e *Error) Unwrap() error { return e.Err }
 
 // checksumError is a response whose body does not match its checksum: a
 // corrupted transfer. The SDK only logs a DynamoDB CRC32 mismatch; this

@@ -40,11 +40,11 @@ func NewDynamoDB(cfg aws.Config, optFns ...func(*Options)) (*DynamoDB, error) {
 	return &DynamoDB{c: c}, nil
 }
 
-// Call sends operation op ("PutItem", "GetItem", …) with in as its JSON
+// invoke sends operation op ("PutItem", "GetItem", …) with in as its JSON
 // request and decodes the response into out, unless out is nil. A service
 // error is an *Error (inside a *smithy.OperationError) whose Code is the
 // exception's name, "ConditionalCheckFailedException" say.
-func (d *DynamoDB) Call(ctx context.Context, op string, in, out any) error {
+func (d *DynamoDB) invoke(ctx context.Context, op string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return d.c.opError(op, fmt.Errorf("encode request: %w", err))
@@ -178,12 +178,3 @@ func (a AttributeValue) AsInt() (int64, error) {
 	}
 	return strconv.ParseInt(*a.N, 10, 64)
 }
-
-// Endpoint returns the URL the client sends to.
-func (d *DynamoDB) Endpoint() string { return d.c.endpoint.String() }
-
-// MaxAttempts returns how many attempts an operation gets at most.
-func (d *DynamoDB) MaxAttempts() int { return d.c.retryer.MaxAttempts() }
-
-// Retryer returns the retryer the client uses.
-func (d *DynamoDB) Retryer() aws.Retryer { return d.c.retryer }

@@ -91,7 +91,7 @@ func (d *DynamoDB) DeleteItem(ctx context.Context, in *DeleteItemInput) (*Delete
 // send sends op and decodes its answer into a new Out.
 func send[Out any](ctx context.Context, d *DynamoDB, op string, in any) (*Out, error) {
 	var out Out
-	if err := d.Call(ctx, op, in, &out); err != nil {
+	if err := d.invoke(ctx, op, in, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -202,16 +202,38 @@ func TestDynamoOnAttemptCountsRetries(t *testing.T) {
 	}
 }
 
+// recordingHTTP answers every request with status and an empty JSON body,
+// and records the URLs it was sent to.
+type recordingHTTP struct {
+	status int
+	urls   []string
+}
+
+func (r *recordingHTTP) Do(req *http.Request) (*http.Response, error) {
+	r.urls = append(r.urls, req.URL.String())
+	return &http.Response{StatusCode: r.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: req}, nil
+}
+
+// Without settings of its own, a client goes to the region's endpoint and
+// retries as the SDK's DynamoDB client does: 4 attempts, the standard
+// retryer's backoff.
 func TestDynamoDefaultsAreTheSDKs(t *testing.T) {
-	c, err := awslite.NewDynamoDB(aws.Config{Region: "cn-north-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Endpoint(); got != "https://dynamodb.cn-north-1.amazonaws.com.cn" {
-		t.Errorf("endpoint %s", got)
-	}
-	if got := c.MaxAttempts(); got != 4 {
-		t.Errorf("max attempts %d, want the SDK DynamoDB client's 4", got)
+	for _, tc := range []struct {
+		status   int
+		attempts int
+	}{{200, 1}, {503, 4}} {
+		rec := &recordingHTTP{status: tc.status}
+		c, err := awslite.NewDynamoDB(aws.Config{Region: "cn-north-1", HTTPClient: rec, Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.GetItem(context.Background(), &awslite.GetItemInput{TableName: "t"})
+		if len(rec.urls) != tc.attempts {
+			t.Errorf("HTTP %d: %d attempts, want %d", tc.status, len(rec.urls), tc.attempts)
+		}
+		if rec.urls[0] != "https://dynamodb.cn-north-1.amazonaws.com.cn/" {
+			t.Errorf("sent to %s", rec.urls[0])
+		}
 	}
 	if _, err := awslite.NewDynamoDB(aws.Config{}); err == nil {
 		t.Error("no region accepted")
@@ -259,11 +281,12 @@ func TestAdaptiveRetryModeIsHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.MaxAttempts(); got != 4 {
+	r := awslite.RetryerOf(c)
+	if got := r.MaxAttempts(); got != 4 {
 		t.Errorf("adaptive mode max attempts %d, want DynamoDB's 4", got)
 	}
-	if _, ok := c.Retryer().(*retry.AdaptiveMode); !ok {
-		t.Errorf("retryer %T, want *retry.AdaptiveMode", c.Retryer())
+	if _, ok := r.(*retry.AdaptiveMode); !ok {
+		t.Errorf("retryer %T, want *retry.AdaptiveMode", r)
 	}
 }
 

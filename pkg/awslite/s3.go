@@ -30,7 +30,7 @@ import (
 // what the SDK's client sends for the same members.
 type S3 struct {
 	c         *client
-	pathStyle bool
+	pathStyle bool // asked for, or forced by an endpoint that is an IP address
 }
 
 // NewS3 returns a client for cfg's region, credentials, HTTP client and
@@ -47,7 +47,8 @@ func NewS3(cfg aws.Config, optFns ...func(*Options)) (*S3, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &S3{c: c, pathStyle: o.UsePathStyle}, nil
+	host, _, _ := strings.Cut(c.endpoint.Hostname(), "%") // an IPv6 zone is not part of the address
+	return &S3{c: c, pathStyle: o.UsePathStyle || net.ParseIP(host) != nil}, nil
 }
 
 // BucketEndpoint is the URL of bucket's root (scheme, host, path prefix)
@@ -58,8 +59,7 @@ func NewS3(cfg aws.Config, optFns ...func(*Options)) (*S3, error) {
 // path's first segment. Object keys go under it.
 func (s *S3) BucketEndpoint(bucket string) url.URL {
 	u := s.c.endpoint
-	host, _, _ := strings.Cut(u.Hostname(), "%") // an IPv6 zone is not part of the address
-	if !s.pathStyle && virtualHostable(bucket) && net.ParseIP(host) == nil {
+	if !s.pathStyle && virtualHostable(bucket) {
 		u.Host = bucket + "." + u.Host
 		return u
 	}
@@ -80,10 +80,28 @@ func virtualHostable(bucket string) bool {
 // so that the request sends, and the signer (which does not escape S3
 // paths again) signs, exactly that.
 func appendPath(u url.URL, segment string, escapeSlash bool) url.URL {
-	raw := u.EscapedPath() + "/" + httpbinding.EscapePath(segment, escapeSlash)
+	escaped := EscapeKey(segment)
+	if escapeSlash {
+		escaped = httpbinding.EscapePath(segment, true)
+	}
+	raw := u.EscapedPath() + "/" + escaped
 	u.Path += "/" + segment
 	u.RawPath = raw
 	return u
+}
+
+// EscapeKey escapes an object key for a URL path as the SDK does
+// (httpbinding.EscapePath, "/" kept). A key that needs no escaping, as the
+// upload service's never do, is returned as it is: EscapePath copies it
+// byte by byte.
+func EscapeKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/", c) >= 0) {
+			return httpbinding.EscapePath(key, false)
+		}
+	}
+	return key
 }
 
 // errNilInput refuses a nil request rather than panic on it.

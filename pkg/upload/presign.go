@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/smithy-go/encoding/httpbinding"
+	"github.com/onceupload/onceupload/pkg/awslite"
 )
 
 // PresignInput is a PUT to presign: an object (PresignPutObject) or a part
@@ -85,7 +85,7 @@ func (p *SigV4Presigner) presign(ctx context.Context, in *PresignInput, op strin
 	}
 	u := p.base
 	u.Path += "/" + in.Key
-	u.RawPath = p.base.RawPath + "/" + escapeKey(in.Key)
+	u.RawPath = p.base.RawPath + "/" + awslite.EscapeKey(in.Key)
 	q := url.Values{"X-Amz-Expires": {strconv.FormatInt(int64(in.Expires/time.Second), 10)}, "x-id": {op}}
 	for k, v := range query {
 		q[k] = v
@@ -108,17 +108,4 @@ func (p *SigV4Presigner) presign(ctx context.Context, in *PresignInput, op strin
 		return nil, fmt.Errorf("presign: %w", err)
 	}
 	return &v4.PresignedHTTPRequest{URL: signed, Method: http.MethodPut, SignedHeader: headers}, nil
-}
-
-// escapeKey escapes a key as the SDK does (httpbinding.EscapePath, "/"
-// kept), returning a key that needs no escaping as it is: the service's
-// own keys never do, and EscapePath copies byte by byte.
-func escapeKey(key string) string {
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/", c) >= 0) {
-			return httpbinding.EscapePath(key, false)
-		}
-	}
-	return key
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go/encoding/httpbinding"
 
 	"github.com/onceupload/onceupload/pkg/awslite"
 )
@@ -114,18 +113,5 @@ func TestPresignerAtBucketEndpointMatchesTheSDK(t *testing.T) {
 				samePresigned(t, sdk, fast, c.bucket, key)
 			}
 		})
-	}
-}
-
-// escapeKey is EscapePath's answer for every byte, its fast path included.
-func TestEscapeKeyIsTheSDKs(t *testing.T) {
-	var all []byte
-	for c := range 256 {
-		all = append(all, byte(c))
-	}
-	for _, key := range []string{"uploads/0123abcdef", "a-b.c_d~e/f", string(all), "in/sub dir/a+b%c é.txt", ""} {
-		if got, want := escapeKey(key), httpbinding.EscapePath(key, false); got != want {
-			t.Errorf("escapeKey(%q) = %q, want %q", key, got, want)
-		}
 	}
 }
