@@ -193,7 +193,7 @@ func judgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error) (*Record, error) {
 	av, ok := awslite.ConditionalCheckFailed(err)
 	if !ok {
-		return nil, classify(err)
+		return nil, Classify(err)
 	}
 	if len(av) == 0 {
 		out, err := s.getItem(ctx, id)
@@ -222,7 +222,7 @@ func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]awslite.At
 		ConsistentRead: true,
 	})
 	if err != nil {
-		return nil, classify(err)
+		return nil, Classify(err)
 	}
 	return out.Item, nil
 }
@@ -367,15 +367,15 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 		ExpressionAttributeValues: map[string]awslite.AttributeValue{":claim": str(claimID), ":in_progress": str(string(StateInProgress))},
 	})
 	if _, ccf := awslite.ConditionalCheckFailed(err); err != nil && !ccf {
-		return fmt.Errorf("release %s: %w", id, classify(err))
+		return fmt.Errorf("release %s: %w", id, Classify(err))
 	}
 	return nil
 }
 
-// classify marks errors that a later retry can cure with ErrUnavailable:
-// throttling, server faults and network failures that outlived the
-// client's own retries.
-func classify(err error) error {
+// Classify marks an AWS error that a later retry can cure (see Transient)
+// with ErrUnavailable, which an API answers with a 503; other errors are
+// returned as they are.
+func Classify(err error) error {
 	if Transient(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -39,7 +39,7 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	})
 	if err != nil {
 		s.release(ctx, claim)
-		return Reply{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, storageError(err))
+		return Reply{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
 	}
 	body, err := encode(pending)
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 		return Reply{}, ErrNotPending
 	}
 	if err != nil {
-		return Reply{}, fmt.Errorf("list parts of %s: %w", uploadID, storageError(err))
+		return Reply{}, fmt.Errorf("list parts of %s: %w", uploadID, idempotency.Classify(err))
 	}
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
@@ -215,7 +215,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		return s.settleGone(ctx, rec, false)
 	}
 	if err != nil {
-		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, storageError(err))
+		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, idempotency.Classify(err))
 	}
 	byNumber := make(map[int32]awslite.Part, len(parts))
 	for _, p := range parts {
@@ -254,41 +254,29 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		// re-sent it); the next attempt lists it again.
 		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err)
 	case err != nil:
-		return rec, fmt.Errorf("complete %s: %w", u.UploadID, storageError(err))
+		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
 	}
-	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
 		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: out.ETag,
 		Checksum: out.ChecksumSHA256, Time: s.opts.Now(),
 	})
-	if err != nil {
-		return rec, err
-	}
-	if done.Data[dataStatus] == api.StatusAborted {
-		// An abort was recorded while S3 completed: complete removed the
-		// object S3 made, since aborted means no object.
-		return done, nil
-	}
-	return s.afterCompletion(ctx, rec, done)
+	return completion(rec, done, outcome, err)
 }
 
-// afterCompletion returns the record as it is once a completion was
-// attempted: completed (by this call, by finalize, or aborted by a racing
-// request), or read again when the update found nothing it could use.
-func (s *Service) afterCompletion(ctx context.Context, rec, done idempotency.Record) (idempotency.Record, error) {
-	if done.State == idempotency.StateCompleted {
-		return done, nil
-	}
-	latest, err := s.store.Get(ctx, rec.ID)
-	if errors.Is(err, idempotency.ErrNotFound) || err == nil && latest.ClaimID != rec.ClaimID {
+// completion turns what complete did with rec's object into the record a
+// caller sees: completed (by this call, by finalize, or aborted by a
+// racing request, in which case complete removed the object), ErrNotFound
+// when the claim is gone, or an error for an object of the wrong size.
+func completion(rec, done idempotency.Record, outcome Outcome, err error) (idempotency.Record, error) {
+	switch {
+	case err != nil:
+		return rec, err
+	case outcome == OutcomeSkipped:
 		return rec, ErrNotFound
-	}
-	if err != nil {
-		return rec, fmt.Errorf("read %s: %w", rec.ClaimID, err)
-	}
-	if latest.State != idempotency.StateCompleted {
+	case outcome == OutcomeRejected:
 		return rec, fmt.Errorf("complete %s: the object does not match its claim", rec.ClaimID)
 	}
-	return latest, nil
+	return done, nil
 }
 
 // statusAborting marks a pending record whose abort has begun.
@@ -310,20 +298,17 @@ func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort 
 	case isNotFound(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
-		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, storageError(err))
+		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
 	}
 	completedAt := s.opts.Now()
 	if !head.LastModified.IsZero() {
 		completedAt = head.LastModified
 	}
-	done, _, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
 		Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag,
 		Checksum: head.ChecksumSHA256, Time: completedAt,
 	})
-	if err != nil {
-		return rec, err
-	}
-	return s.afterCompletion(ctx, rec, done)
+	return completion(rec, done, outcome, err)
 }
 
 // Abort aborts a pending multipart upload: S3 first, so that no Complete
@@ -360,7 +345,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
 		case err != nil:
-			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, storageError(err))
+			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, idempotency.Classify(err))
 		default:
 			rec, err = s.markAborted(ctx, rec)
 		}
@@ -488,15 +473,6 @@ func apiErrorCode(err error) string {
 		return apiErr.ErrorCode()
 	}
 	return ""
-}
-
-// storageError marks S3 failures that a retry can cure with
-// idempotency.ErrUnavailable, which the handler answers with a 503.
-func storageError(err error) error {
-	if idempotency.Transient(err) {
-		return fmt.Errorf("%w: %w", idempotency.ErrUnavailable, err)
-	}
-	return err
 }
 
 // hexChecksum turns S3's base64 SHA-256 of a part into the API's hex.

@@ -104,7 +104,7 @@ func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Co
 		fn(&o)
 	}
 	if cfg.KeyTTL <= 0 {
-		cfg.KeyTTL = 24 * time.Hour
+		cfg.KeyTTL = idempotency.DefaultTTL
 	}
 	if cfg.AbortIncompleteAfter <= 0 {
 		cfg.AbortIncompleteAfter = 7 * 24 * time.Hour
@@ -167,7 +167,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	}
 	claim.State = idempotency.StatePending
 	claim.Response = idempotency.Response{Status: http.StatusCreated, Body: body}
-	claim.Data[dataURLExpires] = urlExpires.Format(timeFormat)
+	claim.Data[dataURLExpires] = urlExpires
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
 		return Reply{}, s.claimError(ctx, err)
@@ -219,11 +219,11 @@ func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byt
 }
 
 // pendingBody presigns the PUT for u, valid for lifetime, and renders the
-// pending body.
-func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.Duration) ([]byte, time.Time, error) {
+// pending body; it returns the URL's expiry as the body states it.
+func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.Duration) ([]byte, string, error) {
 	sum, err := hex.DecodeString(u.SHA256)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
+		return nil, "", fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
 	}
 	// Signing Content-Length, Content-Type and the checksum makes S3 itself
 	// refuse any other bytes.
@@ -235,14 +235,13 @@ func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.D
 		Expires:        lifetime,
 	})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+		return nil, "", fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
 	if u.Upload, err = putInstructions(req); err != nil {
-		return nil, time.Time{}, fmt.Errorf("presign %s: %w", u.UploadID, err)
+		return nil, "", fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
 	body, err := encode(u)
-	expires, _ := time.Parse(timeFormat, u.Upload.ExpiresAt)
-	return body, expires, err
+	return body, u.Upload.ExpiresAt, err
 }
 
 // putInstructions tells a client how to use a presigned PUT: every signed
@@ -430,7 +429,7 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		// still the one announced.
 		err := s.objects.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: obj.Bucket, Key: obj.Key, IfMatch: quoteETag(obj.ETag)})
 		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
-			return conflict.Existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, storageError(err))
+			return conflict.Existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
 		}
 		log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
 		return conflict.Existing, OutcomeDuplicate, nil
