@@ -17,11 +17,9 @@ import (
 
 	"github.com/onceupload/onceupload/pkg/api"
 
-	"github.com/onceupload/onceupload/pkg/awslite"
-
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/wiring"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -44,29 +42,20 @@ func (r RoundTrips) Line() string {
 }
 
 // MeasureRoundTrips runs each path once against an existing table and
-// bucket on the DynamoDB and S3 servers at the endpoints, wired as the
-// functions are, with every attempt counted.
+// bucket on the DynamoDB and S3 servers at the endpoints, with the service
+// the functions build (wiring.Service) and every attempt counted.
 func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
 	var calls callcount.Counter
-	cfg := services.AWSConfig()
-	ddb, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) {
-		o.BaseEndpoint = dynamoURL
-		o.OnAttempt = calls.Count
-	})
+	env := map[string]string{
+		"TABLE_NAME": table, "BUCKET_NAME": bucket, "AWS_REGION": services.Region,
+		"AWS_ACCESS_KEY_ID": services.AccessKey, "AWS_SECRET_ACCESS_KEY": services.SecretKey,
+		"AWS_ENDPOINT_URL_DYNAMODB": dynamoURL, "AWS_ENDPOINT_URL_S3": s3URL, "S3_FORCE_PATH_STYLE": "true",
+	}
+	svc, _, err := wiring.Service(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		slog.New(slog.NewTextHandler(io.Discard, nil)), func(o *wiring.Options) { o.OnAttempt = calls.Count })
 	if err != nil {
 		return RoundTrips{}, err
 	}
-	s3c, err := awslite.NewS3(cfg, func(o *awslite.Options) {
-		o.BaseEndpoint, o.UsePathStyle = s3URL, true
-		o.OnAttempt = calls.Count
-	})
-	if err != nil {
-		return RoundTrips{}, err
-	}
-	presigner := upload.NewPresignerAt(s3c.BucketEndpoint(bucket), cfg.Region, cfg.Credentials)
-	svc := upload.New(idempotency.NewDynamoStore(ddb, table), presigner, s3c,
-		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 30},
-		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 
 	rt := RoundTrips{ByPath: map[string]map[string]int{}}
 	measure := func(path string, dst *int, fn func() error) error {
