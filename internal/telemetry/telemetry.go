@@ -96,8 +96,8 @@ func (q *Request) Done(ctx context.Context, outcome, route, requestID string) {
 			Timestamp: now.UnixMilli(),
 			CloudWatchMetrics: []emfDirective{{
 				Namespace:  ns,
-				Dimensions: [][]string{{"Function", "Outcome"}},
-				Metrics:    []emfMetric{{Name: "Requests", Unit: "Count"}, {Name: "Latency", Unit: "Milliseconds"}},
+				Dimensions: emfDimensions,
+				Metrics:    emfMetrics,
 			}},
 		}),
 		slog.String("Function", r.Function),
@@ -128,6 +128,12 @@ type emfMetric struct {
 	Name string `json:"Name"`
 	Unit string `json:"Unit"`
 }
+
+// The directive's fixed parts, the same on every line.
+var (
+	emfDimensions = [][]string{{"Function", "Outcome"}}
+	emfMetrics    = []emfMetric{{Name: "Requests", Unit: "Count"}, {Name: "Latency", Unit: "Milliseconds"}}
+)
 
 // Tally counts the lines passing through a logger by function and outcome,
 // for a live view of the metrics on a local run (make dev).
