@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -558,8 +559,8 @@ func TestSignPartsRefusals(t *testing.T) {
 	for _, n := range []int{0, 3, -1} {
 		_, err := e.svc.SignParts(ctx, "tenant", id, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: n, SHA256: f.partSum(1)}}})
 		var v *upload.ValidationError
-		if !errors.As(err, &v) {
-			t.Errorf("part %d of 2: %v, want a validation error", n, err)
+		if !errors.As(err, &v) || v.Field != "parts" || !strings.Contains(v.Message, "outside 1..2") {
+			t.Errorf("part %d of 2: %v, want the part number refused as outside 1..2", n, err)
 		}
 	}
 	single, err := e.svc.Create(ctx, "tenant", "key-mp-refusals-02", requestFor([]byte("small"), "text/plain"))
@@ -577,8 +578,8 @@ func TestSignPartsRefusals(t *testing.T) {
 		"abort":    func() error { _, err := e.svc.Abort(ctx, "tenant", sid); return err },
 	} {
 		var v *upload.ValidationError
-		if err := call(); !errors.As(err, &v) {
-			t.Errorf("%s of a single-PUT upload: %v, want a validation error", name, err)
+		if err := call(); !errors.As(err, &v) || v.Field != "uploadId" || !strings.Contains(v.Message, "single PUT") {
+			t.Errorf("%s of a single-PUT upload: %v, want it refused as a single PUT", name, err)
 		}
 	}
 }
