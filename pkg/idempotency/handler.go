@@ -205,7 +205,9 @@ func (o *HandlerOptions[Req, Resp]) identify(ctx context.Context, req Req) (key,
 			if doc, err = decodeJSON(raw); err != nil {
 				return nil, fmt.Errorf("idempotency: decode the request: %w", err)
 			}
-			decoded = true
+			// Decode embedded bodies once, for the key and the fingerprint
+			// both; lookup and canonical then find nothing left to decode.
+			doc, decoded = normalize(doc), true
 		}
 		return doc, nil
 	}
