@@ -147,7 +147,7 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		_, err := s.client.PutItem(ctx, &awslite.PutItemInput{
 			TableName:                           s.table,
 			Item:                                s.schema.toItem(stamped),
-			ConditionExpression:                 s.schema.claimCond,
+			ConditionExpression:                 claimCond,
 			ExpressionAttributeNames:            s.schema.claimNames,
 			ExpressionAttributeValues:           map[string]awslite.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
 			ReturnValuesOnConditionCheckFailure: "ALL_OLD",

@@ -123,16 +123,17 @@ func (s Schema) Validate() error {
 type schema struct {
 	Schema
 	err        error // from Validate, returned by every operation
-	claimCond  string
 	claimNames map[string]string
 	stateNames map[string]string
 }
 
+// claimCond lets a claim succeed on a free key: never claimed, expired, or
+// an in-progress claim whose lease ran out. Its names are the schema's
+// (claimNames).
+const claimCond = "attribute_not_exists(#pk) OR #exp < :now OR (#state = :in_progress AND #lease < :now_ms)"
+
 func newSchema(s Schema) *schema {
 	sc := &schema{Schema: s.withDefaults(), err: s.Validate()}
-	// A claim succeeds on a free key: never claimed, expired, or an
-	// in-progress claim whose lease ran out.
-	sc.claimCond = "attribute_not_exists(#pk) OR #exp < :now OR (#state = :in_progress AND #lease < :now_ms)"
 	sc.claimNames = map[string]string{"#pk": sc.PartitionKey, "#exp": sc.ExpiresAt, "#state": sc.State, "#lease": sc.LeaseExpiresAt}
 	sc.stateNames = map[string]string{"#state": sc.State}
 	return sc

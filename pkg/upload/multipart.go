@@ -300,14 +300,7 @@ func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort 
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
 	}
-	completedAt := s.opts.Now()
-	if !head.LastModified.IsZero() {
-		completedAt = head.LastModified
-	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
-		Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag,
-		Checksum: head.ChecksumSHA256, Time: completedAt,
-	})
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(key, head, true))
 	return completion(rec, done, outcome, err)
 }
 

@@ -315,6 +315,20 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID, Healed: healed}, nil
 }
 
+// objectFromHead is the object a HeadObject (with checksums) found at key,
+// as finalize records it: completed when S3 last modified it, and with
+// S3's composite checksum for a multipart object.
+func (s *Service) objectFromHead(key string, head *awslite.HeadObjectOutput, multipart bool) ObjectCreated {
+	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag, Time: head.LastModified}
+	if obj.Time.IsZero() {
+		obj.Time = s.opts.Now()
+	}
+	if multipart {
+		obj.Checksum = head.ChecksumSHA256
+	}
+	return obj
+}
+
 // healFromS3 completes a pending record whose object exists, with one
 // HeadObject. An S3 failure leaves the record pending: the event may still
 // come, and the client can ask again.
@@ -327,15 +341,7 @@ func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idemp
 		}
 		return rec, nil
 	}
-	completedAt := s.opts.Now()
-	if !head.LastModified.IsZero() {
-		completedAt = head.LastModified
-	}
-	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag, Time: completedAt}
-	if rec.Data[dataPartSize] != "" {
-		obj.Checksum = head.ChecksumSHA256
-	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj)
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(key, head, rec.Data[dataPartSize] != ""))
 	if err != nil {
 		return rec, err
 	}
