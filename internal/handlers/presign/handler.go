@@ -89,13 +89,7 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	case routeStatus:
 		reply, err = h.Service.Status(ctx, tenant, uploadID)
 	case routeSignParts:
-		var body []byte
-		var in api.SignPartsRequest
-		if body, err = requestBody(req); err == nil {
-			if in, err = upload.DecodeSignPartsRequest(body); err == nil {
-				reply, err = h.Service.SignParts(ctx, tenant, uploadID, in)
-			}
-		}
+		reply, err = h.signParts(ctx, req, tenant, uploadID)
 	case routeListParts:
 		reply, err = h.Service.ListParts(ctx, tenant, uploadID)
 	case routeComplete:
@@ -173,6 +167,19 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return resp, telemetry.OutcomeReplayed
 	}
 	return resp, telemetry.OutcomeCreated
+}
+
+// signParts decodes a sign-parts body and signs the parts it asks for.
+func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Reply, error) {
+	body, err := requestBody(req)
+	if err != nil {
+		return upload.Reply{}, err
+	}
+	in, err := upload.DecodeSignPartsRequest(body)
+	if err != nil {
+		return upload.Reply{}, err
+	}
+	return h.Service.SignParts(ctx, tenant, uploadID, in)
 }
 
 // requestBody is the raw body: API Gateway passes bodies it does not deem
