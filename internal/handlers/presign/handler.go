@@ -89,13 +89,7 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	case routeStatus:
 		reply, err = h.Service.Status(ctx, tenant, uploadID)
 	case routeSignParts:
-		var body []byte
-		var in api.SignPartsRequest
-		if body, err = requestBody(req); err == nil {
-			if in, err = upload.DecodeSignPartsRequest(body); err == nil {
-				reply, err = h.Service.SignParts(ctx, tenant, uploadID, in)
-			}
-		}
+		reply, err = h.signParts(ctx, req, tenant, uploadID)
 	case routeListParts:
 		reply, err = h.Service.ListParts(ctx, tenant, uploadID)
 	case routeComplete:
@@ -104,7 +98,7 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		reply, err = h.Service.Abort(ctx, tenant, uploadID)
 	}
 	if err != nil {
-		return h.fail(ctx, err)
+		return h.errorFor(ctx, err)
 	}
 	if reply.Healed {
 		return jsonResponse(reply.Status, reply.Body), telemetry.OutcomeHealed
@@ -152,19 +146,19 @@ func routeOf(req events.APIGatewayV2HTTPRequest) (route, uploadID string) {
 func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) (events.APIGatewayV2HTTPResponse, string) {
 	key, err := api.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
 	if err != nil {
-		return h.fail(ctx, err)
+		return h.errorFor(ctx, err)
 	}
 	body, err := requestBody(req)
 	if err != nil {
-		return h.fail(ctx, err)
+		return h.errorFor(ctx, err)
 	}
 	in, err := upload.DecodeCreateRequest(body)
 	if err != nil {
-		return h.fail(ctx, err)
+		return h.errorFor(ctx, err)
 	}
 	reply, err := h.Service.Create(ctx, tenant, key, in)
 	if err != nil {
-		return h.fail(ctx, err)
+		return h.errorFor(ctx, err)
 	}
 	resp := jsonResponse(reply.Status, reply.Body)
 	resp.Headers["Location"] = "/uploads/" + reply.UploadID
@@ -173,6 +167,19 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return resp, telemetry.OutcomeReplayed
 	}
 	return resp, telemetry.OutcomeCreated
+}
+
+// signParts decodes a sign-parts body and signs the parts it asks for.
+func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Reply, error) {
+	body, err := requestBody(req)
+	if err != nil {
+		return upload.Reply{}, err
+	}
+	in, err := upload.DecodeSignPartsRequest(body)
+	if err != nil {
+		return upload.Reply{}, err
+	}
+	return h.Service.SignParts(ctx, tenant, uploadID, in)
 }
 
 // requestBody is the raw body: API Gateway passes bodies it does not deem
@@ -218,74 +225,58 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 // JWTTenant is the tenant of a JWT authorizer's subject.
 func JWTTenant(sub string) string { return "jwt:" + sub }
 
-// fail maps an error to its response and the request's outcome. Only the
-// messages written for clients reach them; anything unexpected is logged
-// and answered with a 500.
-func (h *Handler) fail(ctx context.Context, err error) (events.APIGatewayV2HTTPResponse, string) {
-	resp := h.errorFor(ctx, err)
-	switch {
-	case resp.StatusCode == http.StatusConflict && strings.Contains(resp.Body, `"`+api.CodeInProgress+`"`):
-		return resp, telemetry.OutcomeInProgress
-	case resp.StatusCode == http.StatusUnprocessableEntity:
-		return resp, telemetry.OutcomeKeyReuse
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		return resp, telemetry.OutcomeUnavailable
-	case resp.StatusCode >= 500:
-		return resp, telemetry.OutcomeError
-	}
-	return resp, telemetry.OutcomeInvalid
-}
-
-// errorFor maps an error to its response.
-func (h *Handler) errorFor(ctx context.Context, err error) events.APIGatewayV2HTTPResponse {
+// errorFor maps an error to its response and the request's outcome. Only
+// the messages written for clients reach them; anything unexpected is
+// logged and answered with a 500.
+func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2HTTPResponse, string) {
 	var validation *upload.ValidationError
 	var inProgress *idempotency.InProgressError
 	var missing *upload.PartsMissingError
 	switch {
 	case errors.Is(err, errUndecodableBody):
-		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, "The request body could not be decoded.")
+		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, "The request body could not be decoded."), telemetry.OutcomeInvalid
 	case errors.Is(err, api.ErrKeyMissing):
-		return errorResponse(http.StatusBadRequest, api.CodeKeyRequired, err.Error()+".")
+		return errorResponse(http.StatusBadRequest, api.CodeKeyRequired, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, api.ErrKeyInvalid):
-		return errorResponse(http.StatusBadRequest, api.CodeKeyInvalid, err.Error()+".")
+		return errorResponse(http.StatusBadRequest, api.CodeKeyInvalid, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.As(err, &validation):
-		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, validation.Message+".")
+		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, validation.Message+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrBodyTooLarge):
-		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeRequestTooLarge, err.Error()+".")
+		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeRequestTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrFileTooLarge), errors.Is(err, upload.ErrNeedsParts):
-		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeFileTooLarge, err.Error()+".")
+		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeFileTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrUnsupportedMedia):
-		return errorResponse(http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, err.Error()+".")
+		return errorResponse(http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrNotFound):
-		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such upload.")
+		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such upload."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrNotPending):
-		return errorResponse(http.StatusConflict, api.CodeUploadNotPending, "This upload is completed or aborted; its parts can no longer be signed, listed or completed.")
+		return errorResponse(http.StatusConflict, api.CodeUploadNotPending, "This upload is completed or aborted; its parts can no longer be signed, listed or completed."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrCompleted):
-		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted.")
+		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted."), telemetry.OutcomeInvalid
 	case errors.As(err, &missing):
-		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again.")
+		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again."), telemetry.OutcomeInvalid
 	case errors.Is(err, idempotency.ErrKeyReused):
 		return errorResponse(http.StatusUnprocessableEntity, api.CodeKeyReuse,
-			"This Idempotency-Key was already used for a different request.")
+			"This Idempotency-Key was already used for a different request."), telemetry.OutcomeKeyReuse
 	case errors.As(err, &inProgress):
 		resp := errorResponse(http.StatusConflict, api.CodeInProgress,
 			"A request with this Idempotency-Key is in progress; retry later.")
 		resp.Headers["Retry-After"] = strconv.Itoa(int(inProgress.RetryAfter.Seconds()))
-		return resp
+		return resp, telemetry.OutcomeInProgress
 	case errors.Is(err, context.Canceled):
 		// Only a local caller that hung up cancels; Lambda's deadline is
 		// DeadlineExceeded. Nobody reads this answer: not our error.
 		h.Logger.InfoContext(ctx, "the caller went away", "error", err)
-		return errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled.")
+		return errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled."), telemetry.OutcomeUnavailable
 	case errors.Is(err, idempotency.ErrUnavailable):
 		h.Logger.WarnContext(ctx, "store unavailable", "error", err)
 		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable,
 			"The service is busy; retry later with the same Idempotency-Key.")
 		resp.Headers["Retry-After"] = "1"
-		return resp
+		return resp, telemetry.OutcomeUnavailable
 	}
 	h.Logger.ErrorContext(ctx, "internal error", "error", err)
-	return errorResponse(http.StatusInternalServerError, api.CodeInternal, "Something went wrong on our side; retry later.")
+	return errorResponse(http.StatusInternalServerError, api.CodeInternal, "Something went wrong on our side; retry later."), telemetry.OutcomeError
 }
 
 // header finds a header by its lower-case name: API Gateway v2 lower-cases

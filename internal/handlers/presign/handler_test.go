@@ -98,6 +98,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, store idempotency.Store) *fixture {
 	t.Helper()
+	return newFixtureWith(t, store, noObjects{})
+}
+
+// newFixtureWith is newFixture with objects as S3.
+func newFixtureWith(t *testing.T, store idempotency.Store, objects upload.ObjectAPI) *fixture {
+	t.Helper()
 	clock := testenv.NewClock(t0)
 	mem := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock.Now })
 	if store == nil {
@@ -106,7 +112,7 @@ func newFixture(t *testing.T, store idempotency.Store) *fixture {
 	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := upload.New(store, fakePresigner{clock: clock}, noObjects{}, cfg, func(o *upload.Options) {
+	svc := upload.New(store, fakePresigner{clock: clock}, objects, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock.Now, &counterReader{}, logger
 	})
 	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, clock: clock}
