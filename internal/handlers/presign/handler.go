@@ -267,7 +267,9 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		// Only a local caller that hung up cancels; Lambda's deadline is
 		// DeadlineExceeded. Nobody reads this answer: not our error.
 		h.Logger.InfoContext(ctx, "the caller went away", "error", err)
-		return errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled."), telemetry.OutcomeUnavailable
+		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled.")
+		resp.Headers["Retry-After"] = "1" // as on every 503 the contract lists
+		return resp, telemetry.OutcomeUnavailable
 	case errors.Is(err, idempotency.ErrUnavailable):
 		h.Logger.WarnContext(ctx, "store unavailable", "error", err)
 		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable,

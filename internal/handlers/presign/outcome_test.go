@@ -250,10 +250,11 @@ func TestOutcomes(t *testing.T) {
 		{name: "store unavailable on status", store: failingStore{err: unavailable}, request: func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
 			return get(strings.Repeat("a", 64), "user-1")
 		}, status: 503, code: api.CodeUnavailable, retryAfter: "1", outcome: telemetry.OutcomeUnavailable},
-		// A caller that went away gets a 503 nobody reads, without Retry-After.
+		// A caller that went away gets a 503 nobody reads, still as the
+		// contract has every 503: with Retry-After.
 		{name: "caller went away", store: failingStore{err: context.Canceled}, request: func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
 			return post(key, photo)
-		}, status: 503, code: api.CodeUnavailable, outcome: telemetry.OutcomeUnavailable},
+		}, status: 503, code: api.CodeUnavailable, retryAfter: "1", outcome: telemetry.OutcomeUnavailable},
 		{name: "store fails", store: failingStore{err: errors.New("ValidationException: internals")}, request: func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
 			return post(key, photo)
 		}, status: 500, code: api.CodeInternal, outcome: telemetry.OutcomeError},
