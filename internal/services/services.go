@@ -1,7 +1,8 @@
 // Package services starts and stops the local servers the project runs
-// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3) and
-// dynalite (a DynamoDB that ignores ALL_OLD). The binaries are installed by
-// scripts/install-tools.sh into the git-ignored .tools folder.
+// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
+// dynalite (a DynamoDB that ignores ALL_OLD) and moto (SQS). The binaries are
+// installed by scripts/install-tools.sh into the git-ignored .tools folder;
+// moto_server, a Python program, may instead be on PATH.
 //
 // Every server binds to 127.0.0.1 and runs in its own process group, so Stop
 // ends it and anything it spawned.
@@ -82,6 +83,19 @@ func Binary(name string) (string, error) {
 		return "", fmt.Errorf("%s is not installed at %s: run `make tools` (scripts/install-tools.sh)", name, p)
 	}
 	return p, nil
+}
+
+// BinaryOrPath is [Binary], falling back to name on PATH for a tool that
+// scripts/install-tools.sh does not install.
+func BinaryOrPath(name string) (string, error) {
+	p, err := Binary(name)
+	if err == nil {
+		return p, nil
+	}
+	if p, perr := exec.LookPath(name); perr == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w, and there is no %s on PATH", err, name)
 }
 
 // FreePort asks the kernel for a free port on 127.0.0.1.
@@ -191,6 +205,20 @@ func StartDynalite(ctx context.Context, o Options) (*Process, error) {
 	}
 	return start(ctx, "dynalite", port, o.LogPath, bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+}
+
+// StartMoto starts moto's server (moto_server), which serves SQS among
+// other AWS APIs, in memory.
+func StartMoto(ctx context.Context, o Options) (*Process, error) {
+	bin, err := BinaryOrPath("moto_server")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, "moto_server", port, o.LogPath, bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 }
 
 // S3Options configure Versity Gateway.

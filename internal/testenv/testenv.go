@@ -78,6 +78,16 @@ func Versity(t testing.TB) string {
 	return p.Endpoint
 }
 
+// Moto starts moto's server (SQS among other APIs) and returns its
+// endpoint.
+func Moto(t testing.TB) string {
+	t.Helper()
+	p, err := services.StartMoto(context.Background(), services.Options{})
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
 // Counter counts SDK calls; see package callcount.
 type Counter = callcount.Counter
 
