@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,6 +28,43 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
+// The functions' bootstraps, built once per package run, when the first
+// test that runs them under the emulator asks, into a directory TestMain
+// removes.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// bootstraps returns the directory that holds <LogicalId>/bootstrap for
+// each function, as Config.BootstrapDir wants.
+func bootstraps(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "onceupload-bootstraps-"); built.err != nil {
+			return
+		}
+		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
+			if built.err = services.BuildBootstrap("../../functions/"+dir, "", filepath.Join(built.dir, fn, "bootstrap")); built.err != nil {
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir
+}
+
 func startStack(t *testing.T, rie bool) *Stack {
 	t.Helper()
 	testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
@@ -37,14 +73,7 @@ func startStack(t *testing.T, rie bool) *Stack {
 		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
 	}
 	if rie {
-		cfg.BootstrapDir = t.TempDir()
-		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
-			cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", filepath.Join(cfg.BootstrapDir, fn, "bootstrap"), "../../functions/"+dir)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", fn, err, out)
-			}
-		}
+		cfg.BootstrapDir = bootstraps(t)
 	}
 	st, err := Start(context.Background(), cfg)
 	if err != nil {

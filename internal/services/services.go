@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -306,6 +307,22 @@ func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// BuildBootstrap builds the Lambda function in the package pkg into out as
+// the Makefile does (LAMBDA_FLAGS: -tags lambda.norpc -trimpath
+// -ldflags='-s -w', CGO_ENABLED=0, GOOS=linux) for arch; an empty arch is
+// this machine's, so the binary runs here under the emulator.
+func BuildBootstrap(pkg, arch, out string) error {
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for %s: %v\n%s", pkg, arch, err, msg)
+	}
+	return nil
 }
 
 // Pid is the server's process id.

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -294,10 +293,8 @@ func StartFunction(t testing.TB, pkg string, env []string) string {
 	t.Helper()
 	RequireTools(t, "aws-lambda-rie")
 	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, msg)
+	if err := services.BuildBootstrap(pkg, "", bootstrap); err != nil {
+		t.Fatal(err)
 	}
 	p, err := services.StartRIE(context.Background(), services.RIEOptions{
 		Bootstrap: bootstrap,
