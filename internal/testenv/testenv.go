@@ -263,24 +263,18 @@ func PutPresigned(u api.Upload, body []byte, tweak func(*http.Request)) (int, er
 	if u.Upload == nil {
 		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
 	}
-	return PutSigned(*u.Upload, body, tweak)
+	return services.PutSigned(context.Background(), *u.Upload, body, tweak)
 }
 
 // PutPart sends a part's bytes to its presigned URL with the headers it
 // lists and returns S3's status. A refusal before the body is read may
 // surface as a reset connection: that is reported as 499, a refusal too.
 func PutPart(p api.SignedPart, body []byte) int {
-	code, err := PutSigned(p.PutInstructions, body, nil)
+	code, err := services.PutSigned(context.Background(), p.PutInstructions, body, nil)
 	if err != nil {
 		return 499
 	}
 	return code
-}
-
-// PutSigned sends body as a presigned PUT describes, changed by tweak (if
-// not nil), and returns S3's status code.
-func PutSigned(put api.PutInstructions, body []byte, tweak func(*http.Request)) (int, error) {
-	return services.PutSigned(context.Background(), put, body, tweak)
 }
 
 // StartFunction builds the Lambda function in the package directory pkg
