@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
 
@@ -89,23 +88,15 @@ type answer struct {
 	body   []byte
 }
 
+// call is do without an Authorization header, for the test goroutine: it
+// stops the test when the request cannot be sent.
 func call(t *testing.T, method, url, key string, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	a := do(t, method, url, key, "", body)
+	if a.status == 0 {
+		t.FailNow() // do reported why
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return a
 }
 
 func createBody(content []byte) []byte {
@@ -141,18 +132,7 @@ func TestWalkthrough(t *testing.T) {
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
 			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
-			id, _ := upload.ParseUploadID(u.UploadID)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				rec, err := store.Get(context.Background(), id)
-				if err == nil && rec.State == idempotency.StateCompleted {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no finalize through the notification path: %+v %v", rec, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			waitCompleted(t, store, u.UploadID)
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)
 			done := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))
