@@ -207,6 +207,15 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		wg       sync.WaitGroup
 		deadline = time.Now().Add(s.duration)
 	)
+	// answered records a finished upload of l's key: its upload id, and a
+	// misdirected answer when the id is not the key's.
+	answered := func(l *logical, res *client.Result) {
+		if !ownedBy(res.Upload.UploadID, l.key) {
+			misdirected.Add(1)
+			fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
+		}
+		l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
+	}
 	uploadOnce := func(l *logical, kill bool) {
 		uctx := ctx
 		if kill {
@@ -221,11 +230,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			misdirected.Add(1)
 			fmt.Fprintf(os.Stderr, "chaos: key %s got another request's answer: %v\n", l.key, err)
 		case err == nil:
-			if !ownedBy(res.Upload.UploadID, l.key) {
-				misdirected.Add(1)
-				fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
-			}
-			l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
+			answered(l, res)
 		}
 	}
 	sem := make(chan struct{}, s.clients)
@@ -273,11 +278,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			fmt.Fprintf(os.Stderr, "chaos: wedged key %s: %v\n", l.key, err)
 			continue
 		}
-		if !ownedBy(res.Upload.UploadID, l.key) {
-			misdirected.Add(1)
-			fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
-		}
-		l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
+		answered(l, res)
 	}
 
 	// Check every key against the bucket.

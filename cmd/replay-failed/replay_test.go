@@ -7,10 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -37,7 +33,7 @@ import (
 func TestReplayFailedEvents(t *testing.T) {
 	testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
 	ctx := context.Background()
-	sqsURL := startMoto(t)
+	sqsURL := testenv.Moto(t)
 	dynamoEndpoint, s3Endpoint := testenv.Dynoxide(t), testenv.Versity(t)
 	ddb := testenv.DynamoClient(dynamoEndpoint, nil)
 	s3c := testenv.S3Client(s3Endpoint, nil)
@@ -105,35 +101,5 @@ func TestReplayFailedEvents(t *testing.T) {
 	}
 	if n := attrs.Attributes["ApproximateNumberOfMessages"] + "+" + attrs.Attributes["ApproximateNumberOfMessagesNotVisible"]; n != "0+1" {
 		t.Fatalf("queue after the replay (visible+in flight): %s, want only the unreadable message left", n)
-	}
-}
-
-func startMoto(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		if os.Getenv("REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("moto_server is not installed: %v", err)
-		}
-		t.Skip("moto_server is not installed")
-	}
-	port, err := services.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(endpoint + "/"); err == nil {
-			resp.Body.Close()
-			return endpoint
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("moto_server did not start")
-		}
 	}
 }

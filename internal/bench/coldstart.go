@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,12 +15,11 @@ import (
 	"github.com/onceupload/onceupload/internal/services"
 )
 
-// BuildBootstrap builds a function as the Makefile does, for arch.
+// BuildBootstrap builds a function as the Makefile does, for arch
+// (services.BuildBootstrap), and returns the binary's size.
 func BuildBootstrap(pkg, arch, out string) (int64, error) {
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build %s for %s: %v\n%s", pkg, arch, err, msg)
+	if err := services.BuildBootstrap(pkg, arch, out); err != nil {
+		return 0, err
 	}
 	info, err := os.Stat(out)
 	if err != nil {

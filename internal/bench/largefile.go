@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 
@@ -95,7 +96,7 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 
 	awsConfig := filepath.Join(cfg.Dir, "aws-config")
 	awsEnv := append(os.Environ(), "AWS_CONFIG_FILE="+awsConfig, "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret", "AWS_DEFAULT_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true")
+		"AWS_ACCESS_KEY_ID="+services.AccessKey, "AWS_SECRET_ACCESS_KEY="+services.SecretKey, "AWS_DEFAULT_REGION="+services.Region, "AWS_EC2_METADATA_DISABLED=true")
 	type way struct {
 		LargeFileWay
 		cmd func(run int) *exec.Cmd

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -72,7 +73,9 @@ func newRig(t *testing.T) *rig {
 		return retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = 4 // as awslite's DynamoDB default
 			so.MaxBackoff = 20 * time.Millisecond
-			so.RateLimiter = noRateLimit{}
+			// No client-side retry quota, so every fault gets its
+			// retries and the test is deterministic.
+			so.RateLimiter = ratelimit.None
 		})
 	}
 	proxyCfg.HTTPClient = &http.Client{Timeout: 2 * time.Second}
@@ -97,15 +100,6 @@ func newRig(t *testing.T) *rig {
 		s3: s3c, bucket: bucket,
 	}
 }
-
-// noRateLimit turns off the client-side retry quota, so every fault gets
-// its retries and the test is deterministic.
-type noRateLimit struct{}
-
-func (noRateLimit) GetToken(context.Context, uint) (func() error, error) {
-	return func() error { return nil }, nil
-}
-func (noRateLimit) AddTokens(uint) error { return nil }
 
 var content = []byte("exactly once, whatever fails")
 

@@ -156,6 +156,9 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	return u, ok
 }
 
+// do sends a JSON request with the Idempotency-Key and Authorization
+// headers given (if not empty). A request that cannot be sent is reported
+// with t.Error, so that goroutines may call it, and answered with status 0.
 func do(t *testing.T, method, url, key, auth string, body []byte) answer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
@@ -180,6 +183,8 @@ func do(t *testing.T, method, url, key, auth string, body []byte) answer {
 	return answer{resp.StatusCode, resp.Header, b}
 }
 
+// waitCompleted polls the record of uploadID until it is completed, which
+// only finalize (through S3's notification) does, and returns it.
 func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string) idempotency.Record {
 	t.Helper()
 	id, _ := upload.ParseUploadID(uploadID)

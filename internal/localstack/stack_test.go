@@ -10,12 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
 
@@ -29,6 +27,43 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
+// The functions' bootstraps, built once per package run, when the first
+// test that runs them under the emulator asks, into a directory TestMain
+// removes.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// bootstraps returns the directory that holds <LogicalId>/bootstrap for
+// each function, as Config.BootstrapDir wants.
+func bootstraps(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "onceupload-bootstraps-"); built.err != nil {
+			return
+		}
+		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
+			if built.err = services.BuildBootstrap("../../functions/"+dir, "", filepath.Join(built.dir, fn, "bootstrap")); built.err != nil {
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir
+}
+
 func startStack(t *testing.T, rie bool) *Stack {
 	t.Helper()
 	testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
@@ -37,14 +72,7 @@ func startStack(t *testing.T, rie bool) *Stack {
 		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
 	}
 	if rie {
-		cfg.BootstrapDir = t.TempDir()
-		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
-			cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", filepath.Join(cfg.BootstrapDir, fn, "bootstrap"), "../../functions/"+dir)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", fn, err, out)
-			}
-		}
+		cfg.BootstrapDir = bootstraps(t)
 	}
 	st, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -60,23 +88,15 @@ type answer struct {
 	body   []byte
 }
 
+// call is do without an Authorization header, for the test goroutine: it
+// stops the test when the request cannot be sent.
 func call(t *testing.T, method, url, key string, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	a := do(t, method, url, key, "", body)
+	if a.status == 0 {
+		t.FailNow() // do reported why
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return a
 }
 
 func createBody(content []byte) []byte {
@@ -112,18 +132,7 @@ func TestWalkthrough(t *testing.T) {
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
 			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
-			id, _ := upload.ParseUploadID(u.UploadID)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				rec, err := store.Get(context.Background(), id)
-				if err == nil && rec.State == idempotency.StateCompleted {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no finalize through the notification path: %+v %v", rec, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			waitCompleted(t, store, u.UploadID)
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)
 			done := call(t, "POST", st.APIURL+"/uploads", key, createBody(content))

@@ -192,10 +192,9 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 }
 
 func readBucket(id string, props *yaml.Node, spec *Spec) error {
+	// The notifications keep their tags (!GetAtt); the CORS rules are
+	// decoded below, with tagged values blanked.
 	var p struct {
-		CorsConfiguration struct {
-			CorsRules []CORSRule `yaml:"CorsRules"`
-		} `yaml:"CorsConfiguration"`
 		NotificationConfiguration struct {
 			LambdaConfigurations []struct {
 				Event    string    `yaml:"Event"`

@@ -1,7 +1,8 @@
 // Package services starts and stops the local servers the project runs
-// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3) and
-// dynalite (a DynamoDB that ignores ALL_OLD). The binaries are installed by
-// scripts/install-tools.sh into the git-ignored .tools folder.
+// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
+// dynalite (a DynamoDB that ignores ALL_OLD) and moto (SQS). The binaries are
+// installed by scripts/install-tools.sh into the git-ignored .tools folder;
+// moto_server, a Python program, may instead be on PATH.
 //
 // Every server binds to 127.0.0.1 and runs in its own process group, so Stop
 // ends it and anything it spawned.
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -82,6 +84,19 @@ func Binary(name string) (string, error) {
 		return "", fmt.Errorf("%s is not installed at %s: run `make tools` (scripts/install-tools.sh)", name, p)
 	}
 	return p, nil
+}
+
+// BinaryOrPath is [Binary], falling back to name on PATH for a tool that
+// scripts/install-tools.sh does not install.
+func BinaryOrPath(name string) (string, error) {
+	p, err := Binary(name)
+	if err == nil {
+		return p, nil
+	}
+	if p, perr := exec.LookPath(name); perr == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w, and there is no %s on PATH", err, name)
 }
 
 // FreePort asks the kernel for a free port on 127.0.0.1.
@@ -193,6 +208,20 @@ func StartDynalite(ctx context.Context, o Options) (*Process, error) {
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 }
 
+// StartMoto starts moto's server (moto_server), which serves SQS among
+// other AWS APIs, in memory.
+func StartMoto(ctx context.Context, o Options) (*Process, error) {
+	bin, err := BinaryOrPath("moto_server")
+	if err != nil {
+		return nil, err
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, "moto_server", port, o.LogPath, bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+}
+
 // S3Options configure Versity Gateway.
 type S3Options struct {
 	Options
@@ -278,6 +307,22 @@ func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// BuildBootstrap builds the Lambda function in the package pkg into out as
+// the Makefile does (LAMBDA_FLAGS: -tags lambda.norpc -trimpath
+// -ldflags='-s -w', CGO_ENABLED=0, GOOS=linux) for arch; an empty arch is
+// this machine's, so the binary runs here under the emulator.
+func BuildBootstrap(pkg, arch, out string) error {
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for %s: %v\n%s", pkg, arch, err, msg)
+	}
+	return nil
 }
 
 // Pid is the server's process id.

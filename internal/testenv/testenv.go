@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -73,6 +72,16 @@ func Versity(t testing.TB) string {
 	p, err := services.StartVersity(context.Background(), services.S3Options{
 		DataDir: t.TempDir() + "/data", AccessKey: AccessKey, SecretKey: SecretKey,
 	})
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
+// Moto starts moto's server (SQS among other APIs) and returns its
+// endpoint.
+func Moto(t testing.TB) string {
+	t.Helper()
+	p, err := services.StartMoto(context.Background(), services.Options{})
 	need(t, err)
 	stopAtEnd(t, p)
 	return p.Endpoint
@@ -254,24 +263,18 @@ func PutPresigned(u api.Upload, body []byte, tweak func(*http.Request)) (int, er
 	if u.Upload == nil {
 		return 0, fmt.Errorf("upload %s has no PUT instructions (status %s)", u.UploadID, u.Status)
 	}
-	return PutSigned(*u.Upload, body, tweak)
+	return services.PutSigned(context.Background(), *u.Upload, body, tweak)
 }
 
 // PutPart sends a part's bytes to its presigned URL with the headers it
 // lists and returns S3's status. A refusal before the body is read may
 // surface as a reset connection: that is reported as 499, a refusal too.
 func PutPart(p api.SignedPart, body []byte) int {
-	code, err := PutSigned(p.PutInstructions, body, nil)
+	code, err := services.PutSigned(context.Background(), p.PutInstructions, body, nil)
 	if err != nil {
 		return 499
 	}
 	return code
-}
-
-// PutSigned sends body as a presigned PUT describes, changed by tweak (if
-// not nil), and returns S3's status code.
-func PutSigned(put api.PutInstructions, body []byte, tweak func(*http.Request)) (int, error) {
-	return services.PutSigned(context.Background(), put, body, tweak)
 }
 
 // StartFunction builds the Lambda function in the package directory pkg
@@ -284,10 +287,8 @@ func StartFunction(t testing.TB, pkg string, env []string) string {
 	t.Helper()
 	RequireTools(t, "aws-lambda-rie")
 	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, msg)
+	if err := services.BuildBootstrap(pkg, "", bootstrap); err != nil {
+		t.Fatal(err)
 	}
 	p, err := services.StartRIE(context.Background(), services.RIEOptions{
 		Bootstrap: bootstrap,

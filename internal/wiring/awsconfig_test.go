@@ -52,6 +52,11 @@ func TestAWSConfigFromLambdaEnvironment(t *testing.T) {
 		},
 		{
 			name:    "container endpoint with another scheme",
+			env:     map[string]string{"AWS_REGION": "eu-west-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "ftp://127.0.0.1/creds"},
+			wantErr: "scheme must be http or https",
+		},
+		{
+			name:    "container endpoint without a host",
 			env:     map[string]string{"AWS_REGION": "eu-west-1", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "file:///etc/creds"},
 			wantErr: "has no host",
 		},
@@ -128,22 +133,26 @@ func TestAWSConfigFromContainerEndpoint(t *testing.T) {
 	}
 }
 
+// Each refusal names the rule that refused: the empty string is an
+// endpoint that is allowed.
 func TestCheckContainerEndpoint(t *testing.T) {
-	for raw, ok := range map[string]bool{
-		"http://127.0.0.1:9001/creds":   true,
-		"http://[::1]/creds":            true,
-		"http://localhost/creds":        true,
-		"http://169.254.170.2/v2/creds": true,
-		"http://169.254.170.23/v1":      true,
-		"http://[fd00:ec2::23]/v1":      true,
-		"https://creds.example.com/":    true,
-		"http://169.254.169.254/":       false,
-		"http://192.0.2.1/":             false,
-		"ftp://127.0.0.1/":              false,
-		"http:///nohost":                false,
+	const notAgent = "plain HTTP only to a loopback or container agent address"
+	for raw, wantErr := range map[string]string{
+		"http://127.0.0.1:9001/creds":   "",
+		"http://[::1]/creds":            "",
+		"http://localhost/creds":        "",
+		"http://169.254.170.2/v2/creds": "",
+		"http://169.254.170.23/v1":      "",
+		"http://[fd00:ec2::23]/v1":      "",
+		"https://creds.example.com/":    "",
+		"http://169.254.169.254/":       notAgent,
+		"http://192.0.2.1/":             notAgent,
+		"ftp://127.0.0.1/":              "scheme must be http or https",
+		"http:///nohost":                "has no host",
 	} {
-		if err := checkContainerEndpoint(raw); (err == nil) != ok {
-			t.Errorf("checkContainerEndpoint(%q) = %v, want ok=%v", raw, err, ok)
+		err := checkContainerEndpoint(raw)
+		if wantErr == "" && err != nil || wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("checkContainerEndpoint(%q) = %v, want %q", raw, err, wantErr)
 		}
 	}
 }
