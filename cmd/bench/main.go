@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/localstack"
@@ -43,6 +45,8 @@ type report struct {
 	ColdStart  bench.ColdStart    `json:"cold_start"`
 	// Baseline is the same measurement of the smallest Go function.
 	Baseline bench.ColdStart `json:"cold_start_hello_baseline"`
+	// Inits are presign's package inits, slowest first (GODEBUG=inittrace=1).
+	Inits []bench.PackageInit `json:"presign_package_inits"`
 	// LargeFile is absent when --large-file is 0.
 	LargeFile *bench.LargeFile `json:"large_file,omitempty"`
 	Notes     []string         `json:"notes"`
@@ -92,8 +96,8 @@ func run(ctx context.Context, count int, out string) error {
 	defer os.RemoveAll(dir)
 	st, err := localstack.Start(ctx, localstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
-		OnAttempt: calls.Count,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return err
@@ -174,6 +178,9 @@ func run(ctx context.Context, count int, out string) error {
 		"AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_LEVEL=ERROR"}
 	host := "amd64"
 	if rep.ColdStart, err = bench.MeasureColdStart(ctx, filepath.Join(dir, host, "presign", "bootstrap"), env, event, 9, 1000); err != nil {
+		return err
+	}
+	if rep.Inits, err = bench.InitTrace(ctx, filepath.Join(dir, host, "presign", "bootstrap"), env); err != nil {
 		return err
 	}
 	hello := filepath.Join(dir, host, "hello", "bootstrap")

@@ -40,10 +40,8 @@ func TestReplayFailedEvents(t *testing.T) {
 	table, bucket := testenv.NewTable(t, ddb), testenv.NewBucket(t, s3c)
 
 	// An upload whose bytes S3 holds, and whose event was lost.
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynamoEndpoint, nil), table)
-	lite := testenv.LiteS3(s3Endpoint, nil)
-	presigner := upload.NewPresignerAt(lite.BucketEndpoint(bucket), testenv.Region, testenv.AWSConfig().Credentials)
-	svc := upload.New(store, presigner, lite, upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 1 << 20})
+	store := idempotency.NewDynamoStore(ddb, table)
+	svc := upload.New(store, upload.NewPresigner(s3c, bucket), s3c, upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 1 << 20})
 	content := []byte("an upload whose event failed")
 	sum := sha256.Sum256(content)
 	reply, err := svc.Create(ctx, "jwt:tenant", "replay-failed-key-1", api.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})

@@ -64,7 +64,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 	table := testenv.NewTableWithKey(t, client, Schema.PartitionKey, "")
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynoxide.Endpoint(t), nil), table, func(o *idempotency.Options) { o.Schema = Schema })
+	store := idempotency.NewDynamoStore(client, table, func(o *idempotency.Options) { o.Schema = Schema })
 	charger := &fakeCharger{}
 	return &env{handler: NewHandler(store, charger, slog.New(slog.NewTextHandler(io.Discard, nil))), charger: charger, client: client, table: table}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -25,11 +25,7 @@ func main() {
 		logger.Error("payments: cannot load the AWS configuration", "error", err)
 		os.Exit(1)
 	}
-	client, err := awslite.NewDynamoDB(cfg)
-	if err != nil {
-		logger.Error("payments: cannot make the DynamoDB client", "error", err)
-		os.Exit(1)
-	}
+	client := dynamodb.NewFromConfig(cfg)
 	store := idempotency.NewDynamoStore(client, os.Getenv("TABLE_NAME"),
 		func(o *idempotency.Options) { o.Schema = Schema })
 	lambda.Start(NewHandler(store, demoCharger{}, logger).Handle)

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -107,4 +109,46 @@ func childRSS(emulatorPid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no bootstrap process under the emulator %d", emulatorPid)
+}
+
+// PackageInit is one package's init as GODEBUG=inittrace=1 reports it.
+type PackageInit struct {
+	Package string  `json:"package"`
+	ClockMs float64 `json:"clock_ms"`
+	Bytes   int64   `json:"bytes"`
+	Allocs  int64   `json:"allocs"`
+}
+
+// InitTrace runs bootstrap once outside any emulator with
+// GODEBUG=inittrace=1 and returns its package inits, slowest first. The
+// process stops after its inits (it finds no Lambda runtime API); only the
+// inits are read.
+func InitTrace(ctx context.Context, bootstrap string, env []string) ([]PackageInit, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bootstrap)
+	cmd.Env = append(slices.Clone(env), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // exits non-zero without a runtime API; the trace is what counts
+	inits := ParseInitTrace(stderr.String())
+	if len(inits) == 0 {
+		return nil, fmt.Errorf("init trace of %s: no init lines in %q", bootstrap, stderr.String())
+	}
+	return inits, nil
+}
+
+// ParseInitTrace reads the runtime's "init PKG @T ms, C ms clock, B bytes,
+// A allocs" lines, slowest first.
+func ParseInitTrace(out string) []PackageInit {
+	var inits []PackageInit
+	for _, line := range strings.Split(out, "\n") {
+		var p PackageInit
+		var at float64
+		if n, _ := fmt.Sscanf(line, "init %s @%f ms, %f ms clock, %d bytes, %d allocs", &p.Package, &at, &p.ClockMs, &p.Bytes, &p.Allocs); n == 5 {
+			inits = append(inits, p)
+		}
+	}
+	slices.SortStableFunc(inits, func(a, b PackageInit) int { return cmp.Compare(b.ClockMs, a.ClockMs) })
+	return inits
 }

@@ -46,13 +46,11 @@ func (r RoundTrips) Line() string {
 // the functions build (wiring.Service) and every attempt counted.
 func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
 	var calls callcount.Counter
-	env := map[string]string{
-		"TABLE_NAME": table, "BUCKET_NAME": bucket, "AWS_REGION": services.Region,
-		"AWS_ACCESS_KEY_ID": services.AccessKey, "AWS_SECRET_ACCESS_KEY": services.SecretKey,
-		"AWS_ENDPOINT_URL_DYNAMODB": dynamoURL, "AWS_ENDPOINT_URL_S3": s3URL, "S3_FORCE_PATH_STYLE": "true",
-	}
+	env := map[string]string{"TABLE_NAME": table, "BUCKET_NAME": bucket, "S3_FORCE_PATH_STYLE": "true"}
+	local := services.AWSConfig()
 	svc, _, err := wiring.Service(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		slog.New(slog.NewTextHandler(io.Discard, nil)), func(o *wiring.Options) { o.OnAttempt = calls.Count })
+		slog.New(slog.NewTextHandler(io.Discard, nil)),
+		wiring.Local(dynamoURL, s3URL, local.Credentials, local.Region, calls.Middleware))
 	if err != nil {
 		return RoundTrips{}, err
 	}

@@ -1,13 +1,14 @@
-// Package callcount counts the HTTP attempts AWS clients send: the SDK's,
-// with a middleware added after the retry step, and package awslite's,
-// with its OnAttempt hook. Every attempt, retries included, counts as the
-// round trip it is. Tests and benchmarks count by operation to hold the
-// round-trip budget; the functions count each request's calls by service
-// for its log line (WithScope, CountInScope).
+// Package callcount counts the HTTP attempts the SDK's clients send, with a
+// middleware added after the retry step, so every attempt, retries
+// included, counts as the round trip it is. Tests and benchmarks count by
+// operation to hold the round-trip budget (Counter.Middleware); the
+// functions count each request's calls by service for its log line
+// (WithScope, ScopeAPIOptions).
 package callcount
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 
@@ -50,11 +51,6 @@ func (c *Counter) Reset() {
 	clear(c.ops)
 }
 
-// Count counts one attempt of operation; it is an awslite Options.OnAttempt.
-func (c *Counter) Count(_ context.Context, _, operation string) {
-	c.add(operation)
-}
-
 func (c *Counter) add(name string) {
 	c.mu.Lock()
 	if c.ops == nil {
@@ -64,30 +60,41 @@ func (c *Counter) add(name string) {
 	c.mu.Unlock()
 }
 
-// Middleware adds the counting step to a client's stack; use it in
-// Options.APIOptions or config.WithAPIOptions.
+// Middleware adds the step that counts every attempt by operation to a
+// client's stack; use it in Options.APIOptions or config.WithAPIOptions.
 func (c *Counter) Middleware(stack *middleware.Stack) error {
-	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("callcount",
-		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			c.add(awsmiddleware.GetOperationName(ctx))
-			return next.HandleFinalize(ctx, in)
-		}), middleware.After)
+	// Each counter's step has an id of its own, so two counters can share a stack.
+	return addAttemptStep(stack, fmt.Sprintf("callcount-%p", c), func(ctx context.Context) {
+		c.add(awsmiddleware.GetOperationName(ctx))
+	})
 }
 
 type scopeKey struct{}
 
-// WithScope returns ctx carrying a new Counter that CountInScope fills
-// with the calls made with ctx, by service ("DynamoDB", "S3"): the round
-// trips one request cost, for its log line.
+// WithScope returns ctx carrying a new Counter that the ScopeAPIOptions
+// middleware fills with the calls made with ctx, by service ("DynamoDB",
+// "S3"): the round trips one request cost, for its log line.
 func WithScope(ctx context.Context) (context.Context, *Counter) {
 	c := &Counter{}
 	return context.WithValue(ctx, scopeKey{}, c), c
 }
 
-// CountInScope counts an attempt of service in the Counter of ctx, if it
-// has one; it is the awslite Options.OnAttempt of the functions' clients.
-func CountInScope(ctx context.Context, service, _ string) {
-	if c, ok := ctx.Value(scopeKey{}).(*Counter); ok {
-		c.add(service)
-	}
+// ScopeAPIOptions adds the step that counts every attempt by service in the
+// Counter of the request's context, if it has one (WithScope).
+func ScopeAPIOptions(stack *middleware.Stack) error {
+	return addAttemptStep(stack, "callcount-scope", func(ctx context.Context) {
+		if c, ok := ctx.Value(scopeKey{}).(*Counter); ok {
+			c.add(awsmiddleware.GetServiceID(ctx))
+		}
+	})
+}
+
+// addAttemptStep runs count once per attempt: the finalize step after the
+// retry middleware runs once for every attempt it makes.
+func addAttemptStep(stack *middleware.Stack, id string, count func(context.Context)) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc(id,
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			count(ctx)
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
 }

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/faults"
@@ -66,36 +66,31 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { _ = proxy.Close() })
 	direct := testenv.DynamoClient(endpoint, nil)
 	table := testenv.NewTable(t, direct)
-	// The SDK's own retries stay on (three attempts), with short waits so
-	// the test is quick; faults outlast them.
-	proxyCfg := testenv.AWSConfig()
-	proxyCfg.Retryer = func() aws.Retryer {
-		return retry.NewStandard(func(so *retry.StandardOptions) {
-			so.MaxAttempts = 4 // as awslite's DynamoDB default
+	// The SDK's own retries stay on (four attempts, the DynamoDB client's
+	// default), with short waits so the test is quick; faults outlast them.
+	viaProxy := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(proxy.URL)
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 4
 			so.MaxBackoff = 20 * time.Millisecond
 			// No client-side retry quota, so every fault gets its
 			// retries and the test is deterministic.
 			so.RateLimiter = ratelimit.None
 		})
-	}
-	proxyCfg.HTTPClient = &http.Client{Timeout: 2 * time.Second}
-	viaProxy, err := awslite.NewDynamoDB(proxyCfg, func(o *awslite.Options) { o.BaseEndpoint = proxy.URL })
-	if err != nil {
-		t.Fatal(err)
-	}
+		o.HTTPClient = &http.Client{Timeout: 2 * time.Second}
+	})
 	s3c := testenv.S3Client(versity.Endpoint(t), nil)
 	bucket := testenv.NewBucket(t, s3c)
-	lite := testenv.LiteS3(versity.Endpoint(t), nil)
-	presigner := upload.NewPresignerAt(lite.BucketEndpoint(bucket), testenv.Region, testenv.AWSConfig().Credentials)
+	presigner := upload.NewPresigner(s3c, bucket)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A short lease, so that a multipart claim a fault left in progress is
 	// taken over within the test.
 	store := idempotency.NewDynamoStore(viaProxy, table, func(o *idempotency.Options) { o.Lease = time.Second })
-	svc := upload.New(store, presigner, lite,
+	svc := upload.New(store, presigner, s3c,
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
-		proxy: proxy, store: idempotency.NewDynamoStore(testenv.LiteDynamo(endpoint, nil), table),
+		proxy: proxy, store: idempotency.NewDynamoStore(direct, table),
 		presign: &presign.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
 		s3: s3c, bucket: bucket,
 	}
@@ -237,12 +232,10 @@ func TestFaultsDuringCompletion(t *testing.T) {
 func TestFaultsDuringRelease(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	oneAttempt := testenv.AWSConfig()
-	oneAttempt.RetryMaxAttempts = 1
-	client, err := awslite.NewDynamoDB(oneAttempt, func(o *awslite.Options) { o.BaseEndpoint = r.proxy.URL })
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(r.proxy.URL)
+		o.RetryMaxAttempts = 1
+	})
 	store := idempotency.NewDynamoStore(client, r.store.TableName())
 	id := idempotency.NewID("tenant", "release-fault-0001")
 	if _, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress}); err != nil {

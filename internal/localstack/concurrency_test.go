@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
@@ -107,12 +109,12 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			}
 			// Finalize ran concurrently for every PUT; each record completed
 			// with its own object (size, and S3's MD5 ETag of its bytes).
-			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
+			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)
-				if rec.Data["etag"] != hex.EncodeToString(sum[:]) || rec.Data["size"] != fmt.Sprint(len(p.content)) {
-					t.Fatalf("upload %s completed with etag %s size %s, want its own object's %x, %d", p.uploadID, rec.Data["etag"], rec.Data["size"], sum, len(p.content))
+				if dataS(rec, "etag") != hex.EncodeToString(sum[:]) || dataN(rec, "size") != fmt.Sprint(len(p.content)) {
+					t.Fatalf("upload %s completed with etag %q size %q, want its own object's %x, %d", p.uploadID, dataS(rec, "etag"), dataN(rec, "size"), sum, len(p.content))
 				}
 			}
 			t.Logf("%d answers checked, %d uploads finalized concurrently, %d presign instances", checked.Load(), len(put), st.invokers["PresignFunction"].instances())
@@ -199,4 +201,22 @@ func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// dataS returns the string the record's data field name holds, or "" when
+// it holds none (absent, or of another type).
+func dataS(rec idempotency.Record, name string) string {
+	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// dataN returns the number the record's data field name holds, as
+// DynamoDB's text, or "" when it holds none.
+func dataN(rec idempotency.Record, name string) string {
+	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberN); ok {
+		return v.Value
+	}
+	return ""
 }

@@ -188,9 +188,9 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := waitCompleted(t, idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table), u.UploadID)
-	if rec.Data["size"] != fmt.Sprint(len(data)) || rec.Data["checksum_sha256"] == "" {
-		t.Fatalf("recorded %v", rec.Data)
+	rec := waitCompleted(t, idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
+	if dataN(rec, "size") != fmt.Sprint(len(data)) || dataS(rec, "checksum_sha256") == "" {
+		t.Fatalf("recorded size %q, checksum %q", dataN(rec, "size"), dataS(rec, "checksum_sha256"))
 	}
 	head, err := s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &st.Bucket, Key: aws.String(u.StorageKey)})
 	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(data)) {

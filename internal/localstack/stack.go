@@ -35,6 +35,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
@@ -73,9 +74,9 @@ type Config struct {
 	// StaticDir, if set, is served for GET requests that match no route
 	// (the browser demo: web/dist).
 	StaticDir string
-	// OnAttempt, if set, sees every attempt of the in-process functions'
-	// DynamoDB and S3 calls (the benchmark counts them).
-	OnAttempt func(ctx context.Context, service, operation string)
+	// APIOptions, if set, are added to the in-process functions' DynamoDB
+	// and S3 clients (the benchmark counts their attempts).
+	APIOptions []func(*middleware.Stack) error
 	// FunctionDynamo, if set, is given the DynamoDB server's endpoint and
 	// returns the one the functions use (the chaos run puts a fault-injecting
 	// proxy there).
@@ -292,13 +293,9 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		}
 	} else {
 		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger, func(o *wiring.Options) {
-			o.AWS = func(c *aws.Config) {
-				local := services.AWSConfig()
-				c.Region, c.Credentials = local.Region, local.Credentials
-			}
-			o.OnAttempt = st.cfg.OnAttempt
-		})
+		local := services.AWSConfig()
+		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
+			wiring.Local(st.functionDynamoURL, st.S3URL, local.Credentials, local.Region, st.cfg.APIOptions...))
 		if err != nil {
 			return err
 		}

@@ -131,7 +131,7 @@ func TestWalkthrough(t *testing.T) {
 
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
-			store := idempotency.NewDynamoStore(testenv.LiteDynamo(st.DynamoURL, nil), st.Table)
+			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			waitCompleted(t, store, u.UploadID)
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)

@@ -56,7 +56,8 @@ type Recorder struct {
 }
 
 // Start begins a request: the returned context counts the DynamoDB and S3
-// calls made with it (the clients must call callcount.CountInScope on each attempt).
+// calls made with it (the clients must have callcount.ScopeAPIOptions in
+// their APIOptions, as wiring.Service's do).
 func (r *Recorder) Start(ctx context.Context) (context.Context, *Request) {
 	ctx, calls := callcount.WithScope(ctx)
 	return ctx, &Request{r: r, started: r.now(), calls: calls}

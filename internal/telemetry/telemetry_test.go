@@ -14,9 +14,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/callcount"
-	"github.com/onceupload/onceupload/pkg/awslite"
 )
 
 // CheckEMF checks one log line against the structure CloudWatch's embedded
@@ -97,12 +99,10 @@ func TestRequestLine(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer ddbServer.Close()
-	ddb, err := awslite.NewDynamoDB(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")},
-		func(o *awslite.Options) { o.BaseEndpoint, o.OnAttempt = ddbServer.URL, callcount.CountInScope })
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := &awslite.GetItemInput{TableName: "t", Key: map[string]awslite.AttributeValue{"pk": awslite.S("x")}}
+	ddb := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(ddbServer.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("k", "s", ""),
+		APIOptions:  []func(*middleware.Stack) error{callcount.ScopeAPIOptions}})
+	get := &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}}
 	var buf bytes.Buffer
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	rec := &Recorder{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Namespace: "test-ns", Function: "presign",

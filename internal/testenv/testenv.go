@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -99,37 +98,6 @@ func DynamoClient(endpoint string, c *Counter) *dynamodb.Client {
 			o.APIOptions = append(o.APIOptions, c.Middleware)
 		}
 	})
-}
-
-// LiteDynamo returns the client the idempotency store takes (package
-// awslite) for endpoint, counting its calls in c (if not nil).
-func LiteDynamo(endpoint string, c *Counter) *awslite.DynamoDB {
-	return must(awslite.NewDynamoDB(AWSConfig(), liteOptions(endpoint, c)))
-}
-
-// LiteS3 returns the S3 client the functions use (package awslite),
-// path-style for endpoint, counting its calls in c (if not nil). Its
-// BucketEndpoint is where upload.NewPresignerAt presigns.
-func LiteS3(endpoint string, c *Counter) *awslite.S3 {
-	return must(awslite.NewS3(AWSConfig(), liteOptions(endpoint, c), func(o *awslite.Options) { o.UsePathStyle = true }))
-}
-
-func liteOptions(endpoint string, c *Counter) func(*awslite.Options) {
-	return func(o *awslite.Options) {
-		o.BaseEndpoint = endpoint
-		if c != nil {
-			o.OnAttempt = c.Count
-		}
-	}
-}
-
-// must panics on err: a client of a malformed endpoint is a test's own
-// mistake.
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // S3Client returns a path-style client for endpoint that counts its calls in

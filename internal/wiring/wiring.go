@@ -1,39 +1,46 @@
 // Package wiring builds the upload service from the environment: the one
 // place that reads configuration and creates AWS clients, shared by the
-// Lambda functions and the local stack's in-process mode.
+// Lambda functions and the dev stack's in-process mode.
 package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/callcount"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	appconfig "github.com/onceupload/onceupload/pkg/config"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// Options adjust what Service builds; the local stack sets them.
+// Options adjust what Service builds; the dev stack and the benchmarks set
+// them.
 type Options struct {
-	// AWS adjusts the SDK configuration read from the environment.
-	AWS func(*aws.Config)
-	// OnAttempt also sees every DynamoDB and S3 attempt (a benchmark's
-	// counter), besides the count each request keeps for its log line.
-	OnAttempt func(ctx context.Context, service, operation string)
+	// Config adjusts how the SDK configuration is loaded, for example
+	// config.WithAPIOptions with a call counter.
+	Config []func(*config.LoadOptions) error
+	// DynamoDB and S3 adjust the clients, for example their BaseEndpoint.
+	DynamoDB []func(*dynamodb.Options)
+	S3       []func(*s3.Options)
 }
 
-// Service builds the upload service on package awslite's DynamoDB and S3
-// clients, which keep the functions' binaries small. The SDK configuration
-// comes from [AWSConfig]; endpoints from the SDK's standard variables
-// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3), and
+// Service builds the upload service on the SDK's DynamoDB and S3 clients.
+// The SDK configuration is the SDK's own (config.LoadDefaultConfig), so
+// region, credentials, endpoints (AWS_ENDPOINT_URL_DYNAMODB,
+// AWS_ENDPOINT_URL_S3), FIPS and dual-stack settings, retry mode and
+// attempts come from the standard variables and files; the service's own
+// settings are read through lookup (os.LookupEnv in a function), and
 // S3_FORCE_PATH_STYLE=true selects path-style S3 addressing for local
-// servers. optFns adjust what is built (the local stack's credentials and
-// call counter). No network call is made here, so cold starts stay short.
+// servers. No network call is made here, so cold starts stay short.
 func Service(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, optFns ...func(*Options)) (*upload.Service, appconfig.Config, error) {
 	var opts Options
 	for _, fn := range optFns {
@@ -52,41 +59,36 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
 		}
 	}
-	awsCfg, err := AWSConfig(lookup)
+	// Every attempt counts toward the request's round trips, for its log
+	// line (callcount.WithScope).
+	loadOpts := append([]func(*config.LoadOptions) error{config.WithAPIOptions([]func(*middleware.Stack) error{callcount.ScopeAPIOptions})}, opts.Config...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, cfg, err
+		return nil, cfg, fmt.Errorf("aws config: %w", err)
 	}
-	if opts.AWS != nil {
-		opts.AWS(&awsCfg)
+	if awsCfg.Region == "" {
+		return nil, cfg, errors.New("aws config: no region (set AWS_REGION)")
 	}
-	onAttempt := callcount.CountInScope // calls per request, for its log line
-	if extra := opts.OnAttempt; extra != nil {
-		onAttempt = func(ctx context.Context, service, op string) {
-			callcount.CountInScope(ctx, service, op)
-			extra(ctx, service, op)
-		}
-	}
-	s3Endpoint, _ := lookup("AWS_ENDPOINT_URL_S3")
-	dynamoEndpoint, _ := lookup("AWS_ENDPOINT_URL_DYNAMODB")
-	s3Client, err := awslite.NewS3(awsCfg, func(o *awslite.Options) {
-		o.OnAttempt = onAttempt
-		o.UsePathStyle = pathStyle
-		o.BaseEndpoint = s3Endpoint
-	})
-	if err != nil {
-		return nil, cfg, err
-	}
-	dynamoClient, err := awslite.NewDynamoDB(awsCfg, func(o *awslite.Options) {
-		o.OnAttempt = onAttempt
-		o.BaseEndpoint = dynamoEndpoint
-	})
-	if err != nil {
-		return nil, cfg, err
-	}
+	s3Client := s3.NewFromConfig(awsCfg, append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = pathStyle }}, opts.S3...)...)
+	dynamoClient := dynamodb.NewFromConfig(awsCfg, opts.DynamoDB...)
 	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
 		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
-	presigner := upload.NewPresignerAt(s3Client.BucketEndpoint(cfg.Upload.Bucket), awsCfg.Region, awsCfg.Credentials)
+	presigner := upload.NewPresigner(s3Client, cfg.Upload.Bucket)
 	svc := upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })
 	return svc, cfg, nil
+}
+
+// Local points the clients at local servers (the dev stack's, a
+// benchmark's) with their static credentials and region, whatever the
+// process's environment says, and adds apiOptions to every client's stack.
+func Local(dynamoURL, s3URL string, creds aws.CredentialsProvider, region string, apiOptions ...func(*middleware.Stack) error) func(*Options) {
+	return func(o *Options) {
+		// Nothing from the developer's own AWS files or profile applies.
+		o.Config = append(o.Config, config.WithRegion(region), config.WithCredentialsProvider(creds),
+			config.WithSharedConfigFiles([]string{}), config.WithSharedCredentialsFiles([]string{}),
+			config.WithSharedConfigProfile(""), config.WithAPIOptions(apiOptions))
+		o.DynamoDB = append(o.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoURL) })
+		o.S3 = append(o.S3, func(o *s3.Options) { o.BaseEndpoint = aws.String(s3URL) })
+	}
 }

@@ -34,7 +34,8 @@
 // strongly consistent, GetItem. The table's layout (key names, an optional
 // sort key with a static partition value, attribute names) is a [Schema].
 //
-// [DynamoStore] sends its calls through package awslite's DynamoDB client,
-// made from an aws.Config (awslite.NewDynamoDB), not the SDK's: the SDK's
-// DynamoDB package adds about 1.5 MB to every binary that imports it.
+// [DynamoStore] takes the SDK's own *dynamodb.Client (any [DynamoDBAPI]),
+// so the client's middleware, endpoint and retry settings apply. Records
+// are encoded with feature/dynamodb/attributevalue and the conditions with
+// feature/dynamodb/expression.
 package idempotency

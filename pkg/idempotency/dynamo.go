@@ -5,31 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
-
-	"github.com/onceupload/onceupload/pkg/awslite"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// DynamoDBAPI is the part of *awslite.DynamoDB the store uses. The store
-// does not take the SDK's *dynamodb.Client: importing that package links
-// its generated schema tables and client, about 1.5 MB of every Lambda
-// binary that uses this package (see package awslite). Make one with
-// awslite.NewDynamoDB(cfg) from the same aws.Config.
+// DynamoDBAPI is the part of the SDK's DynamoDB client the store uses, in
+// its exact method signatures: pass your own *dynamodb.Client (with its
+// middleware, endpoint and retry settings), or a fake in tests.
 type DynamoDBAPI interface {
-	PutItem(ctx context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error)
-	GetItem(ctx context.Context, in *awslite.GetItemInput) (*awslite.GetItemOutput, error)
-	UpdateItem(ctx context.Context, in *awslite.UpdateItemInput) (*awslite.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *awslite.DeleteItemInput) (*awslite.DeleteItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-var _ DynamoDBAPI = (*awslite.DynamoDB)(nil)
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
 
 // Store is what callers of this package depend on; [DynamoStore] is the
 // implementation, and tests may pass an in-memory one.
@@ -108,7 +105,7 @@ func (o *Options) stamp(rec Record, now time.Time) Record {
 	}
 	rec.Lease = 0
 	if rec.Data == nil {
-		rec.Data = map[string]string{}
+		rec.Data = map[string]types.AttributeValue{}
 	}
 	return rec
 }
@@ -144,13 +141,21 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		// Stamp a copy: stamping consumes rec.Lease, which the second
 		// attempt needs as much as the first.
 		stamped := s.opts.stamp(rec, now)
-		_, err := s.client.PutItem(ctx, &awslite.PutItemInput{
-			TableName:                           s.table,
-			Item:                                s.schema.toItem(stamped),
-			ConditionExpression:                 claimCond,
-			ExpressionAttributeNames:            s.schema.claimNames,
-			ExpressionAttributeValues:           map[string]awslite.AttributeValue{":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": str(string(StateInProgress))},
-			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		item, err := s.schema.toItem(stamped)
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
+		}
+		cond, err := s.claimCondition(now)
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
+		}
+		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           aws.String(s.table),
+			Item:                                item,
+			ConditionExpression:                 cond.Condition(),
+			ExpressionAttributeNames:            cond.Names(),
+			ExpressionAttributeValues:           cond.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
 			return ClaimResult{Record: stamped}, nil
@@ -167,6 +172,17 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		}
 		return judgeHolder(rec, *holder, now)
 	}
+}
+
+// claimCondition lets a claim at now succeed on a free key: never claimed,
+// expired, or an in-progress claim whose lease ran out.
+func (s *DynamoStore) claimCondition(now time.Time) (expression.Expression, error) {
+	state := name(s.schema.State)
+	free := expression.AttributeNotExists(name(s.schema.PartitionKey)).
+		Or(name(s.schema.ExpiresAt).LessThan(expression.Value(epochSeconds(now))),
+			state.Equal(expression.Value(StateInProgress)).
+				And(name(s.schema.LeaseExpiresAt).LessThan(expression.Value(epochMillis(now)))))
+	return expression.NewBuilder().WithCondition(free).Build()
 }
 
 // judgeHolder decides what a claimant gets when holder has the key.
@@ -191,10 +207,11 @@ func judgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 // GetItem. It returns (nil, nil) when no item exists. Any other error is
 // returned classified.
 func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error) (*Record, error) {
-	av, ok := awslite.ConditionalCheckFailed(err)
-	if !ok {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
 		return nil, Classify(err)
 	}
+	av := ccf.Item
 	if len(av) == 0 {
 		out, err := s.getItem(ctx, id)
 		if err != nil {
@@ -212,14 +229,14 @@ func (s *DynamoStore) conditionFailureItem(ctx context.Context, id ID, err error
 	return &r, nil
 }
 
-func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]awslite.AttributeValue, error) {
+func (s *DynamoStore) getItem(ctx context.Context, id ID) (map[string]types.AttributeValue, error) {
 	if s.schema.err != nil {
 		return nil, s.schema.err
 	}
-	out, err := s.client.GetItem(ctx, &awslite.GetItemInput{
-		TableName:      s.table,
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
 		Key:            s.schema.key(id),
-		ConsistentRead: true,
+		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, Classify(err)
@@ -249,16 +266,16 @@ func (s *DynamoStore) Get(ctx context.Context, id ID) (Record, error) {
 
 // Update is a conditional change to a live record of one claim.
 type Update struct {
-	// State is the new state: StatePending (after in-progress work) or
-	// StateCompleted, which is final.
+	// State is the new state: any state but StateInProgress. StateCompleted
+	// and StateAborted are final: no update moves a record out of them.
 	State State
 	// Response, if not nil, replaces the recorded response.
 	Response *Response
 	// Data fields are set (merged into the record's Data).
-	Data map[string]string
+	Data map[string]types.AttributeValue
 	// Require lists Data fields that must hold these values, or the update
 	// fails with ErrMismatch.
-	Require map[string]string
+	Require map[string]types.AttributeValue
 	// RestartExpiry sets the record to expire one TTL from now.
 	RestartExpiry bool
 	// Revive applies the update to the claim's record even if it has
@@ -272,64 +289,30 @@ type Update struct {
 // Update applies u to the live record of (id, claimID) with one conditional
 // UpdateItem and returns the updated record. It fails with ErrNotFound when
 // there is no such live claim (absent, expired, or id reclaimed by another
-// claim), a *ConflictError wrapping ErrAlreadyCompleted when the record is
-// already completed (a duplicate), or wrapping ErrMismatch when Require does
-// not hold.
+// claim), a *ConflictError wrapping ErrAlreadyCompleted or ErrAborted when
+// the record is already in that final state (a duplicate), or wrapping
+// ErrMismatch when Require does not hold.
 func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Update) (Record, error) {
-	if u.State != StatePending && u.State != StateCompleted {
-		return Record{}, fmt.Errorf("update %s: state %q is not a target", id, u.State)
+	if err := u.check(); err != nil {
+		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
 	if s.schema.err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, s.schema.err)
 	}
 	now := s.opts.Now()
-	names := map[string]string{"#state": s.schema.State, "#lease": s.schema.LeaseExpiresAt}
-	values := map[string]awslite.AttributeValue{
-		":claim": str(claimID), ":completed": str(string(StateCompleted)),
-		":state": str(string(u.State)), ":now_ms": epochMillis(now),
+	expr, err := s.updateExpression(u, claimID, now)
+	if err != nil {
+		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
-	cond := []string{"claim_id = :claim", "#state <> :completed"}
-	if !u.Revive {
-		cond = append(cond, "#exp >= :now")
-		names["#exp"] = s.schema.ExpiresAt
-		values[":now"] = epochSeconds(now)
-	}
-	set := []string{"#state = :state", "updated_at = :now_ms"}
-	if u.Response != nil {
-		set = append(set, "response_status = :rs", "#body = :rb")
-		names["#body"] = s.schema.ResponseBody
-		values[":rs"] = awslite.N(int64(u.Response.Status))
-		values[":rb"] = str(string(u.Response.Body))
-	}
-	if u.RestartExpiry {
-		set = append(set, "#exp = :exp")
-		names["#exp"] = s.schema.ExpiresAt
-		values[":exp"] = epochSeconds(now.Add(s.opts.TTL))
-	}
-	if len(u.Data)+len(u.Require) > 0 {
-		names["#data"] = attrData
-	}
-	for i, k := range slices.Sorted(maps.Keys(u.Data)) {
-		n, v := fmt.Sprintf("#d%d", i), fmt.Sprintf(":d%d", i)
-		names[n], values[v] = k, str(u.Data[k])
-		set = append(set, "#data."+n+" = "+v)
-	}
-	for i, k := range slices.Sorted(maps.Keys(u.Require)) {
-		n, v := fmt.Sprintf("#r%d", i), fmt.Sprintf(":r%d", i)
-		names[n], values[v] = k, str(u.Require[k])
-		cond = append(cond, "#data."+n+" = "+v)
-	}
-	// Neither target state has a lease.
-	expr := "SET " + strings.Join(set, ", ") + " REMOVE #lease"
-	out, err := s.client.UpdateItem(ctx, &awslite.UpdateItemInput{
-		TableName:                           s.table,
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
 		Key:                                 s.schema.key(id),
-		UpdateExpression:                    expr,
-		ConditionExpression:                 strings.Join(cond, " AND "),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        "ALL_NEW",
-		ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		r, err := s.schema.fromItem(out.Attributes)
@@ -342,13 +325,74 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	if err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
+	return Record{}, updateRefusal(id, claimID, u, old, now)
+}
+
+// check refuses an update no store may apply.
+func (u *Update) check() error {
+	if u.State == "" || u.State == StateInProgress {
+		return fmt.Errorf("state %q is not a target", u.State)
+	}
+	for _, m := range []map[string]types.AttributeValue{u.Data, u.Require} {
+		for k := range m {
+			// An expression's document path cannot escape brackets.
+			if k == "" || strings.ContainsAny(k, "[]") {
+				return fmt.Errorf("data field %q: want a name without brackets", k)
+			}
+		}
+	}
+	return nil
+}
+
+// name is an attribute name as it is, dots included: names come from a
+// Schema or this package, never paths.
+func name(n string) expression.NameBuilder { return expression.NameNoDotSplit(n) }
+
+// dataName is the caller's field k inside the data map.
+func dataName(k string) expression.NameBuilder { return name(attrData).AppendName(name(k)) }
+
+// updateExpression is u as an update of claimID's record at now, on the
+// condition that the record is that claim's, not final, live (unless
+// u.Revive) and holds u.Require.
+func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) (expression.Expression, error) {
+	state := name(s.schema.State)
+	cond := name(attrClaimID).Equal(expression.Value(claimID)).
+		And(state.NotEqual(expression.Value(StateCompleted)), state.NotEqual(expression.Value(StateAborted)))
+	if !u.Revive {
+		cond = cond.And(name(s.schema.ExpiresAt).GreaterThanEqual(expression.Value(epochSeconds(now))))
+	}
+	for _, k := range slices.Sorted(maps.Keys(u.Require)) {
+		cond = cond.And(dataName(k).Equal(expression.Value(u.Require[k])))
+	}
+	// Neither target state has a lease.
+	set := expression.Set(state, expression.Value(u.State)).
+		Set(name(attrUpdated), expression.Value(epochMillis(now))).
+		Remove(name(s.schema.LeaseExpiresAt))
+	if u.Response != nil {
+		set = set.Set(name(attrStatus), expression.Value(u.Response.Status)).
+			Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body)))
+	}
+	if u.RestartExpiry {
+		set = set.Set(name(s.schema.ExpiresAt), expression.Value(epochSeconds(now.Add(s.opts.TTL))))
+	}
+	for _, k := range slices.Sorted(maps.Keys(u.Data)) {
+		set = set.Set(dataName(k), expression.Value(u.Data[k]))
+	}
+	return expression.NewBuilder().WithCondition(cond).WithUpdate(set).Build()
+}
+
+// updateRefusal says why an update of (id, claimID) at now found old (nil:
+// no record) instead of a record it could change. Both stores use it.
+func updateRefusal(id ID, claimID string, u Update, old *Record, now time.Time) error {
 	switch {
 	case old == nil || old.Expired(now) && !u.Revive || old.ClaimID != claimID:
-		return Record{}, fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
+		return fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
 	case old.State == StateCompleted:
-		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: *old})
+		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: *old})
+	case old.State == StateAborted:
+		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAborted, Existing: *old})
 	default:
-		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrMismatch, Existing: *old})
+		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrMismatch, Existing: *old})
 	}
 }
 
@@ -359,14 +403,21 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 	if s.schema.err != nil {
 		return fmt.Errorf("release %s: %w", id, s.schema.err)
 	}
-	_, err := s.client.DeleteItem(ctx, &awslite.DeleteItemInput{
-		TableName:                 s.table,
+	cond, err := expression.NewBuilder().WithCondition(
+		name(attrClaimID).Equal(expression.Value(claimID)).
+			And(name(s.schema.State).Equal(expression.Value(StateInProgress)))).Build()
+	if err != nil {
+		return fmt.Errorf("release %s: %w", id, err)
+	}
+	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.table),
 		Key:                       s.schema.key(id),
-		ConditionExpression:       "claim_id = :claim AND #state = :in_progress",
-		ExpressionAttributeNames:  s.schema.stateNames,
-		ExpressionAttributeValues: map[string]awslite.AttributeValue{":claim": str(claimID), ":in_progress": str(string(StateInProgress))},
+		ConditionExpression:       cond.Condition(),
+		ExpressionAttributeNames:  cond.Names(),
+		ExpressionAttributeValues: cond.Values(),
 	})
-	if _, ccf := awslite.ConditionalCheckFailed(err); err != nil && !ccf {
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("release %s: %w", id, Classify(err))
 	}
 	return nil
@@ -382,28 +433,20 @@ func Classify(err error) error {
 	return err
 }
 
-// Transient reports whether err from an AWS call (package awslite's or the
-// SDK's) is one that a later retry can cure: throttling, a server fault, a
-// network failure or a timeout that outlived the client's own retries.
+// transientErrors is the SDK's own answer to "would a retry help?": its
+// default retryables, which include its throttle codes, 429, 5xx and
+// connection errors.
+var transientErrors = retry.IsErrorRetryables(retry.DefaultRetryables)
+
+// Transient reports whether err from an AWS call is one that a later retry
+// can cure, as the SDK's standard retryer decides (throttling, a server
+// fault, a network failure), or a deadline that ran out before the call
+// could answer. It is asked after the client's own retries gave up.
 func Transient(err error) bool {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-			"InternalServerError", "ServiceUnavailable", "TransactionConflictException":
-			return true
-		}
-		if apiErr.ErrorFault() == smithy.FaultServer {
-			return true
-		}
-	}
-	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) && (status.HTTPStatusCode() >= 500 || status.HTTPStatusCode() == http.StatusTooManyRequests) {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	var sendErr *smithyhttp.RequestSendError
-	var netErr net.Error
-	return errors.As(err, &sendErr) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)
+	return transientErrors.IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // TableName returns the table the store writes to.

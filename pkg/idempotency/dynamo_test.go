@@ -2,26 +2,32 @@ package idempotency_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -31,7 +37,7 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "round-trips")
 
 	steps := []struct {
@@ -84,7 +90,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynalite(t), nil)
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), &counter), testenv.NewTable(t, client))
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "fallback")
 
 	// Prove the server really ignores ALL_OLD, or this test proves nothing.
@@ -119,7 +125,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 func TestClaimRace(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTable(t, client))
+	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
 	id := idempotency.NewID("t", "race")
 
 	const n = 200
@@ -154,51 +160,101 @@ func TestClaimRace(t *testing.T) {
 // fakeDynamo answers every call with err.
 type fakeDynamo struct{ err error }
 
-func (f fakeDynamo) PutItem(context.Context, *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
+var _ idempotency.DynamoDBAPI = fakeDynamo{}
+
+func (f fakeDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) GetItem(context.Context, *awslite.GetItemInput) (*awslite.GetItemOutput, error) {
+func (f fakeDynamo) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) UpdateItem(context.Context, *awslite.UpdateItemInput) (*awslite.UpdateItemOutput, error) {
+func (f fakeDynamo) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	return nil, f.err
 }
-func (f fakeDynamo) DeleteItem(context.Context, *awslite.DeleteItemInput) (*awslite.DeleteItemOutput, error) {
+func (f fakeDynamo) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	return nil, f.err
 }
 
+// answered is err as the SDK's client returns an error answer of status:
+// the operation's error around the response's.
+func answered(status int, err error) error {
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status, Header: http.Header{}}}, Err: err,
+	}}
+}
+
+// unsent is err as the SDK's client returns a request that got no answer.
+func unsent(err error) error {
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &smithyhttp.RequestSendError{Err: err}}
+}
+
+// conditionFailed is a conditional write's refusal as the SDK's client
+// returns it, with the item ReturnValuesOnConditionCheckFailure=ALL_OLD
+// brought back (nil: none).
+func conditionFailed(op string, item map[string]types.AttributeValue) error {
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400, Header: http.Header{}}},
+		Err:      &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: item},
+	}}
+}
+
+// TestErrorsAreClassified: what the SDK's client gives up with is marked
+// ErrUnavailable (a 503 for the API's clients) when a later retry can cure
+// it, by every operation, with the cause kept.
 func TestErrorsAreClassified(t *testing.T) {
+	throttled := answered(400, &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
 	cases := []struct {
+		name        string
 		err         error
 		unavailable bool
 	}{
-		{&awslite.Error{StatusCode: 400, Code: "ProvisionedThroughputExceededException"}, true},
-		{&awslite.Error{StatusCode: 400, Code: "ThrottlingException"}, true},
-		{&awslite.Error{StatusCode: 400, Code: "RequestLimitExceeded"}, true},
-		{&awslite.Error{StatusCode: 500, Code: "InternalServerError"}, true},
-		{&awslite.Error{StatusCode: 503, Code: "ServiceUnavailable"}, true},
-		{&smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}, true},
-		{context.DeadlineExceeded, true},
-		{&awslite.Error{StatusCode: 400, Code: "ResourceNotFoundException"}, false},
-		{&smithy.GenericAPIError{Code: "ValidationException", Fault: smithy.FaultClient}, false},
-		{errors.New("boom"), false},
+		{"provisioned throughput exceeded", throttled, true},
+		{"throttling", answered(400, &smithy.GenericAPIError{Code: "ThrottlingException"}), true},
+		{"throttling, bare", &smithy.GenericAPIError{Code: "ThrottlingException"}, true},
+		{"throttling, modeled", answered(400, &types.ThrottlingException{Message: aws.String("slow down")}), true},
+		{"request limit exceeded", answered(400, &types.RequestLimitExceeded{Message: aws.String("account limit")}), true},
+		{"429 from a proxy", answered(429, &smithy.GenericAPIError{Code: "UnknownError", Message: "rate limited"}), true},
+		{"500", answered(500, &types.InternalServerError{Message: aws.String("oops")}), true},
+		{"503", answered(503, &smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}), true},
+		{"connection refused", unsent(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{"connection reset", unsent(&url.Error{Op: "Post", URL: "https://dynamodb", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}), true},
+		{"retries exhausted", &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &retry.MaxAttemptsError{Attempt: 4, Err: throttled}}, true},
+		{"deadline", context.DeadlineExceeded, true},
+		{"deadline, as the client reports it", &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &smithy.CanceledError{Err: context.DeadlineExceeded}}, true},
+		{"missing table", answered(400, &types.ResourceNotFoundException{Message: aws.String("no table")}), false},
+		{"validation", answered(400, &smithy.GenericAPIError{Code: "ValidationException", Message: "bad", Fault: smithy.FaultClient}), false},
+		{"canceled", context.Canceled, false},
+		{"canceled, as the client reports it", &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &smithy.CanceledError{Err: context.Canceled}}, false},
+		{"not an AWS error", errors.New("boom"), false},
 	}
 	ctx := context.Background()
 	id := idempotency.NewID("t", "k")
 	for _, tc := range cases {
-		store := idempotency.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
-		_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
-		_, getErr := store.Get(ctx, id)
-		_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
-		relErr := store.Release(ctx, id, "c")
-		for op, err := range map[string]error{"claim": claimErr, "get": getErr, "update": updErr, "release": relErr} {
-			if err == nil || !errors.Is(err, tc.err) {
-				t.Errorf("%s with %T: %v does not wrap the cause", op, tc.err, err)
+		t.Run(tc.name, func(t *testing.T) {
+			if got := idempotency.Transient(tc.err); got != tc.unavailable {
+				t.Errorf("Transient = %v, want %v", got, tc.unavailable)
 			}
-			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
-				t.Errorf("%s with %T: unavailable = %v, want %v", op, tc.err, got, tc.unavailable)
+			classified := idempotency.Classify(tc.err)
+			if !errors.Is(classified, tc.err) || errors.Is(classified, idempotency.ErrUnavailable) != tc.unavailable {
+				t.Errorf("Classify = %v, want the cause, unavailable: %v", classified, tc.unavailable)
 			}
-		}
+			if !tc.unavailable && classified != tc.err {
+				t.Errorf("Classify changed an error no retry cures: %v", classified)
+			}
+			store := idempotency.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
+			_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
+			_, getErr := store.Get(ctx, id)
+			_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
+			relErr := store.Release(ctx, id, "c")
+			for op, err := range map[string]error{"claim": claimErr, "get": getErr, "update": updErr, "release": relErr} {
+				if err == nil || !errors.Is(err, tc.err) {
+					t.Errorf("%s: %v does not wrap the cause", op, err)
+				}
+				if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
+					t.Errorf("%s: unavailable = %v, want %v", op, got, tc.unavailable)
+				}
+			}
+		})
 	}
 }
 
@@ -211,7 +267,7 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
 	fail := errors.New("declined")
 	call := idempotency.MakeIdempotent(store, func(_ context.Context, req map[string]string) (string, error) {
 		if req["fail"] != "" {
@@ -247,23 +303,24 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 // second put through; it records the lease each put wrote.
 type vanishingHolder struct {
 	fakeDynamo
-	puts   int
-	leases []string
+	puts, gets int
+	leases     []string
 }
 
-func (v *vanishingHolder) PutItem(_ context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
+func (v *vanishingHolder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	v.puts++
-	if n := in.Item["lease_expires_at"].N; n != nil {
-		v.leases = append(v.leases, *n)
+	if n, ok := in.Item["lease_expires_at"].(*types.AttributeValueMemberN); ok {
+		v.leases = append(v.leases, n.Value)
 	}
 	if v.puts == 1 {
-		return nil, &awslite.Error{StatusCode: 400, Code: "ConditionalCheckFailedException"}
+		return nil, conditionFailed("PutItem", nil)
 	}
-	return &awslite.PutItemOutput{}, nil
+	return &dynamodb.PutItemOutput{}, nil
 }
 
-func (v *vanishingHolder) GetItem(context.Context, *awslite.GetItemInput) (*awslite.GetItemOutput, error) {
-	return &awslite.GetItemOutput{}, nil
+func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	v.gets++
+	return &dynamodb.GetItemOutput{}, nil
 }
 
 // The claim's second attempt keeps the lease the caller asked for (a
@@ -282,6 +339,9 @@ func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
 	if len(client.leases) != 2 || client.leases[0] != want || client.leases[1] != want || !res.Record.LeaseExpiresAt.Equal(now.Add(10*time.Minute)) {
 		t.Fatalf("leases written %v, returned %s; want both %s", client.leases, res.Record.LeaseExpiresAt, want)
 	}
+	if client.gets != 1 {
+		t.Errorf("%d GetItem calls, want 1 (the refusal brought no item back)", client.gets)
+	}
 }
 
 // echoOwnWrite fails the first put as a held key whose holder is the item
@@ -291,10 +351,9 @@ type echoOwnWrite struct {
 	puts int
 }
 
-func (e *echoOwnWrite) PutItem(_ context.Context, in *awslite.PutItemInput) (*awslite.PutItemOutput, error) {
+func (e *echoOwnWrite) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	e.puts++
-	body, _ := json.Marshal(map[string]any{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", "Item": in.Item})
-	return nil, &awslite.Error{StatusCode: 400, Code: "ConditionalCheckFailedException", Body: body}
+	return nil, conditionFailed("PutItem", maps.Clone(in.Item))
 }
 
 // A claim that meets its own write (a retried put whose first answer was
@@ -307,48 +366,196 @@ func TestClaimThatMeetsItsOwnWrite(t *testing.T) {
 	} {
 		client := &echoOwnWrite{}
 		res, err := idempotency.NewDynamoStore(client, "t").Claim(context.Background(), rec)
-		if err != nil || res.Replayed || res.Record.ClaimID != "c1" {
-			t.Errorf("%s claim: %+v, %v; want the claim itself", rec.State, res, err)
+		if err != nil || res.Replayed || res.Record.ClaimID != "c1" || client.puts != 1 {
+			t.Errorf("%s claim: %+v, %v after %d puts; want the claim itself after 1", rec.State, res, err, client.puts)
 		}
 	}
 }
 
-// What the client really returns after its retries is classified as the
-// store's callers need: unavailable (a 503 for the API's clients) for
-// throttles, 5xx, 429 and exhausted retries, not for client errors.
+// fastRetryer is the SDK's standard retryer with attempts in all and no
+// wait between them, changed by optFns.
+func fastRetryer(attempts int, optFns ...func(*retry.StandardOptions)) aws.Retryer {
+	return retry.NewStandard(append([]func(*retry.StandardOptions){func(o *retry.StandardOptions) {
+		o.MaxAttempts = attempts
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+	}}, optFns...)...)
+}
+
+// TestClaimAfterALostAnswer drops the answer of a claim's put on its way
+// back from a real server, as a network fault would: the put is written,
+// the SDK's client retries it, and the retry meets the claim's own item.
+// The claim must recognise it as itself, whether the server brings the
+// item back (dynoxide) or the store reads it (dynalite).
+func TestClaimAfterALostAnswer(t *testing.T) {
+	servers := []struct {
+		name     string
+		endpoint func(testing.TB) string
+		want     map[string]int
+	}{
+		{"dynoxide", sharedDynoxide, map[string]int{"PutItem": 2}},
+		{"dynalite", sharedDynalite, map[string]int{"PutItem": 2, "GetItem": 1}},
+	}
+	for _, server := range servers {
+		t.Run(server.name, func(t *testing.T) {
+			ctx := context.Background()
+			endpoint := server.endpoint(t)
+			target, err := url.Parse(endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var puts, dropped atomic.Int32
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.ModifyResponse = func(resp *http.Response) error {
+				if !strings.HasSuffix(resp.Request.Header.Get("X-Amz-Target"), ".PutItem") || puts.Add(1)%2 == 0 {
+					return nil
+				}
+				// The server wrote the item; its answer is replaced by a
+				// fault the client retries.
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("the put to drop was answered %s", resp.Status)
+				}
+				dropped.Add(1)
+				resp.Body.Close()
+				body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost"}`
+				resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
+				resp.Header.Del("X-Amz-Crc32")
+				resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+				resp.ContentLength, resp.Body = int64(len(body)), io.NopCloser(strings.NewReader(body))
+				return nil
+			}
+			srv := httptest.NewServer(proxy)
+			defer srv.Close()
+
+			var counter testenv.Counter
+			client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+				o.BaseEndpoint = aws.String(srv.URL)
+				o.Retryer = fastRetryer(3)
+				o.APIOptions = append(o.APIOptions, counter.Middleware)
+			})
+			store := idempotency.NewDynamoStore(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
+			for _, rec := range []idempotency.Record{
+				pending(idempotency.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
+				inProgress(idempotency.NewID("t", "lost-in-progress"), "c1", "fp"),
+			} {
+				counter.Reset()
+				before := dropped.Load()
+				res, err := store.Claim(ctx, rec)
+				if err != nil || res.Replayed || res.Record.ClaimID != "c1" || res.Record.State != rec.State {
+					t.Errorf("%s claim: %+v, %v; want the claim itself", rec.State, res, err)
+				}
+				if dropped.Load() != before+1 {
+					t.Fatalf("%s claim: no answer was dropped; the lost answer is not exercised", rec.State)
+				}
+				if got := counter.Ops(); !maps.Equal(got, server.want) {
+					t.Errorf("%s claim sent %v, want %v", rec.State, got, server.want)
+				}
+				if got, err := store.Get(ctx, rec.ID); err != nil || got.ClaimID != "c1" || got.State != rec.State {
+					t.Errorf("%s claim stored %+v, %v", rec.State, got, err)
+				}
+			}
+		})
+	}
+}
+
+// What the SDK's client really returns after its retries is classified as
+// the store's callers need: unavailable (a 503 for the API's clients) for
+// throttles, 5xx, 429, an exhausted retry quota and a deadline, after the
+// client retried them; not for client errors, which it does not retry.
 func TestClientErrorsAreClassified(t *testing.T) {
+	const attempts = 3
 	cases := []struct {
 		name        string
 		status      int
 		body        string
 		unavailable bool
+		retryer     func() aws.Retryer // the client's, if not fastRetryer(attempts)
+		sent        int                // attempts the server sees
 	}{
-		{"throttled throughout", 400, `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException"}`, true},
-		{"server errors throughout", 500, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError"}`, true},
-		{"503 without a body", 503, ``, true},
-		{"429 from a proxy", 429, `rate limited`, true},
-		{"validation", 400, `{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}`, false},
-		{"missing table", 400, `{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"}`, false},
+		{name: "throttled throughout", status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"slow down"}`, unavailable: true, sent: attempts},
+		{name: "provisioned throughput exceeded throughout", status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}`, unavailable: true, sent: attempts},
+		{name: "request limit exceeded throughout", status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#RequestLimitExceeded","message":"account limit"}`, unavailable: true, sent: attempts},
+		{name: "server errors throughout", status: 500, body: `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError"}`, unavailable: true, sent: attempts},
+		{name: "503 without a body", status: 503, body: ``, unavailable: true, sent: attempts},
+		{name: "429 from a proxy", status: 429, body: `rate limited`, unavailable: true, sent: attempts},
+		{
+			// A retry quota with room for one retry of a throttle (5
+			// tokens), not two: the client stops early, and says why.
+			name: "retry quota exhausted", status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException"}`, unavailable: true, sent: 2,
+			retryer: func() aws.Retryer {
+				return fastRetryer(attempts, func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.NewTokenRateLimit(9) })
+			},
+		},
+		{name: "validation", status: 400, body: `{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}`, unavailable: false, sent: 1},
+		{name: "missing table", status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"}`, unavailable: false, sent: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			var sent atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sent.Add(1)
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 				w.WriteHeader(tc.status)
 				io.WriteString(w, tc.body)
 			}))
 			defer srv.Close()
-			cfg := testenv.AWSConfig()
-			cfg.Retryer = func() aws.Retryer {
-				return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts, o.MaxBackoff = 2, time.Millisecond })
+			retryer := tc.retryer
+			if retryer == nil {
+				retryer = func() aws.Retryer { return fastRetryer(attempts) }
 			}
-			client, err := awslite.NewDynamoDB(cfg, func(o *awslite.Options) { o.BaseEndpoint = srv.URL })
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = idempotency.NewDynamoStore(client, "t").Get(context.Background(), idempotency.NewID("t", "k"))
+			client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+				o.BaseEndpoint = aws.String(srv.URL)
+				o.Retryer = retryer()
+			})
+			_, err := idempotency.NewDynamoStore(client, "t").Get(context.Background(), idempotency.NewID("t", "k"))
 			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
 				t.Errorf("unavailable = %v for %v, want %v", got, err, tc.unavailable)
 			}
+			if got := sent.Load(); got != int32(tc.sent) {
+				t.Errorf("the client sent %d attempts, want %d", got, tc.sent)
+			}
+			if tc.retryer != nil {
+				if !errors.As(err, new(ratelimit.QuotaExceededError)) {
+					t.Errorf("%v: want the quota named", err)
+				}
+			}
 		})
 	}
+
+	// hang answers nothing until the client hangs up (the server sees it
+	// once the body is read), or for long past the test's patience.
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	t.Run("deadline", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(hang))
+		defer srv.Close()
+		client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(srv.URL)
+			o.Retryer = fastRetryer(attempts)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := idempotency.NewDynamoStore(client, "t").Get(ctx, idempotency.NewID("t", "k"))
+		if !errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want ErrUnavailable for the deadline", err)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(hang))
+		defer srv.Close()
+		client := dynamodb.NewFromConfig(testenv.AWSConfig(), func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(srv.URL)
+			o.Retryer = fastRetryer(attempts)
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := idempotency.NewDynamoStore(client, "t").Get(ctx, idempotency.NewID("t", "k"))
+		if err == nil || errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want the cancellation, not ErrUnavailable", err)
+		}
+	})
 }

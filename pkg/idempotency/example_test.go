@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"time"
 
-	"github.com/onceupload/onceupload/pkg/awslite"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -74,7 +81,8 @@ func ExampleSchema() {
 		ExpiresAt: "ttl", State: "status",
 	}
 	fmt.Println(schema.Validate())
-	var client *awslite.DynamoDB // awslite.NewDynamoDB(cfg) in a program
+	var cfg aws.Config // config.LoadDefaultConfig(ctx) in a program, as in ExampleNewDynamoStore
+	client := dynamodb.NewFromConfig(cfg)
 	_ = idempotency.NewDynamoStore(client, "app-table", func(o *idempotency.Options) { o.Schema = schema })
 
 	schema.State = "data" // the caller's fields live in "data"
@@ -82,4 +90,51 @@ func ExampleSchema() {
 	// Output:
 	// <nil>
 	// idempotency: invalid schema: State and (fixed) data are both "data"
+}
+
+// A program passes its own SDK client, with the endpoint, retry and
+// middleware settings it chose, straight to the store; the caller's own
+// fields go in Data typed as DynamoDB stores them. (Compiled, not run: it
+// needs AWS.)
+func ExampleNewDynamoStore() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 5 })
+	store := idempotency.NewDynamoStore(client, "idempotency", func(o *idempotency.Options) { o.TTL = 48 * time.Hour })
+
+	data, err := attributevalue.MarshalMap(struct {
+		Object string `dynamodbav:"object"`
+		Size   int64  `dynamodbav:"size"`
+	}{Object: "uploads/tenant-1/u-1", Size: 1 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	id := idempotency.NewID("tenant-1", "client-key-0001")
+	res, err := store.Claim(ctx, idempotency.Record{
+		ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request", State: idempotency.StatePending,
+		Response: idempotency.Response{Status: 201, Body: []byte(`{"uploadId":"u-1"}`)}, Data: data,
+	})
+	switch {
+	case errors.Is(err, idempotency.ErrKeyReused):
+		fmt.Println("the key was used for another request")
+		return
+	case err != nil:
+		log.Fatal(err)
+	case res.Replayed:
+		fmt.Println("replay:", string(res.Record.Response.Body))
+		return
+	}
+	// Later, the upload arrived: complete the record if it is still this
+	// claim's and its size is the one recorded.
+	_, err = store.Update(ctx, id, "claim-1", idempotency.Update{
+		State:   idempotency.StateCompleted,
+		Require: map[string]types.AttributeValue{"size": data["size"]},
+		Data:    map[string]types.AttributeValue{"etag": &types.AttributeValueMemberS{Value: `"abc"`}},
+	})
+	if err != nil && !errors.Is(err, idempotency.ErrAlreadyCompleted) {
+		log.Fatal(err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -62,22 +63,24 @@ func (m *MemoryStore) Get(_ context.Context, id ID) (Record, error) {
 
 // Update behaves as DynamoStore.Update.
 func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update) (Record, error) {
-	if u.State != StatePending && u.State != StateCompleted {
-		return Record{}, fmt.Errorf("update %s: state %q is not a target", id, u.State)
+	if err := u.check(); err != nil {
+		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opts.Now()
 	r, ok := m.records[id]
-	switch {
-	case !ok || r.Expired(now) && !u.Revive || r.ClaimID != claimID:
-		return Record{}, fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
-	case r.State == StateCompleted:
-		return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: clone(r)})
+	var old *Record
+	if ok {
+		c := clone(r)
+		old = &c
+	}
+	if !ok || r.Expired(now) && !u.Revive || r.ClaimID != claimID || r.State == StateCompleted || r.State == StateAborted {
+		return Record{}, updateRefusal(id, claimID, u, old, now)
 	}
 	for k, v := range u.Require {
-		if got, ok := r.Data[k]; !ok || got != v {
-			return Record{}, fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrMismatch, Existing: clone(r)})
+		if got, ok := r.Data[k]; !ok || !reflect.DeepEqual(got, v) {
+			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
 	r = clone(r)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // ID addresses one record: the first 128 bits of SHA-256 over (tenant, key),
@@ -57,7 +59,14 @@ const (
 	StatePending State = "pending"
 	// StateCompleted: final. No update moves a record out of it.
 	StateCompleted State = "completed"
+	// StateAborted: final; the work was abandoned (an upload aborted by its
+	// client), and the recorded response says so.
+	StateAborted State = "aborted"
 )
+
+// A caller may keep states of its own between a claim and a final state
+// (pkg/upload's "aborting"): the store treats any state other than these
+// like StatePending.
 
 // Response is a recorded answer: a status code and a compact JSON body.
 type Response struct {
@@ -73,9 +82,10 @@ type Record struct {
 	Fingerprint string
 	State       State
 	Response    Response
-	// Data holds the caller's own attributes (stored as a DynamoDB map), for
-	// example the object key and size of an upload.
-	Data      map[string]string
+	// Data holds the caller's own attributes, stored as a DynamoDB map (for
+	// example an upload's object key and size, encoded with
+	// attributevalue.MarshalMap).
+	Data      map[string]types.AttributeValue
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is when the record stops existing for this package. Stored
@@ -107,6 +117,8 @@ var (
 	ErrInProgress = errors.New("idempotency: request in progress")
 	// ErrAlreadyCompleted: the record is completed; an update is a duplicate.
 	ErrAlreadyCompleted = errors.New("idempotency: record already completed")
+	// ErrAborted: the record is aborted, a final state; no update applies.
+	ErrAborted = errors.New("idempotency: record aborted")
 	// ErrMismatch: the record exists for this claim but a required data field
 	// differs (see Update.Require).
 	ErrMismatch = errors.New("idempotency: record does not match")
@@ -130,7 +142,7 @@ func (e *InProgressError) Error() string {
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
 // ConflictError carries the existing record when an operation finds one it
-// may not use: ErrKeyReused, ErrAlreadyCompleted or ErrMismatch.
+// may not use: ErrKeyReused, ErrAlreadyCompleted, ErrAborted or ErrMismatch.
 type ConflictError struct {
 	Err      error
 	Existing Record

@@ -3,10 +3,13 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/awslite"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Schema names the DynamoDB table's key and the attributes a record is
@@ -117,41 +120,29 @@ func (s Schema) Validate() error {
 	return nil
 }
 
-// schema is a Schema with its defaults applied and the expressions that
-// depend on its names built once, so a claim costs no more than with fixed
-// names. Its maps are shared by concurrent calls and never written.
+// schema is a Schema with its defaults applied.
 type schema struct {
 	Schema
-	err        error // from Validate, returned by every operation
-	claimNames map[string]string
-	stateNames map[string]string
+	err error // from Validate, returned by every operation
 }
 
-// claimCond lets a claim succeed on a free key: never claimed, expired, or
-// an in-progress claim whose lease ran out. Its names are the schema's
-// (claimNames).
-const claimCond = "attribute_not_exists(#pk) OR #exp < :now OR (#state = :in_progress AND #lease < :now_ms)"
-
 func newSchema(s Schema) *schema {
-	sc := &schema{Schema: s.withDefaults(), err: s.Validate()}
-	sc.claimNames = map[string]string{"#pk": sc.PartitionKey, "#exp": sc.ExpiresAt, "#state": sc.State, "#lease": sc.LeaseExpiresAt}
-	sc.stateNames = map[string]string{"#state": sc.State}
-	return sc
+	return &schema{Schema: s.withDefaults(), err: s.Validate()}
 }
 
 // key is the primary key of id's record.
-func (s *schema) key(id ID) map[string]awslite.AttributeValue {
-	return s.putKey(make(map[string]awslite.AttributeValue, 2), id)
+func (s *schema) key(id ID) map[string]types.AttributeValue {
+	return s.putKey(make(map[string]types.AttributeValue, 2), id)
 }
 
 // putKey writes the primary key of id's record into item.
-func (s *schema) putKey(item map[string]awslite.AttributeValue, id ID) map[string]awslite.AttributeValue {
+func (s *schema) putKey(item map[string]types.AttributeValue, id ID) map[string]types.AttributeValue {
 	if s.SortKey == "" {
-		item[s.PartitionKey] = str(s.KeyPrefix + string(id))
+		item[s.PartitionKey] = &types.AttributeValueMemberS{Value: s.KeyPrefix + string(id)}
 		return item
 	}
-	item[s.PartitionKey] = str(s.StaticPartitionValue)
-	item[s.SortKey] = str(s.KeyPrefix + string(id))
+	item[s.PartitionKey] = &types.AttributeValueMemberS{Value: s.StaticPartitionValue}
+	item[s.SortKey] = &types.AttributeValueMemberS{Value: s.KeyPrefix + string(id)}
 	return item
 }
 
@@ -163,80 +154,99 @@ func (s *schema) idAttr() string {
 	return s.PartitionKey
 }
 
-// toItem encodes a Record. The mapping is written out: the SDK's
-// feature/dynamodb/attributevalue produces the SDK's own attribute types,
-// which this package does not link (see DynamoDBAPI), and its struct tags
-// could not follow a configurable Schema anyway.
-func (s *schema) toItem(r Record) map[string]awslite.AttributeValue {
-	data := make(map[string]awslite.AttributeValue, len(r.Data))
-	for k, v := range r.Data {
-		data[k] = str(v)
+// fixedAttrs are the attributes whose names no Schema changes, encoded with
+// attributevalue. Times are epoch milliseconds.
+type fixedAttrs struct {
+	Tenant    string `dynamodbav:"tenant"`
+	ClaimID   string `dynamodbav:"claim_id"`
+	Status    int    `dynamodbav:"response_status,omitempty"`
+	CreatedAt int64  `dynamodbav:"created_at"`
+	UpdatedAt int64  `dynamodbav:"updated_at"`
+}
+
+// toItem encodes a Record: the fixed attributes with attributevalue, then
+// the ones the Schema names, and the caller's Data as a map.
+func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(fixedAttrs{
+		Tenant: r.Tenant, ClaimID: r.ClaimID, Status: r.Response.Status,
+		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
 	}
-	item := s.putKey(make(map[string]awslite.AttributeValue, 13), r.ID)
-	item[attrTenant] = str(r.Tenant)
-	item[attrClaimID] = str(r.ClaimID)
-	item[s.Fingerprint] = str(r.Fingerprint)
-	item[s.State] = str(string(r.State))
-	item[attrData] = awslite.AttributeValue{M: data} // a map, never NULL, so updates can SET data.x
-	item[attrCreated] = epochMillis(r.CreatedAt)
-	item[attrUpdated] = epochMillis(r.UpdatedAt)
+	s.putKey(item, r.ID)
+	item[s.Fingerprint] = &types.AttributeValueMemberS{Value: r.Fingerprint}
+	item[s.State] = &types.AttributeValueMemberS{Value: string(r.State)}
 	item[s.ExpiresAt] = epochSeconds(r.ExpiresAt)
-	if r.Response.Status != 0 {
-		item[attrStatus] = awslite.N(int64(r.Response.Status))
+	data := r.Data
+	if data == nil {
+		data = map[string]types.AttributeValue{}
 	}
+	item[attrData] = &types.AttributeValueMemberM{Value: data} // a map, never NULL, so updates can SET data.x
 	if len(r.Response.Body) > 0 {
-		item[s.ResponseBody] = str(string(r.Response.Body))
+		item[s.ResponseBody] = &types.AttributeValueMemberS{Value: string(r.Response.Body)}
 	}
 	if !r.LeaseExpiresAt.IsZero() {
 		item[s.LeaseExpiresAt] = epochMillis(r.LeaseExpiresAt)
 	}
-	return item
+	return item, nil
 }
 
 // fromItem decodes a stored Record, refusing items of another shape.
-func (s *schema) fromItem(av map[string]awslite.AttributeValue) (Record, error) {
-	var errs []error
-	str := func(name string) string {
-		v, ok := av[name].AsString()
-		if !ok {
-			errs = append(errs, fmt.Errorf("attribute %s: not a string", name))
-		}
-		return v
+func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
+	var fixed fixedAttrs
+	if err := attributevalue.UnmarshalMap(av, &fixed); err != nil {
+		return Record{}, fmt.Errorf("decode record: %w", err)
 	}
-	n := func(name string, optional bool) int64 {
-		v, present := av[name]
-		if v.N == nil {
-			if !optional || present {
-				errs = append(errs, fmt.Errorf("attribute %s: not a number", name))
+	var errs []error
+	str := func(name string, optional bool) string {
+		v, ok := av[name].(*types.AttributeValueMemberS)
+		if !ok {
+			if !optional || av[name] != nil {
+				errs = append(errs, fmt.Errorf("attribute %s: not a string", name))
 			}
+			return ""
+		}
+		return v.Value
+	}
+	num := func(name string, optional bool) int64 {
+		var n int64
+		if av[name] == nil && optional {
 			return 0
 		}
-		i, err := v.AsInt()
-		if err != nil {
+		if _, ok := av[name].(*types.AttributeValueMemberN); !ok {
+			errs = append(errs, fmt.Errorf("attribute %s: not a number", name))
+			return 0
+		}
+		if err := attributevalue.Unmarshal(av[name], &n); err != nil {
 			errs = append(errs, fmt.Errorf("attribute %s: %w", name, err))
 		}
-		return i
+		return n
 	}
-	id, ok := strings.CutPrefix(str(s.idAttr()), s.KeyPrefix)
+	for _, name := range []string{attrTenant, attrClaimID} {
+		str(name, false)
+	}
+	for _, name := range []string{attrCreated, attrUpdated} {
+		num(name, false)
+	}
+	id, ok := strings.CutPrefix(str(s.idAttr(), false), s.KeyPrefix)
 	if !ok {
 		errs = append(errs, fmt.Errorf("attribute %s: no prefix %q", s.idAttr(), s.KeyPrefix))
 	}
 	r := Record{
-		ID: ID(id), Tenant: str(attrTenant), ClaimID: str(attrClaimID), Fingerprint: str(s.Fingerprint),
-		State: State(str(s.State)), Response: Response{Status: int(n(attrStatus, true))},
-		CreatedAt: time.UnixMilli(n(attrCreated, false)), UpdatedAt: time.UnixMilli(n(attrUpdated, false)),
-		ExpiresAt: time.Unix(n(s.ExpiresAt, false), 0), Data: map[string]string{},
+		ID: ID(id), Tenant: fixed.Tenant, ClaimID: fixed.ClaimID, Fingerprint: str(s.Fingerprint, false),
+		State: State(str(s.State, false)), Response: Response{Status: fixed.Status},
+		CreatedAt: time.UnixMilli(fixed.CreatedAt), UpdatedAt: time.UnixMilli(fixed.UpdatedAt),
+		ExpiresAt: time.Unix(num(s.ExpiresAt, false), 0), Data: map[string]types.AttributeValue{},
 	}
-	if body, ok := av[s.ResponseBody].AsString(); ok {
+	if body := str(s.ResponseBody, true); body != "" {
 		r.Response.Body = []byte(body)
 	}
-	if lease := n(s.LeaseExpiresAt, true); lease != 0 {
+	if lease := num(s.LeaseExpiresAt, true); lease != 0 {
 		r.LeaseExpiresAt = time.UnixMilli(lease)
 	}
-	for k, v := range av[attrData].M {
-		if sv, ok := v.AsString(); ok {
-			r.Data[k] = sv
-		}
+	if m, ok := av[attrData].(*types.AttributeValueMemberM); ok {
+		maps.Copy(r.Data, m.Value)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Record{}, fmt.Errorf("decode record: %w", err)
@@ -244,8 +254,10 @@ func (s *schema) fromItem(av map[string]awslite.AttributeValue) (Record, error) 
 	return r, nil
 }
 
-func str(s string) awslite.AttributeValue { return awslite.S(s) }
+func epochSeconds(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
+}
 
-func epochSeconds(t time.Time) awslite.AttributeValue { return awslite.N(t.Unix()) }
-
-func epochMillis(t time.Time) awslite.AttributeValue { return awslite.N(t.UnixMilli()) }
+func epochMillis(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestStoredItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			store := idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), tc.table, tc.opt)
+			store := idempotency.NewDynamoStore(client, tc.table, tc.opt)
 			key := map[string]types.AttributeValue{}
 			for k, v := range tc.key {
 				key[k] = &types.AttributeValueMemberS{Value: v}
@@ -89,10 +90,14 @@ func TestStoredItems(t *testing.T) {
 				return out.Item
 			}
 			rec := inProgress(id, "c1", "fp")
-			rec.Data = map[string]string{"order": "o-1"}
+			rec.Data = map[string]types.AttributeValue{"order": s("o-1"), "size": n("42")}
 			mustClaim(t, store, rec)
-			if got := attributeShape(raw()); !maps.Equal(got, tc.claimed) {
+			item := raw()
+			if got := attributeShape(item); !maps.Equal(got, tc.claimed) {
 				t.Errorf("claimed item = %v,\n want %v", got, tc.claimed)
+			}
+			if data, ok := item["data"].(*types.AttributeValueMemberM); !ok || !reflect.DeepEqual(data.Value, rec.Data) {
+				t.Errorf("claimed data = %#v, want the map %#v", item["data"], rec.Data)
 			}
 			if _, err := store.Update(ctx, id, "c1", idempotency.Update{
 				State: idempotency.StateCompleted, Response: &idempotency.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,

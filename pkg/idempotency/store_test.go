@@ -3,8 +3,12 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -34,19 +38,19 @@ func factories() map[string]storeFactory {
 		},
 		"dynoxide": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTable(t, client), opts(c))
+			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
 		},
 		"dynalite": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), nil), testenv.NewTable(t, client), opts(c))
+			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
 		},
 		"dynoxide, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynoxide(t), nil), testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
 		},
 		"dynalite, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(testenv.LiteDynamo(sharedDynalite(t), nil), testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
 		},
 	}
 }
@@ -61,11 +65,23 @@ func singleTable(o *idempotency.Options) {
 	}
 }
 
+// s is a string attribute value, the kind of most Data fields.
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// n is a number attribute value.
+func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+
+// isS reports whether av is the string attribute value want.
+func isS(av types.AttributeValue, want string) bool {
+	v, ok := av.(*types.AttributeValueMemberS)
+	return ok && v.Value == want
+}
+
 func pending(id idempotency.ID, claim, fp, body string) idempotency.Record {
 	return idempotency.Record{
 		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StatePending,
 		Response: idempotency.Response{Status: 201, Body: []byte(body)},
-		Data:     map[string]string{"size": "42", "object": "uploads/x"},
+		Data:     map[string]types.AttributeValue{"size": s("42"), "object": s("uploads/x")},
 	}
 }
 
@@ -73,9 +89,9 @@ func inProgress(id idempotency.ID, claim, fp string) idempotency.Record {
 	return idempotency.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StateInProgress}
 }
 
-func mustClaim(t *testing.T, s idempotency.Store, rec idempotency.Record) idempotency.ClaimResult {
+func mustClaim(t *testing.T, st idempotency.Store, rec idempotency.Record) idempotency.ClaimResult {
 	t.Helper()
-	res, err := s.Claim(context.Background(), rec)
+	res, err := st.Claim(context.Background(), rec)
 	if err != nil {
 		t.Fatalf("Claim(%s): %v", rec.ClaimID, err)
 	}
@@ -84,10 +100,10 @@ func mustClaim(t *testing.T, s idempotency.Store, rec idempotency.Record) idempo
 
 func TestStoreConformance(t *testing.T) {
 	ctx := context.Background()
-	cases := map[string]func(t *testing.T, s idempotency.Store, c *clock){
-		"claim then replay": func(t *testing.T, s idempotency.Store, c *clock) {
+	cases := map[string]func(t *testing.T, st idempotency.Store, c *clock){
+		"claim then replay": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-claim-replay")
-			first := mustClaim(t, s, pending(id, "c1", "fp", `{"n":1}`))
+			first := mustClaim(t, st, pending(id, "c1", "fp", `{"n":1}`))
 			if first.Replayed {
 				t.Fatal("first claim replayed")
 			}
@@ -95,179 +111,262 @@ func TestStoreConformance(t *testing.T) {
 				t.Errorf("ExpiresAt = %v, want %v", first.Record.ExpiresAt, want)
 			}
 			c.Advance(time.Minute)
-			again := mustClaim(t, s, pending(id, "c2", "fp", `{"n":2}`))
+			again := mustClaim(t, st, pending(id, "c2", "fp", `{"n":2}`))
 			if !again.Replayed || again.Record.ClaimID != "c1" || string(again.Record.Response.Body) != `{"n":1}` {
 				t.Fatalf("replay = %+v, want claim c1 with the first body", again)
 			}
 			if !again.Record.ExpiresAt.Equal(first.Record.ExpiresAt) {
 				t.Errorf("a replay moved the expiry: %v -> %v", first.Record.ExpiresAt, again.Record.ExpiresAt)
 			}
-			got, err := s.Get(ctx, id)
-			if err != nil || got.ClaimID != "c1" || got.Data["size"] != "42" || got.Tenant != "tenant-a" {
+			got, err := st.Get(ctx, id)
+			if err != nil || got.ClaimID != "c1" || !isS(got.Data["size"], "42") || got.Tenant != "tenant-a" {
 				t.Fatalf("Get = %+v, %v", got, err)
 			}
 		},
-		"another fingerprint is a reuse": func(t *testing.T, s idempotency.Store, c *clock) {
+		"another fingerprint is a reuse": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-reuse")
-			mustClaim(t, s, pending(id, "c1", "fp-1", `{}`))
-			_, err := s.Claim(ctx, pending(id, "c2", "fp-2", `{}`))
+			mustClaim(t, st, pending(id, "c1", "fp-1", `{}`))
+			_, err := st.Claim(ctx, pending(id, "c2", "fp-2", `{}`))
 			var conflict *idempotency.ConflictError
 			if !errors.Is(err, idempotency.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
 				t.Fatalf("err = %v, want ErrKeyReused naming c1", err)
 			}
 		},
-		"expired record is absent and claimable": func(t *testing.T, s idempotency.Store, c *clock) {
+		"expired record is absent and claimable": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-expiry")
-			mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL)
-			if _, err := s.Get(ctx, id); err != nil {
+			if _, err := st.Get(ctx, id); err != nil {
 				t.Fatalf("Get at exactly the expiry second: %v, want the record", err)
 			}
 			c.Advance(time.Second)
-			if _, err := s.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("Get after expiry: %v, want ErrNotFound", err)
 			}
-			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("Update after expiry: %v, want ErrNotFound", err)
 			}
 			// Another fingerprint may claim it: the old claim no longer exists.
-			res := mustClaim(t, s, pending(id, "c2", "fp-other", `{}`))
+			res := mustClaim(t, st, pending(id, "c2", "fp-other", `{}`))
 			if res.Replayed || res.Record.ClaimID != "c2" {
 				t.Fatalf("claim after expiry = %+v, want a fresh claim c2", res)
 			}
 		},
-		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, s idempotency.Store, c *clock) {
+		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-revive")
-			mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			done, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true})
+			done, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true})
 			if err != nil || done.State != idempotency.StateCompleted || done.Expired(c.Now()) {
 				t.Fatalf("revive: %+v %v", done, err)
 			}
-			if got, err := s.Get(ctx, id); err != nil || got.State != idempotency.StateCompleted {
+			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StateCompleted {
 				t.Fatalf("Get after revive: %+v %v", got, err)
 			}
 			c.Advance(testTTL + time.Second)
-			mustClaim(t, s, pending(id, "c2", "fp", `{}`))
+			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("revive of an older claim over a newer one: %v, want ErrNotFound", err)
 			}
 		},
-		"in progress blocks, then the lease can be taken over": func(t *testing.T, s idempotency.Store, c *clock) {
+		"in progress blocks, then the lease can be taken over": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-lease")
-			mustClaim(t, s, inProgress(id, "c1", "fp"))
+			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			c.Advance(3 * time.Second)
-			_, err := s.Claim(ctx, inProgress(id, "c2", "fp"))
+			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
 			var ip *idempotency.InProgressError
 			if !errors.As(err, &ip) || !errors.Is(err, idempotency.ErrInProgress) || ip.RetryAfter != 7*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 7s", err)
 			}
-			if _, err := s.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, idempotency.ErrKeyReused) {
+			if _, err := st.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, idempotency.ErrKeyReused) {
 				t.Fatalf("other fingerprint during lease: %v, want ErrKeyReused", err)
 			}
 			c.Advance(testLease)
-			res := mustClaim(t, s, inProgress(id, "c3", "fp"))
+			res := mustClaim(t, st, inProgress(id, "c3", "fp"))
 			if res.Replayed || res.Record.ClaimID != "c3" {
 				t.Fatalf("takeover = %+v, want fresh claim c3", res)
 			}
 			// The first claimant's late work finds its claim gone.
-			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("late update of a taken-over claim: %v, want ErrNotFound", err)
 			}
 		},
-		"a claim's own lease replaces the store's": func(t *testing.T, s idempotency.Store, c *clock) {
+		"a claim's own lease replaces the store's": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-own-lease")
 			rec := inProgress(id, "c1", "fp")
 			rec.Lease = 3 * time.Second
-			if got := mustClaim(t, s, rec).Record; !got.LeaseExpiresAt.Equal(c.Now().Add(3*time.Second)) || got.Lease != 0 {
+			if got := mustClaim(t, st, rec).Record; !got.LeaseExpiresAt.Equal(c.Now().Add(3*time.Second)) || got.Lease != 0 {
 				t.Fatalf("LeaseExpiresAt, Lease = %v, %v; want now+3s, 0 (not stored)", got.LeaseExpiresAt, got.Lease)
 			}
-			_, err := s.Claim(ctx, inProgress(id, "c2", "fp"))
+			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
 			var ip *idempotency.InProgressError
 			if !errors.As(err, &ip) || ip.RetryAfter != 3*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 3s", err)
 			}
 			c.Advance(3*time.Second + time.Millisecond)
-			if res := mustClaim(t, s, inProgress(id, "c3", "fp")); res.Replayed || res.Record.ClaimID != "c3" {
+			if res := mustClaim(t, st, inProgress(id, "c3", "fp")); res.Replayed || res.Record.ClaimID != "c3" {
 				t.Fatalf("takeover after the claim's own lease = %+v, want fresh claim c3", res)
 			}
 		},
-		"record a response after in-progress work": func(t *testing.T, s idempotency.Store, c *clock) {
+		"record a response after in-progress work": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-record")
-			mustClaim(t, s, inProgress(id, "c1", "fp"))
-			got, err := s.Update(ctx, id, "c1", idempotency.Update{
+			mustClaim(t, st, inProgress(id, "c1", "fp"))
+			got, err := st.Update(ctx, id, "c1", idempotency.Update{
 				State: idempotency.StatePending, Response: &idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`)},
-				Data: map[string]string{"upload": "u-1"},
+				Data: map[string]types.AttributeValue{"upload": s("u-1")},
 			})
-			if err != nil || got.State != idempotency.StatePending || !got.LeaseExpiresAt.IsZero() || got.Data["upload"] != "u-1" {
+			if err != nil || got.State != idempotency.StatePending || !got.LeaseExpiresAt.IsZero() || !isS(got.Data["upload"], "u-1") {
 				t.Fatalf("Update = %+v, %v", got, err)
 			}
-			res := mustClaim(t, s, inProgress(id, "c2", "fp"))
+			res := mustClaim(t, st, inProgress(id, "c2", "fp"))
 			if !res.Replayed || string(res.Record.Response.Body) != `{"ok":true}` || res.Record.Response.Status != 201 {
 				t.Fatalf("replay after record = %+v", res)
 			}
 		},
-		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, s idempotency.Store, c *clock) {
+		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-complete")
-			claimed := mustClaim(t, s, pending(id, "c1", "fp", `{}`))
+			claimed := mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(time.Minute)
 			u := idempotency.Update{
-				State: idempotency.StateCompleted, Data: map[string]string{"etag": "abc"},
-				Require: map[string]string{"size": "42"}, RestartExpiry: true,
+				State: idempotency.StateCompleted, Data: map[string]types.AttributeValue{"etag": s("abc")},
+				Require: map[string]types.AttributeValue{"size": s("42")}, RestartExpiry: true,
 			}
-			if _, err := s.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]string{"size": "41"}}); !errors.Is(err, idempotency.ErrMismatch) {
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"size": s("41")}}); !errors.Is(err, idempotency.ErrMismatch) {
 				t.Fatalf("size mismatch: %v, want ErrMismatch", err)
 			}
-			if _, err := s.Update(ctx, id, "someone-else", u); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "someone-else", u); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("other claim id: %v, want ErrNotFound", err)
 			}
-			got, err := s.Update(ctx, id, "c1", u)
+			got, err := st.Update(ctx, id, "c1", u)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State != idempotency.StateCompleted || got.Data["etag"] != "abc" || got.Data["size"] != "42" {
+			if got.State != idempotency.StateCompleted || !isS(got.Data["etag"], "abc") || !isS(got.Data["size"], "42") {
 				t.Fatalf("completed record = %+v", got)
 			}
 			if want := c.Now().Add(testTTL); !got.ExpiresAt.Equal(want) || !got.ExpiresAt.After(claimed.Record.ExpiresAt) {
 				t.Errorf("ExpiresAt = %v, want restarted to %v", got.ExpiresAt, want)
 			}
 			var conflict *idempotency.ConflictError
-			_, err = s.Update(ctx, id, "c1", u)
-			if !errors.Is(err, idempotency.ErrAlreadyCompleted) || !errors.As(err, &conflict) || conflict.Existing.Data["etag"] != "abc" {
+			_, err = st.Update(ctx, id, "c1", u)
+			if !errors.Is(err, idempotency.ErrAlreadyCompleted) || !errors.As(err, &conflict) || !isS(conflict.Existing.Data["etag"], "abc") {
 				t.Fatalf("duplicate: %v, want ErrAlreadyCompleted with the record", err)
 			}
 		},
-		"release frees only an in-progress claim of the same id": func(t *testing.T, s idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-release")
-			mustClaim(t, s, inProgress(id, "c1", "fp"))
-			if err := s.Release(ctx, id, "not-me"); err != nil {
+		"a caller's own state passes, aborted is final": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-abort")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			const aborting idempotency.State = "aborting" // pkg/upload's state between pending and aborted
+			got, err := st.Update(ctx, id, "c1", idempotency.Update{State: aborting, Data: map[string]types.AttributeValue{"reason": s("client")}})
+			if err != nil || got.State != aborting || !isS(got.Data["reason"], "client") || !isS(got.Data["size"], "42") {
+				t.Fatalf("to %s: %+v, %v", aborting, got, err)
+			}
+			// A caller's own state is held like pending: a retry replays it.
+			if res := mustClaim(t, st, pending(id, "c2", "fp", `{}`)); !res.Replayed || res.Record.State != aborting {
+				t.Fatalf("claim while %s = %+v, want a replay of it", aborting, res)
+			}
+			got, err = st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StateAborted, Response: &idempotency.Response{Status: 200, Body: []byte(`{"status":"aborted"}`)},
+			})
+			if err != nil || got.State != idempotency.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
+				t.Fatalf("to aborted: %+v, %v", got, err)
+			}
+			for _, next := range []idempotency.State{idempotency.StateAborted, idempotency.StateCompleted, idempotency.StatePending, aborting} {
+				_, err := st.Update(ctx, id, "c1", idempotency.Update{State: next})
+				var conflict *idempotency.ConflictError
+				if !errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrAlreadyCompleted) ||
+					!errors.As(err, &conflict) || conflict.Existing.State != idempotency.StateAborted || conflict.Existing.ClaimID != "c1" {
+					t.Fatalf("aborted -> %s: %v, want ErrAborted with the record", next, err)
+				}
+			}
+			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StateAborted || got.Response.Status != 200 {
+				t.Fatalf("Get after refused updates = %+v, %v; want the aborted record unchanged", got, err)
+			}
+			if res := mustClaim(t, st, pending(id, "c3", "fp", `{}`)); !res.Replayed || res.Record.State != idempotency.StateAborted ||
+				string(res.Record.Response.Body) != `{"status":"aborted"}` {
+				t.Fatalf("claim of an aborted record = %+v, want a replay of its response", res)
+			}
+		},
+		"in progress and no state are not targets": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-targets")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			for _, bad := range []idempotency.State{idempotency.StateInProgress, ""} {
+				_, err := st.Update(ctx, id, "c1", idempotency.Update{State: bad, Data: map[string]types.AttributeValue{"x": s("y")}})
+				if err == nil || errors.Is(err, idempotency.ErrNotFound) || errors.Is(err, idempotency.ErrMismatch) {
+					t.Errorf("Update to %q: %v, want it refused as a target", bad, err)
+				}
+			}
+			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StatePending || got.Data["x"] != nil {
+				t.Fatalf("Get after refused updates = %+v, %v; want the record unchanged", got, err)
+			}
+		},
+		"data keeps its types": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-typed-data")
+			rec := pending(id, "c1", "fp", `{}`)
+			rec.Data = map[string]types.AttributeValue{
+				"object":    s("uploads/x"),
+				"size":      n("1048576"),
+				"multipart": &types.AttributeValueMemberBOOL{Value: true},
+				"parts":     &types.AttributeValueMemberL{Value: []types.AttributeValue{n("1"), n("2")}},
+				"meta":      &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"content_type": s("image/png")}},
+			}
+			want := maps.Clone(rec.Data)
+			if got := mustClaim(t, st, rec).Record; !reflect.DeepEqual(got.Data, want) {
+				t.Errorf("claimed Data = %#v, want %#v", got.Data, want)
+			}
+			if got, err := st.Get(ctx, id); err != nil || !reflect.DeepEqual(got.Data, want) {
+				t.Fatalf("Get Data = %#v, %v; want %#v", got.Data, err, want)
+			}
+			// A number is not the string of its digits.
+			_, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"size": s("1048576")}})
+			if !errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("Require of a string where a number is stored: %v, want ErrMismatch", err)
+			}
+			got, err := st.Update(ctx, id, "c1", idempotency.Update{
+				State:   idempotency.StateCompleted,
+				Require: map[string]types.AttributeValue{"size": n("1048576"), "multipart": &types.AttributeValueMemberBOOL{Value: true}},
+				Data:    map[string]types.AttributeValue{"etag": s("abc"), "parts": &types.AttributeValueMemberL{Value: []types.AttributeValue{n("1"), n("2"), n("3")}}},
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(ctx, id); err != nil {
+			want["etag"] = s("abc")
+			want["parts"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{n("1"), n("2"), n("3")}}
+			if !reflect.DeepEqual(got.Data, want) {
+				t.Errorf("updated Data = %#v, want %#v", got.Data, want)
+			}
+		},
+		"release frees only an in-progress claim of the same id": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-release")
+			mustClaim(t, st, inProgress(id, "c1", "fp"))
+			if err := st.Release(ctx, id, "not-me"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Get(ctx, id); err != nil {
 				t.Fatalf("released by a stranger: %v", err)
 			}
-			if err := s.Release(ctx, id, "c1"); err != nil {
+			if err := st.Release(ctx, id, "c1"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("after release: %v, want ErrNotFound", err)
 			}
-			mustClaim(t, s, pending(id, "c2", "fp", `{}`))
-			if err := s.Release(ctx, id, "c2"); err != nil {
+			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
+			if err := st.Release(ctx, id, "c2"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(ctx, id); err != nil {
+			if _, err := st.Get(ctx, id); err != nil {
 				t.Fatalf("release deleted a pending record: %v", err)
 			}
 		},
-		"tenants never share a key": func(t *testing.T, s idempotency.Store, c *clock) {
+		"tenants never share a key": func(t *testing.T, st idempotency.Store, c *clock) {
 			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")
 			if a == b {
 				t.Fatal("two tenants got the same id")
 			}
-			mustClaim(t, s, pending(a, "c1", "fp", `{}`))
-			if res := mustClaim(t, s, pending(b, "c2", "fp", `{}`)); res.Replayed {
+			mustClaim(t, st, pending(a, "c1", "fp", `{}`))
+			if res := mustClaim(t, st, pending(b, "c2", "fp", `{}`)); res.Replayed {
 				t.Fatal("tenant b replayed tenant a's record")
 			}
 		},

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -20,14 +19,10 @@ import (
 // real SDK presigner (pure CPU), so the benchmarks measure our hot path.
 func benchService(b *testing.B) (*upload.Service, *idempotency.MemoryStore) {
 	b.Helper()
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")}
-	s3c, err := awslite.NewS3(awsCfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s3c := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
 	store := idempotency.NewMemoryStore()
 	cfg := upload.Config{Bucket: "bench-bucket", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5 << 30}
-	presigner := upload.NewPresignerAt(s3c.BucketEndpoint(cfg.Bucket), awsCfg.Region, awsCfg.Credentials)
+	presigner := upload.NewPresigner(s3c, cfg.Bucket)
 	svc := upload.New(store, presigner, s3c, cfg, func(o *upload.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})

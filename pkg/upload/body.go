@@ -4,28 +4,80 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// Keys of the attributes the service records in idempotency.Record.Data.
-const (
-	dataObjectKey   = "object_key"
-	dataFilename    = "filename"
-	dataContentType = "content_type"
-	dataSize        = "size"
-	dataSHA256      = "sha256"
-	dataURLExpires  = "url_expires_at" // RFC 3339
-	dataETag        = "etag"
-	dataCompletedAt = "completed_at" // RFC 3339, of completion or abort
-	dataPartSize    = "part_size"    // set for multipart uploads only
-	dataS3UploadID  = "s3_upload_id" // the S3 multipart upload's id
-	dataChecksum    = "checksum_sha256"
-	dataStatus      = "status" // "aborted" on an aborted, final record
-)
+// stateAborting is a pending multipart upload whose abort has begun: if the
+// abort stops half-way, whoever finds the S3 upload gone knows it was
+// aborted. The record's other states are idempotency's: in progress (a
+// multipart create's lease), pending, aborted and completed.
+const stateAborting idempotency.State = "aborting"
+
+// fields are the service's own attributes of an upload, kept in
+// idempotency.Record.Data and encoded with attributevalue. Every field is
+// omitempty so that an update can carry only the fields it sets.
+type fields struct {
+	ObjectKey   string `dynamodbav:"object_key,omitempty"`
+	Filename    string `dynamodbav:"filename,omitempty"`
+	ContentType string `dynamodbav:"content_type,omitempty"`
+	Size        int64  `dynamodbav:"size,omitempty"` // attrSize
+	SHA256      string `dynamodbav:"sha256,omitempty"`
+	// URLExpires is when the recorded body's URL stops working (RFC 3339).
+	URLExpires string `dynamodbav:"url_expires_at,omitempty"`
+	ETag       string `dynamodbav:"etag,omitempty"`
+	// CompletedAt is the time of completion or abort (RFC 3339).
+	CompletedAt string `dynamodbav:"completed_at,omitempty"`
+	// PartSize is set for multipart uploads only.
+	PartSize int64 `dynamodbav:"part_size,omitempty"`
+	// S3UploadID is the S3 multipart upload's id.
+	S3UploadID string `dynamodbav:"s3_upload_id,omitempty"`
+	// Checksum is a multipart object's composite SHA-256 ("base64-N").
+	Checksum string `dynamodbav:"checksum_sha256,omitempty"`
+}
+
+// attrSize is the name of fields.Size, which finalize's update requires.
+const attrSize = "size"
+
+// attrs encodes f for a claim or an update.
+func (f fields) attrs() (map[string]types.AttributeValue, error) {
+	m, err := attributevalue.MarshalMap(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode upload fields: %w", err)
+	}
+	return m, nil
+}
+
+// stored is an upload's record with its fields decoded once.
+type stored struct {
+	idempotency.Record
+	fields
+}
+
+// decodeStored decodes rec's fields.
+func decodeStored(rec idempotency.Record) (stored, error) {
+	s := stored{Record: rec}
+	if err := attributevalue.UnmarshalMap(rec.Data, &s.fields); err != nil {
+		return stored{}, fmt.Errorf("record %s: %w", rec.ClaimID, err)
+	}
+	if s.Size <= 0 || s.ObjectKey == "" || s.PartSize < 0 {
+		return stored{}, fmt.Errorf("record %s: size %d, part size %d, object key %q: not an upload", rec.ClaimID, s.Size, s.PartSize, s.ObjectKey)
+	}
+	return s, nil
+}
+
+// multipart reports whether the upload goes up in parts.
+func (s *stored) multipart() bool { return s.PartSize > 0 }
+
+// final reports whether the record is in a final state.
+func (s *stored) final() bool {
+	return s.State == idempotency.StateCompleted || s.State == idempotency.StateAborted
+}
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
 // JSON for API clients, and "a&b.jpg" reads better than "a\u0026b.jpg".
@@ -39,46 +91,33 @@ func encode(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// completedBody renders the final response of a completed record. Finalize
-// records its parts (etag, completion time) with one UpdateItem, so the body
-// is rendered from the record; the rendering is deterministic, so every
-// replay returns the same bytes.
-//
-// A final record is either completed or, for a multipart upload, aborted.
-func completedBody(rec idempotency.Record) ([]byte, error) {
-	u, err := uploadFromRecord(rec)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Data[dataStatus] == api.StatusAborted {
+// finalBody renders the response of a final record: completed or, for a
+// multipart upload, aborted. Finalize records its parts (etag, completion
+// time) with one UpdateItem, so the body is rendered from the record; the
+// rendering is deterministic, so every replay returns the same bytes.
+func finalBody(s stored) ([]byte, error) {
+	u := s.upload()
+	if s.State == idempotency.StateAborted {
 		u.Status = api.StatusAborted
 		return encode(u)
 	}
 	u.Status = api.StatusCompleted
-	u.ETag = rec.Data[dataETag]
-	u.CompletedAt = rec.Data[dataCompletedAt]
-	u.CompositeSHA256 = rec.Data[dataChecksum]
+	u.ETag = s.ETag
+	u.CompletedAt = s.CompletedAt
+	u.CompositeSHA256 = s.Checksum
 	return encode(u)
 }
 
-func uploadFromRecord(rec idempotency.Record) (api.Upload, error) {
-	d := rec.Data
-	size, err := strconv.ParseInt(d[dataSize], 10, 64)
-	if err != nil {
-		return api.Upload{}, fmt.Errorf("record %s: bad size %q", rec.ClaimID, d[dataSize])
-	}
+// upload is the pending body's upload, without instructions.
+func (s *stored) upload() api.Upload {
 	u := api.Upload{
-		UploadID: rec.ClaimID, Status: api.StatusPending, StorageKey: d[dataObjectKey], Filename: d[dataFilename],
-		ContentType: d[dataContentType], Bytes: size, SHA256: d[dataSHA256],
+		UploadID: s.ClaimID, Status: api.StatusPending, StorageKey: s.ObjectKey, Filename: s.Filename,
+		ContentType: s.ContentType, Bytes: s.Size, SHA256: s.SHA256,
 	}
-	if d[dataPartSize] != "" {
-		partSize, err := strconv.ParseInt(d[dataPartSize], 10, 64)
-		if err != nil || partSize <= 0 {
-			return api.Upload{}, fmt.Errorf("record %s: bad part size %q", rec.ClaimID, d[dataPartSize])
-		}
-		u.Multipart = &api.Multipart{PartSize: partSize, PartCount: api.PartCount(size, partSize)}
+	if s.multipart() {
+		u.Multipart = &api.Multipart{PartSize: s.PartSize, PartCount: api.PartCount(s.Size, s.PartSize)}
 	}
-	return u, nil
+	return u
 }
 
 // unquoteETag drops the quotes S3 keeps around an ETag in headers (events

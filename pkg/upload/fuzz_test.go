@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,10 +25,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -280,11 +280,13 @@ func FuzzParseUploadID(f *testing.F) {
 // are not used.
 type absentObjects struct{ ObjectAPI }
 
-func (absentObjects) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
-	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
+func (absentObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &s3types.NotFound{}
 }
 
-func (absentObjects) DeleteObject(context.Context, *awslite.DeleteObjectInput) error { return nil }
+func (absentObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
+}
 
 // The one live upload of FuzzFinalizeObjectKey: tenant-a's key
 // fuzz-finalize-key-0001 with 16 random bytes of 0xab, so its id is fixed
@@ -335,8 +337,8 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 	f.Add("uploads/"+live, int64(fuzzFinalizeSize), false)
 	f.Add("uploads/"+live, int64(-1), true)
 	// The real presigner (pure CPU), built once: it keeps no state.
-	presigner := NewPresignerAt(url.URL{Scheme: "https", Host: fuzzFinalizeBucket + ".s3.us-east-1.amazonaws.com"}, "us-east-1",
-		credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
+	presigner := NewPresigner(s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}),
+		fuzzFinalizeBucket)
 	f.Fuzz(func(t *testing.T, key string, size int64, sameBucket bool) {
 		ctx := context.Background()
 		for _, prefix := range fuzzFinalizePrefixes {

@@ -12,16 +12,18 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -42,15 +44,15 @@ func TestMain(m *testing.M) {
 
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
-	svc     *upload.Service
-	store   *idempotency.DynamoStore
-	cfg     upload.Config
-	signer  *upload.SigV4Presigner
-	s3      *s3.Client  // the test's own view of the bucket, not counted
-	lite    *awslite.S3 // the service's S3 client, as the functions have it
-	bucket  string
-	dynamo  testenv.Counter
-	objects testenv.Counter
+	svc           *upload.Service
+	store         *idempotency.DynamoStore
+	cfg           upload.Config
+	signer        *upload.S3Presigner
+	s3            *s3.Client // the test's own view of the bucket, not counted
+	objectsClient *s3.Client // the service's S3 client, counted in objects
+	bucket        string
+	dynamo        testenv.Counter
+	objects       testenv.Counter
 	*testenv.Clock
 }
 
@@ -60,18 +62,20 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	dynamoURL := dynoxide.Endpoint(t)
 	ddb := testenv.DynamoClient(dynamoURL, nil)
 	e.s3 = testenv.S3Client(versity.Endpoint(t), nil)
-	e.lite = testenv.LiteS3(versity.Endpoint(t), &e.objects)
+	e.objectsClient = testenv.S3Client(versity.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
-	store := idempotency.NewDynamoStore(testenv.LiteDynamo(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	presigner := upload.NewPresignerAt(e.lite.BucketEndpoint(e.bucket), testenv.Region, testenv.AWSConfig().Credentials)
+	// The functions presign with their S3 client too; a presign sends
+	// nothing, so it adds no count.
+	presigner := upload.NewPresigner(e.objectsClient, e.bucket)
 	e.store, e.cfg, e.signer = store, cfg, presigner
-	e.svc = upload.New(store, presigner, e.lite, cfg, func(o *upload.Options) {
+	e.svc = upload.New(store, presigner, e.objectsClient, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -430,8 +434,8 @@ type replacingObjects struct {
 	once    sync.Once
 }
 
-func (r *replacingObjects) HeadObject(ctx context.Context, in *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
-	out, err := r.ObjectAPI.HeadObject(ctx, in)
+func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	out, err := r.ObjectAPI.HeadObject(ctx, in, optFns...)
 	r.once.Do(r.replace)
 	return out, err
 }
@@ -451,7 +455,7 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: strings.NewReader("short")}); err != nil {
 		t.Fatal(err)
 	}
-	racing := &replacingObjects{ObjectAPI: e.lite, replace: func() {
+	racing := &replacingObjects{ObjectAPI: e.objectsClient, replace: func() {
 		if code := put(t, u, content, nil); code != http.StatusOK {
 			t.Errorf("the right bytes: %d", code)
 		}
@@ -498,4 +502,186 @@ func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
 	if err != nil || !replay.Replayed || decode(t, replay.Body).Status != api.StatusCompleted || decode(t, replay.Body).UploadID != u.UploadID {
 		t.Fatalf("the key after the late event: %v %s; want its completed upload, not a new one", err, replay.Body)
 	}
+}
+
+// A deployment's prefix is free text, so an object key may need every kind
+// of escaping in a URL: spaces, non-ASCII, "+", "%", "=", "~". Each S3 call
+// the service makes (the presigned PUT and parts, HeadObject, DeleteObject,
+// CreateMultipartUpload, ListParts, CompleteMultipartUpload,
+// AbortMultipartUpload) reaches the one object the key names.
+func TestKeysThatNeedEscaping(t *testing.T) {
+	ctx := context.Background()
+	const prefix = "in box+/é ü/50%+50%=~x/"
+	e := newEnv(t, 15*time.Minute, func(c *upload.Config) { c.Prefix, c.MaxUploadBytes = prefix, api.MaxMultipartBytes })
+
+	// A presigned PUT, then Status's HeadObject, which completes it.
+	content := []byte("escaped key")
+	_, u := e.create(t, "tenant", "key-escaped-put-0001", requestFor(content, "text/plain"))
+	if u.StorageKey != prefix+u.UploadID {
+		t.Fatalf("storage key %q, want %q", u.StorageKey, prefix+u.UploadID)
+	}
+	if code := put(t, u, content, nil); code != http.StatusOK {
+		t.Fatalf("PUT to %q: %d", u.StorageKey, code)
+	}
+	if head := e.head(t, u.StorageKey); aws.ToInt64(head.ContentLength) != int64(len(content)) {
+		t.Fatalf("%q holds %d bytes, want %d", u.StorageKey, aws.ToInt64(head.ContentLength), len(content))
+	}
+	e.resetCounts()
+	if got := e.statusOf(t, "tenant", u.UploadID); got.Status != api.StatusCompleted {
+		t.Fatalf("status after the PUT: %s, want completed (HeadObject found the object)", got.Status)
+	}
+	e.wantCalls(t, "status heal", map[string]int{"GetItem": 1, "UpdateItem": 1}, map[string]int{"HeadObject": 1})
+
+	// Finalize's check and conditional delete of a wrong-size object.
+	_, wrong := e.create(t, "tenant", "key-escaped-put-0002", requestFor(content, "text/plain"))
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &wrong.StorageKey, Body: strings.NewReader("short")}); err != nil {
+		t.Fatal(err)
+	}
+	e.resetCounts()
+	out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: wrong.StorageKey, Size: 5, ETag: "x", Time: e.Now()})
+	if err != nil || out != upload.OutcomeRejected {
+		t.Fatalf("Finalize of a wrong-size object = %s, %v; want rejected", out, err)
+	}
+	e.wantCalls(t, "mismatch", map[string]int{"UpdateItem": 1}, map[string]int{"HeadObject": 1, "DeleteObject": 1})
+	if n := e.objectCount(t); n != 1 {
+		t.Fatalf("%d objects after the mismatch was removed, want the first upload's 1", n)
+	}
+
+	// A multipart upload: created, its parts sent, listed and completed.
+	f := newBigFile(t, 6<<20)
+	m := e.sendAll(t, "key-escaped-mp-00001", f)
+	listed, err := e.svc.ListParts(ctx, "tenant", m.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list api.PartList
+	if err := json.Unmarshal(listed.Body, &list); err != nil || len(list.Parts) != 2 || list.Parts[1].SHA256 != f.partSum(2) {
+		t.Fatalf("list of %q: %s", m.StorageKey, listed.Body)
+	}
+	done, err := e.svc.Complete(ctx, "tenant", m.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := decode(t, done.Body); c.Status != api.StatusCompleted || c.CompositeSHA256 != compositeSHA256(f, 2) {
+		t.Fatalf("complete of %q: %s", m.StorageKey, done.Body)
+	}
+	if head := e.head(t, m.StorageKey); aws.ToInt64(head.ContentLength) != 6<<20 {
+		t.Fatalf("%q holds %d bytes, want %d", m.StorageKey, aws.ToInt64(head.ContentLength), 6<<20)
+	}
+
+	// And one aborted.
+	created, err := e.svc.Create(ctx, "tenant", "key-escaped-mp-00002", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := decode(t, created.Body)
+	if code := testenv.PutPart(e.sign(t, "tenant", a.UploadID, f, 1)[1], f.part(1)); code != http.StatusOK {
+		t.Fatalf("part 1 of %q: %d", a.StorageKey, code)
+	}
+	if aborted, err := e.svc.Abort(ctx, "tenant", a.UploadID); err != nil || decode(t, aborted.Body).Status != api.StatusAborted {
+		t.Fatalf("abort of %q: %v", a.StorageKey, err)
+	}
+	if n, objects := e.multipartUploads(t), e.objectCount(t); n != 0 || objects != 2 {
+		t.Fatalf("after the abort: %d multipart uploads, %d objects; want 0 and 2", n, objects)
+	}
+}
+
+// s3Parts starts a multipart upload of key with SHA-256 checksums, as the
+// service does, and sends parts of the given sizes; it returns the upload
+// id and the parts to complete it with.
+func (e *env) s3Parts(t *testing.T, key string, sizes ...int) (string, []s3types.CompletedPart) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := e.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: &e.bucket, Key: &key, ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+	})
+	if err != nil {
+		t.Fatalf("create %q: %v", key, err)
+	}
+	var parts []s3types.CompletedPart
+	for i, size := range sizes {
+		n := int32(i + 1)
+		out, err := e.s3.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: &e.bucket, Key: &key, UploadId: created.UploadId, PartNumber: &n,
+			Body: bytes.NewReader(bytes.Repeat([]byte{byte(n)}, size)), ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+		})
+		if err != nil {
+			t.Fatalf("part %d of %q: %v", n, key, err)
+		}
+		parts = append(parts, s3types.CompletedPart{PartNumber: &n, ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256})
+	}
+	return aws.ToString(created.UploadId), parts
+}
+
+// wantAPIError fails t unless err is an S3 API error with one of codes.
+func wantAPIError(t *testing.T, what string, err error, codes ...string) {
+	t.Helper()
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || !slices.Contains(codes, apiErr.ErrorCode()) {
+		t.Errorf("%s: %v, want an S3 error with code %v", what, err, codes)
+	}
+}
+
+// The answers of S3 that the service's decisions rest on but no test of
+// the service can provoke from outside: the guards it sends with
+// CompleteMultipartUpload, and the codes of an upload that is gone, which
+// it reads as "completed or aborted elsewhere".
+func TestS3AnswersTheServiceReliesOn(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 15*time.Minute)
+	const key = "guards/in sub+dir/é 50%.bin"
+
+	t.Run("Complete with If-None-Match * never overwrites", func(t *testing.T) {
+		k := key + " exists"
+		first, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &k, Body: strings.NewReader("first")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uploadID, parts := e.s3Parts(t, k, 1024)
+		_, err = e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &e.bucket, Key: &k, UploadId: &uploadID, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
+			MpuObjectSize: aws.Int64(1024), IfNoneMatch: aws.String("*"),
+		})
+		wantAPIError(t, "complete over an existing object", err, "PreconditionFailed", "ConditionalRequestConflict")
+		if head := e.head(t, k); aws.ToString(head.ETag) != aws.ToString(first.ETag) || aws.ToInt64(head.ContentLength) != 5 {
+			t.Errorf("the object is now %s (%d bytes), want the first one %s", aws.ToString(head.ETag), aws.ToInt64(head.ContentLength), aws.ToString(first.ETag))
+		}
+	})
+
+	t.Run("Complete with a wrong MpuObjectSize is refused", func(t *testing.T) {
+		k := key + " size"
+		uploadID, parts := e.s3Parts(t, k, 1024)
+		_, err := e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &e.bucket, Key: &k, UploadId: &uploadID, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
+			MpuObjectSize: aws.Int64(1023),
+		})
+		var apiErr smithy.APIError
+		if !errors.As(err, &apiErr) {
+			t.Errorf("complete with MpuObjectSize 1023 of 1024 bytes: %v, want S3's refusal", err)
+		}
+		if _, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &e.bucket, Key: &k}); err == nil {
+			t.Errorf("%q exists after a refused complete", k)
+		}
+	})
+
+	t.Run("an aborted upload is NoSuchUpload", func(t *testing.T) {
+		k := key + " aborted"
+		uploadID, parts := e.s3Parts(t, k, 1024)
+		abort := &s3.AbortMultipartUploadInput{Bucket: &e.bucket, Key: &k, UploadId: &uploadID}
+		if _, err := e.s3.AbortMultipartUpload(ctx, abort); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.s3.AbortMultipartUpload(ctx, abort)
+		wantAPIError(t, "abort again", err, "NoSuchUpload")
+		_, err = e.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: &e.bucket, Key: &k, UploadId: &uploadID})
+		wantAPIError(t, "list parts", err, "NoSuchUpload")
+		_, err = e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &e.bucket, Key: &k, UploadId: &uploadID, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
+			MpuObjectSize: aws.Int64(1024), IfNoneMatch: aws.String("*"),
+		})
+		// S3 says NoSuchUpload; Versity looks for the parts first. The
+		// service retries an InvalidPart, whose next list finds the upload
+		// gone.
+		wantAPIError(t, "complete", err, "NoSuchUpload", "InvalidPart")
+	})
 }

@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -32,28 +34,33 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 		return s.replay(ctx, res.Record)
 	}
 	log := s.opts.Logger.With("upload_id", claim.ClaimID)
-	out, err := s.objects.CreateMultipartUpload(ctx, &awslite.CreateMultipartUploadInput{
-		Bucket: s.cfg.Bucket, Key: pending.StorageKey, ContentType: pending.ContentType,
+	out, err := s.objects.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(pending.StorageKey), ContentType: aws.String(pending.ContentType),
 		// Every part then must carry its SHA-256, and Complete checks them.
-		ChecksumAlgorithm: awslite.ChecksumSHA256Algorithm,
+		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
 	})
 	if err != nil {
 		s.release(ctx, claim)
 		return Reply{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
 	}
+	s3UploadID := aws.ToString(out.UploadId)
 	body, err := encode(pending)
+	if err != nil {
+		return Reply{}, err
+	}
+	data, err := fields{S3UploadID: s3UploadID}.attrs()
 	if err != nil {
 		return Reply{}, err
 	}
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
 		State:    idempotency.StatePending,
 		Response: &idempotency.Response{Status: http.StatusCreated, Body: body},
-		Data:     map[string]string{dataS3UploadID: out.UploadID},
+		Data:     data,
 	})
 	if errors.Is(err, idempotency.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
 		// upload is nobody's, so abort it now; the client retries.
-		s.abortS3(ctx, pending.StorageKey, out.UploadID)
+		s.abortS3(ctx, pending.StorageKey, s3UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
 		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
@@ -82,7 +89,7 @@ func (s *Service) release(ctx context.Context, claim idempotency.Record) {
 func (s *Service) abortS3(ctx context.Context, key, s3UploadID string) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	err := s.objects.AbortMultipartUpload(ctx, &awslite.AbortMultipartUploadInput{Bucket: s.cfg.Bucket, Key: key, UploadID: s3UploadID})
+	_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(key), UploadId: aws.String(s3UploadID)})
 	if err != nil && !isNoSuchUpload(err) {
 		s.opts.Logger.WarnContext(ctx, "abort of an orphaned multipart upload failed; the lifecycle rule will", "key", key, "error", err)
 	}
@@ -111,15 +118,16 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		}
 	}
 	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
-		rec, err = s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{State: idempotency.StatePending, RestartExpiry: true})
+		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{State: rec.State, RestartExpiry: true})
 		switch {
-		case errors.Is(err, idempotency.ErrAlreadyCompleted):
+		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted):
 			return Reply{}, ErrNotPending
 		case errors.Is(err, idempotency.ErrNotFound):
 			return Reply{}, ErrNotFound
 		case err != nil:
 			return Reply{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
 		}
+		rec.ExpiresAt = renewed.ExpiresAt
 	}
 	expires := s.urlLifetime(rec.ExpiresAt)
 	out := api.SignedParts{Parts: make([]api.SignedPart, 0, len(req.Parts))}
@@ -130,7 +138,7 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		}
 		length := api.PartLength(u.Bytes, u.Multipart.PartSize, p.PartNumber)
 		signed, err := s.presigner.PresignUploadPart(ctx, &PresignInput{
-			Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID], PartNumber: int32(p.PartNumber), ContentLength: length,
+			Key: u.StorageKey, UploadID: rec.S3UploadID, PartNumber: int32(p.PartNumber), ContentLength: length,
 			ChecksumSHA256: base64.StdEncoding.EncodeToString(sum), Expires: expires,
 		})
 		if err != nil {
@@ -171,7 +179,8 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
 		list.Parts = append(list.Parts, api.StoredPart{
-			PartNumber: int(p.PartNumber), Size: p.Size, SHA256: hexChecksum(p.ChecksumSHA256), ETag: unquoteETag(p.ETag),
+			PartNumber: int(aws.ToInt32(p.PartNumber)), Size: aws.ToInt64(p.Size),
+			SHA256: hexChecksum(aws.ToString(p.ChecksumSHA256)), ETag: unquoteETag(aws.ToString(p.ETag)),
 		})
 	}
 	body, err := encode(list)
@@ -194,22 +203,22 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Reply,
 	if err != nil {
 		return Reply{}, err
 	}
-	if rec.State == idempotency.StatePending {
+	if !rec.final() {
 		if rec, err = s.completeMultipart(ctx, rec, u); err != nil {
 			return Reply{}, err
 		}
 	}
-	if rec.Data[dataStatus] == api.StatusAborted {
+	if rec.State == idempotency.StateAborted {
 		return Reply{}, ErrNotPending
 	}
-	body, err := completedBody(rec)
+	body, err := finalBody(rec)
 	if err != nil {
 		return Reply{}, err
 	}
 	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
 }
 
-func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record, u api.Upload) (idempotency.Record, error) {
+func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload) (stored, error) {
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
 		return s.settleGone(ctx, rec, false)
@@ -217,31 +226,31 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, idempotency.Classify(err))
 	}
-	byNumber := make(map[int32]awslite.Part, len(parts))
+	byNumber := make(map[int32]s3types.Part, len(parts))
 	for _, p := range parts {
-		byNumber[p.PartNumber] = p
+		byNumber[aws.ToInt32(p.PartNumber)] = p
 	}
 	missing := &PartsMissingError{}
-	completed := make([]awslite.CompletedPart, 0, u.Multipart.PartCount)
+	completed := make([]s3types.CompletedPart, 0, u.Multipart.PartCount)
 	for n := 1; n <= u.Multipart.PartCount; n++ {
 		p, ok := byNumber[int32(n)]
-		if !ok || p.Size != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
+		if !ok || aws.ToInt64(p.Size) != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
 			missing.Count++
 			if len(missing.Missing) < 10 {
 				missing.Missing = append(missing.Missing, n)
 			}
 			continue
 		}
-		completed = append(completed, awslite.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
+		completed = append(completed, s3types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
 	}
 	if missing.Count > 0 {
 		return rec, missing
 	}
-	out, err := s.objects.CompleteMultipartUpload(ctx, &awslite.CompleteMultipartUploadInput{
-		Bucket: s.cfg.Bucket, Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID],
-		Parts:         completed,
-		MpuObjectSize: u.Bytes,
-		IfNoneMatch:   "*",
+	out, err := s.objects.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(u.StorageKey), UploadId: aws.String(rec.S3UploadID),
+		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: completed},
+		MpuObjectSize:   aws.Int64(u.Bytes),
+		IfNoneMatch:     aws.String("*"),
 	})
 	switch {
 	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed" || apiErrorCode(err) == "ConditionalRequestConflict":
@@ -257,8 +266,8 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
 	}
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
-		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: out.ETag,
-		Checksum: out.ChecksumSHA256, Time: s.opts.Now(),
+		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: aws.ToString(out.ETag),
+		Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
 	})
 	return completion(rec, done, outcome, err)
 }
@@ -267,7 +276,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec idempotency.Record,
 // caller sees: completed (by this call, by finalize, or aborted by a
 // racing request, in which case complete removed the object), ErrNotFound
 // when the claim is gone, or an error for an object of the wrong size.
-func completion(rec, done idempotency.Record, outcome Outcome, err error) (idempotency.Record, error) {
+func completion(rec, done stored, outcome Outcome, err error) (stored, error) {
 	switch {
 	case err != nil:
 		return rec, err
@@ -279,9 +288,6 @@ func completion(rec, done idempotency.Record, outcome Outcome, err error) (idemp
 	return done, nil
 }
 
-// statusAborting marks a pending record whose abort has begun.
-const statusAborting = "aborting"
-
 // settleGone decides what became of a multipart upload that S3 no longer
 // has: completed if the object is there (recorded now, as finalize would).
 // Without an object it is aborted only when that cannot be a Complete
@@ -289,18 +295,17 @@ const statusAborting = "aborting"
 // object only when it ends, so a younger upload without either is a 409 to
 // retry, unless the caller is aborting it (abort), or it is old enough for
 // the bucket's lifecycle rule to have aborted it.
-func (s *Service) settleGone(ctx context.Context, rec idempotency.Record, abort bool) (idempotency.Record, error) {
-	key := rec.Data[dataObjectKey]
-	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: s.cfg.Bucket, Key: key, ChecksumMode: true})
+func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
+	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNotFound(err) && (abort || rec.Data[dataStatus] == statusAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case isNotFound(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
 	case isNotFound(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
 	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(key, head, true))
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(rec.ObjectKey, head, true))
 	return completion(rec, done, outcome, err)
 }
 
@@ -315,25 +320,20 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 	if err != nil {
 		return Reply{}, err
 	}
-	if rec.State == idempotency.StatePending && rec.Data[dataStatus] != statusAborting {
+	if rec.State == idempotency.StatePending {
 		// The intent first: if the abort stops half-way (S3 done, the
 		// record not), whoever finds the S3 upload gone knows it was
 		// aborted, rather than waiting for a Complete that is not coming.
-		rec, err = s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
-			State: idempotency.StatePending, Data: map[string]string{dataStatus: statusAborting},
-		})
-		var conflict *idempotency.ConflictError
+		rec, err = s.update(ctx, rec, idempotency.Update{State: stateAborting})
 		switch {
-		case errors.As(err, &conflict) && errors.Is(err, idempotency.ErrAlreadyCompleted):
-			rec = conflict.Existing
 		case errors.Is(err, idempotency.ErrNotFound):
 			return Reply{}, ErrNotFound
 		case err != nil:
 			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, err)
 		}
 	}
-	if rec.State == idempotency.StatePending {
-		err := s.objects.AbortMultipartUpload(ctx, &awslite.AbortMultipartUploadInput{Bucket: s.cfg.Bucket, Key: u.StorageKey, UploadID: rec.Data[dataS3UploadID]})
+	if !rec.final() {
+		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(u.StorageKey), UploadId: aws.String(rec.S3UploadID)})
 		switch {
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
@@ -346,10 +346,10 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 			return Reply{}, err
 		}
 	}
-	if rec.Data[dataStatus] != api.StatusAborted {
+	if rec.State != idempotency.StateAborted {
 		return Reply{}, ErrCompleted
 	}
-	body, err := completedBody(rec)
+	body, err := finalBody(rec)
 	if err != nil {
 		return Reply{}, err
 	}
@@ -358,43 +358,53 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 }
 
 // markAborted records that the upload's S3 multipart upload is gone without
-// an object. The record becomes final (state completed, status aborted), so
-// every later request, a replay of the create included, answers with it.
-func (s *Service) markAborted(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
-	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
-		State:         idempotency.StateCompleted,
-		Data:          map[string]string{dataStatus: api.StatusAborted, dataCompletedAt: s.opts.Now().UTC().Format(timeFormat)},
-		RestartExpiry: true,
-	})
+// an object. The record becomes final (state aborted), so every later
+// request, a replay of the create included, answers with it.
+func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
+	data, err := fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}.attrs()
+	if err != nil {
+		return rec, err
+	}
+	done, err := s.update(ctx, rec, idempotency.Update{State: idempotency.StateAborted, Data: data, RestartExpiry: true})
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		return rec, ErrNotFound
+	case err != nil:
+		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)
+	}
+	return done, nil
+}
+
+// update applies u to rec's claim and returns the record as it is now: the
+// updated one, or the final one that refused the update.
+func (s *Service) update(ctx context.Context, rec stored, u idempotency.Update) (stored, error) {
+	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, u)
 	var conflict *idempotency.ConflictError
 	switch {
 	case err == nil:
-		return done, nil
-	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict):
-		return conflict.Existing, nil
-	case errors.Is(err, idempotency.ErrNotFound):
-		return rec, ErrNotFound
+		return decodeStored(done)
+	case errors.As(err, &conflict) && (errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted)):
+		return decodeStored(conflict.Existing)
 	default:
-		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)
+		return rec, err
 	}
 }
 
 // ownMultipart returns the tenant's multipart upload, or singlePut when the
 // upload is a single PUT.
-func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, singlePut error) (idempotency.Record, api.Upload, error) {
+func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, singlePut error) (stored, api.Upload, error) {
 	rec, err := s.ownRecord(ctx, tenant, uploadID)
 	if err != nil {
 		return rec, api.Upload{}, err
 	}
-	u, err := uploadFromRecord(rec)
-	if err == nil && u.Multipart == nil {
-		err = singlePut
+	if !rec.multipart() {
+		return rec, api.Upload{}, singlePut
 	}
-	return rec, u, err
+	return rec, rec.upload(), nil
 }
 
 // pendingMultipart returns the tenant's pending multipart upload.
-func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (idempotency.Record, api.Upload, error) {
+func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (stored, api.Upload, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err == nil && rec.State != idempotency.StatePending {
 		err = ErrNotPending
@@ -407,40 +417,38 @@ var errSinglePut = invalid("uploadId", "this upload is a single PUT; it has no p
 // ownRecord reads the live record of uploadID if it is the tenant's:
 // anything else (unknown, expired, another claim's or another tenant's) is
 // ErrNotFound. A claim still in progress is ErrInProgress.
-func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (idempotency.Record, error) {
+func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (stored, error) {
 	id, err := ParseUploadID(uploadID)
 	if err != nil {
-		return idempotency.Record{}, ErrNotFound
+		return stored{}, ErrNotFound
 	}
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
-		return idempotency.Record{}, ErrNotFound
+		return stored{}, ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("read %s: %w", uploadID, err)
+		return stored{}, fmt.Errorf("read %s: %w", uploadID, err)
 	}
 	if rec.State == idempotency.StateInProgress {
-		return idempotency.Record{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return stored{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
-	return rec, nil
+	return decodeStored(rec)
 }
 
 // storedParts lists every page of the parts S3 holds.
-func (s *Service) storedParts(ctx context.Context, rec idempotency.Record) ([]awslite.Part, error) {
-	var parts []awslite.Part
-	in := &awslite.ListPartsInput{Bucket: s.cfg.Bucket, Key: rec.Data[dataObjectKey], UploadID: rec.Data[dataS3UploadID]}
-	for {
-		page, err := s.objects.ListParts(ctx, in)
+func (s *Service) storedParts(ctx context.Context, rec stored) ([]s3types.Part, error) {
+	var parts []s3types.Part
+	in := &s3.ListPartsInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID)}
+	// A truncated page that repeats its marker would list itself forever.
+	paginator := s3.NewListPartsPaginator(s.objects, in, func(o *s3.ListPartsPaginatorOptions) { o.StopOnDuplicateToken = true })
+	for paginator.HasMorePages() {
+		page, err := paginator.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, page.Parts...)
-		// A truncated page without a marker would list itself forever.
-		if !page.IsTruncated || page.NextPartNumberMarker == "" || page.NextPartNumberMarker == in.PartNumberMarker {
-			return parts, nil
-		}
-		in.PartNumberMarker = page.NextPartNumberMarker
 	}
+	return parts, nil
 }
 
 // urlLifetime is how long a URL signed now may last: PRESIGN_TTL, but never

@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -370,6 +370,10 @@ func TestAbort(t *testing.T) {
 	if aborted.Status != 200 || a.Status != api.StatusAborted || a.UploadID != u.UploadID || a.Multipart == nil {
 		t.Fatalf("abort: %d %s", aborted.Status, aborted.Body)
 	}
+	id, _ := upload.ParseUploadID(u.UploadID)
+	if rec, err := e.store.Get(ctx, id); err != nil || rec.State != idempotency.StateAborted {
+		t.Fatalf("the record after the abort is %q (%v), want %q", rec.State, err, idempotency.StateAborted)
+	}
 	if code := testenv.PutPart(signed[2], f.part(2)); code < 400 {
 		t.Errorf("part PUT after the abort: %d, want S3's refusal", code)
 	}
@@ -439,10 +443,10 @@ type slowObjects struct {
 	entered, release chan struct{}
 }
 
-func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *awslite.CreateMultipartUploadInput) (*awslite.CreateMultipartUploadOutput, error) {
+func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
 	s.entered <- struct{}{}
 	<-s.release
-	return s.ObjectAPI.CreateMultipartUpload(ctx, in)
+	return s.ObjectAPI.CreateMultipartUpload(ctx, in, optFns...)
 }
 
 // While a create holds the claim in progress, the key answers 409 with
@@ -453,7 +457,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	slow := &slowObjects{ObjectAPI: e.lite, entered: make(chan struct{}), release: make(chan struct{})}
+	slow := &slowObjects{ObjectAPI: e.objectsClient, entered: make(chan struct{}), release: make(chan struct{})}
 	stalled := e.withObjects(slow)
 	done := make(chan error, 1)
 	go func() {
@@ -588,12 +592,12 @@ func TestSignPartsRefusals(t *testing.T) {
 // works: the multipart upload already gone, the object not there yet.
 type midComplete struct{ upload.ObjectAPI }
 
-func (midComplete) ListParts(context.Context, *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
-	return nil, &awslite.Error{StatusCode: 404, Code: "NoSuchUpload"}
+func (midComplete) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	return nil, &types.NoSuchUpload{}
 }
 
-func (midComplete) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
-	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
+func (midComplete) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
 }
 
 // A Complete (or a list) that finds the S3 upload gone and no object yet is
@@ -604,7 +608,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-mid-complete-01", f)
-	racing := e.withObjects(midComplete{e.lite})
+	racing := e.withObjects(midComplete{e.objectsClient})
 	for name, call := range map[string]func() error{
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
@@ -627,7 +631,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	}
 	cfg := e.cfg
 	cfg.AbortIncompleteAfter = 30 * time.Minute
-	lifecycle := upload.New(e.store, e.signer, midComplete{e.lite}, cfg, func(o *upload.Options) {
+	lifecycle := upload.New(e.store, e.signer, midComplete{e.objectsClient}, cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -643,9 +647,9 @@ type abortDuringComplete struct {
 	abort func()
 }
 
-func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *awslite.CompleteMultipartUploadInput) (*awslite.CompleteMultipartUploadOutput, error) {
+func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
 	a.abort()
-	return a.ObjectAPI.CompleteMultipartUpload(ctx, in)
+	return a.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
 }
 
 // When an abort is recorded while S3 completes the upload, the record
@@ -656,8 +660,8 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-complete-abort1", f)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	racing := e.withObjects(abortDuringComplete{e.lite, func() {
-		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
+	racing := e.withObjects(abortDuringComplete{e.objectsClient, func() {
+		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateAborted}); err != nil {
 			t.Errorf("record the abort: %v", err)
 		}
 	}})
@@ -679,7 +683,7 @@ func TestEventForAnAbortedUploadRemovesItsObject(t *testing.T) {
 	u := e.sendAll(t, "key-event-aborted-1", f)
 	out := e.completeAtS3(t, u, f, 2)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateCompleted, Data: map[string]string{"status": "aborted"}}); err != nil {
+	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateAborted}); err != nil {
 		t.Fatal(err)
 	}
 	outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 6 << 20, ETag: unquote(aws.ToString(out.ETag)), Time: time.Now(), Multipart: true})
@@ -698,26 +702,47 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	u := e.sendAll(t, "key-half-aborted-1", f)
-	id, _ := upload.ParseUploadID(u.UploadID)
-	rec, err := e.store.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What Abort leaves when it stops after S3: the intent recorded, S3's
-	// upload gone.
-	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StatePending, Data: map[string]string{"status": "aborting"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &e.bucket, Key: &u.StorageKey, UploadId: aws.String(rec.Data["s3_upload_id"])}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
-		t.Fatalf("complete after a half-finished abort: %v, want not pending (aborted)", err)
-	}
-	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
-	if err != nil || decode(t, status.Body).Status != api.StatusAborted {
-		t.Fatalf("status: %v %s, want aborted", err, status.Body)
+	// The request that finds S3's upload gone: a Complete (its ListParts),
+	// or the client retrying its Abort (AbortMultipartUpload).
+	for key, next := range map[string]func(uploadID string) error{
+		"key-half-aborted-1": func(uploadID string) error {
+			if _, err := e.svc.Complete(ctx, "tenant", uploadID); !errors.Is(err, upload.ErrNotPending) {
+				return fmt.Errorf("complete after a half-finished abort: %v, want not pending (aborted)", err)
+			}
+			return nil
+		},
+		"key-half-aborted-2": func(uploadID string) error {
+			reply, err := e.svc.Abort(ctx, "tenant", uploadID)
+			if err != nil || decode(t, reply.Body).Status != api.StatusAborted {
+				return fmt.Errorf("abort again after a half-finished abort: %v %s, want aborted", err, reply.Body)
+			}
+			return nil
+		},
+	} {
+		u := e.sendAll(t, key, f)
+		id, _ := upload.ParseUploadID(u.UploadID)
+		rec, err := e.store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What Abort leaves when it stops after S3: the intent recorded, S3's
+		// upload gone.
+		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: upload.StateAborting}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &e.bucket, Key: &u.StorageKey, UploadId: aws.String(s3UploadID(t, rec))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := next(u.UploadID); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		status, err := e.svc.Status(ctx, "tenant", u.UploadID)
+		if err != nil || decode(t, status.Body).Status != api.StatusAborted {
+			t.Fatalf("%s: status: %v %s, want aborted", key, err, status.Body)
+		}
+		if rec, err := e.store.Get(ctx, id); err != nil || rec.State != idempotency.StateAborted {
+			t.Fatalf("%s: the record is %q (%v), want %q", key, rec.State, err, idempotency.StateAborted)
+		}
 	}
 }
 
@@ -728,18 +753,32 @@ type pagedParts struct {
 	pages int
 }
 
-func (p *pagedParts) ListParts(ctx context.Context, in *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
+func (p *pagedParts) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
 	p.pages++
 	one := *in
-	one.MaxParts = 1
-	return p.ObjectAPI.ListParts(ctx, &one)
+	one.MaxParts = aws.Int32(1)
+	return p.ObjectAPI.ListParts(ctx, &one, optFns...)
 }
 
-// stuckMarker answers every page as truncated, with the same marker.
-type stuckMarker struct{ upload.ObjectAPI }
+// stuckMarker answers every page as truncated, with the same marker. It
+// counts the pages, and refuses to answer more than maxStuckPages, so a
+// listing that loops fails at once rather than when the test times out.
+type stuckMarker struct {
+	upload.ObjectAPI
+	pages int
+}
 
-func (stuckMarker) ListParts(context.Context, *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
-	return &awslite.ListPartsOutput{Parts: []awslite.Part{{PartNumber: 1}}, IsTruncated: true, NextPartNumberMarker: "1"}, nil
+const maxStuckPages = 10
+
+func (s *stuckMarker) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	s.pages++
+	if s.pages > maxStuckPages {
+		return nil, fmt.Errorf("ListParts asked for page %d of a listing that repeats its marker", s.pages)
+	}
+	return &s3.ListPartsOutput{
+		Parts:       []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(partSize)}},
+		IsTruncated: aws.Bool(true), NextPartNumberMarker: aws.String("1"),
+	}, nil
 }
 
 // The service reads every page of S3's part list (S3 pages at 1,000 parts;
@@ -749,7 +788,7 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 11<<20)
 	u := e.sendAll(t, "key-paged-list-0001", f)
-	paged := &pagedParts{ObjectAPI: e.lite}
+	paged := &pagedParts{ObjectAPI: e.objectsClient}
 	svc := e.withObjects(paged)
 
 	listed, err := svc.ListParts(ctx, "tenant", u.UploadID)
@@ -767,7 +806,18 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	}
 
 	stuck := e.sendAll(t, "key-paged-list-0002", f)
-	if _, err := e.withObjects(stuckMarker{e.lite}).ListParts(ctx, "tenant", stuck.UploadID); err != nil {
-		t.Fatalf("a repeated marker: %v", err)
+	looping := &stuckMarker{ObjectAPI: e.objectsClient}
+	if _, err := e.withObjects(looping).ListParts(ctx, "tenant", stuck.UploadID); err != nil {
+		t.Fatalf("a repeated marker: %v (%d pages asked)", err, looping.pages)
 	}
+}
+
+// s3UploadID is the S3 multipart upload id the record of an upload keeps.
+func s3UploadID(t *testing.T, rec idempotency.Record) string {
+	t.Helper()
+	var id string
+	if err := attributevalue.Unmarshal(rec.Data["s3_upload_id"], &id); err != nil || id == "" {
+		t.Fatalf("the record's S3 upload id: %q, %v", id, err)
+	}
+	return id
 }

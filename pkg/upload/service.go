@@ -15,31 +15,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// Presigner presigns the PUTs clients send to S3; [SigV4Presigner] is
-// the implementation.
+// Presigner presigns the PUTs clients send to S3; [S3Presigner] is the
+// implementation.
 type Presigner interface {
 	PresignPutObject(ctx context.Context, in *PresignInput) (*v4.PresignedHTTPRequest, error)
 	PresignUploadPart(ctx context.Context, in *PresignInput) (*v4.PresignedHTTPRequest, error)
 }
 
-// ObjectAPI is the part of S3 the service uses: *awslite.S3 implements it.
-// It is not the SDK's *s3.Client, whose package alone, imported for its
-// types, adds its endpoint tables to every binary (see package awslite).
+// ObjectAPI is the part of the SDK's S3 client the service uses, in its
+// exact method signatures: a *s3.Client, or a fake in tests.
 type ObjectAPI interface {
-	HeadObject(ctx context.Context, in *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error)
-	DeleteObject(ctx context.Context, in *awslite.DeleteObjectInput) error
-	CreateMultipartUpload(ctx context.Context, in *awslite.CreateMultipartUploadInput) (*awslite.CreateMultipartUploadOutput, error)
-	ListParts(ctx context.Context, in *awslite.ListPartsInput) (*awslite.ListPartsOutput, error)
-	CompleteMultipartUpload(ctx context.Context, in *awslite.CompleteMultipartUploadInput) (*awslite.CompleteMultipartUploadOutput, error)
-	AbortMultipartUpload(ctx context.Context, in *awslite.AbortMultipartUploadInput) error
+	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
+	ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error)
+	CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
 }
+
+var _ ObjectAPI = (*s3.Client)(nil)
 
 // Config is what a deployment decides.
 type Config struct {
@@ -145,17 +150,17 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
-	claim := idempotency.Record{
-		ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r),
-		Data: map[string]string{
-			dataObjectKey: pending.StorageKey, dataFilename: r.Filename, dataContentType: r.ContentType,
-			dataSize: strconv.FormatInt(r.Size, 10), dataSHA256: r.SHA256,
-		},
+	claim := idempotency.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
+	f := fields{
+		ObjectKey: pending.StorageKey, Filename: r.Filename, ContentType: r.ContentType,
+		Size: r.Size, SHA256: r.SHA256, PartSize: r.PartSize,
 	}
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
 		claim.State = idempotency.StateInProgress
-		claim.Data[dataPartSize] = strconv.FormatInt(r.PartSize, 10)
+		if claim.Data, err = f.attrs(); err != nil {
+			return Reply{}, err
+		}
 		return s.createMultipart(ctx, claim, pending)
 	}
 	// Everything the record holds is computed before the one put, so no
@@ -167,7 +172,10 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	}
 	claim.State = idempotency.StatePending
 	claim.Response = idempotency.Response{Status: http.StatusCreated, Body: body}
-	claim.Data[dataURLExpires] = urlExpires
+	f.URLExpires = urlExpires
+	if claim.Data, err = f.attrs(); err != nil {
+		return Reply{}, err
+	}
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
 		return Reply{}, s.claimError(ctx, err)
@@ -189,7 +197,11 @@ func (s *Service) claimError(ctx context.Context, err error) error {
 }
 
 // replay answers a create from the record that holds its key.
-func (s *Service) replay(ctx context.Context, rec idempotency.Record) (Reply, error) {
+func (s *Service) replay(ctx context.Context, holder idempotency.Record) (Reply, error) {
+	rec, err := decodeStored(holder)
+	if err != nil {
+		return Reply{}, err
+	}
 	body, err := s.replayBody(ctx, rec)
 	if err != nil {
 		return Reply{}, err
@@ -200,21 +212,17 @@ func (s *Service) replay(ctx context.Context, rec idempotency.Record) (Reply, er
 
 // replayBody is the answer recorded for rec: the completed body, or the
 // pending body as first sent while its URL is valid, else re-signed.
-func (s *Service) replayBody(ctx context.Context, rec idempotency.Record) ([]byte, error) {
-	if rec.State == idempotency.StateCompleted {
-		return completedBody(rec)
+func (s *Service) replayBody(ctx context.Context, rec stored) ([]byte, error) {
+	if rec.final() {
+		return finalBody(rec)
 	}
-	if rec.Data[dataPartSize] != "" {
+	if rec.multipart() {
 		return rec.Response.Body, nil // no URL in it: parts are signed on request
 	}
-	if expires, err := time.Parse(timeFormat, rec.Data[dataURLExpires]); err == nil && s.opts.Now().Before(expires) {
+	if expires, err := time.Parse(timeFormat, rec.URLExpires); err == nil && s.opts.Now().Before(expires) {
 		return rec.Response.Body, nil
 	}
-	u, err := uploadFromRecord(rec)
-	if err != nil {
-		return nil, err
-	}
-	body, _, err := s.pendingBody(ctx, u, s.urlLifetime(rec.ExpiresAt))
+	body, _, err := s.pendingBody(ctx, rec.upload(), s.urlLifetime(rec.ExpiresAt))
 	return body, err
 }
 
@@ -301,7 +309,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 		return Reply{}, err
 	}
 	healed := false
-	if rec.State == idempotency.StatePending {
+	if !rec.final() {
 		rec, err = s.healFromS3(ctx, rec)
 		if err != nil {
 			return Reply{}, err
@@ -318,30 +326,34 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, e
 // objectFromHead is the object a HeadObject (with checksums) found at key,
 // as finalize records it: completed when S3 last modified it, and with
 // S3's composite checksum for a multipart object.
-func (s *Service) objectFromHead(key string, head *awslite.HeadObjectOutput, multipart bool) ObjectCreated {
-	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: head.ContentLength, ETag: head.ETag, Time: head.LastModified}
+func (s *Service) objectFromHead(key string, head *s3.HeadObjectOutput, multipart bool) ObjectCreated {
+	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: aws.ToInt64(head.ContentLength), ETag: aws.ToString(head.ETag), Time: aws.ToTime(head.LastModified)}
 	if obj.Time.IsZero() {
 		obj.Time = s.opts.Now()
 	}
 	if multipart {
-		obj.Checksum = head.ChecksumSHA256
+		obj.Checksum = aws.ToString(head.ChecksumSHA256)
 	}
 	return obj
+}
+
+// headObject asks S3 for key's object with its checksum.
+func (s *Service) headObject(ctx context.Context, key string) (*s3.HeadObjectOutput, error) {
+	return s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(key), ChecksumMode: s3types.ChecksumModeEnabled})
 }
 
 // healFromS3 completes a pending record whose object exists, with one
 // HeadObject. An S3 failure leaves the record pending: the event may still
 // come, and the client can ask again.
-func (s *Service) healFromS3(ctx context.Context, rec idempotency.Record) (idempotency.Record, error) {
-	key := rec.Data[dataObjectKey]
-	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: s.cfg.Bucket, Key: key, ChecksumMode: true})
+func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
+	head, err := s.headObject(ctx, rec.ObjectKey)
 	if err != nil {
 		if !isNotFound(err) {
 			s.opts.Logger.WarnContext(ctx, "status: cannot check the object", "upload_id", rec.ClaimID, "error", err)
 		}
 		return rec, nil
 	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(key, head, rec.Data[dataPartSize] != ""))
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(rec.ObjectKey, head, rec.multipart()))
 	if err != nil {
 		return rec, err
 	}
@@ -393,7 +405,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 	if obj.Multipart && obj.Checksum == "" {
 		// Events do not carry checksums; the completed body of a multipart
 		// upload shows S3's composite one, whoever records it.
-		head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: obj.Bucket, Key: obj.Key, ChecksumMode: true})
+		head, err := s.headObject(ctx, obj.Key)
 		switch {
 		case isNotFound(err):
 			s.opts.Logger.InfoContext(ctx, "finalize: skipped, the object is gone", "upload_id", uploadID)
@@ -401,7 +413,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		case err != nil:
 			return "", fmt.Errorf("finalize %s: read checksum: %w", uploadID, err)
 		}
-		obj.Checksum = head.ChecksumSHA256
+		obj.Checksum = aws.ToString(head.ChecksumSHA256)
 	}
 	_, outcome, err := s.complete(ctx, id, uploadID, obj)
 	return outcome, err
@@ -409,16 +421,20 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 
 // complete moves the pending claim of obj to completed with one conditional
 // UpdateItem that also requires the claimed size.
-func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated) (idempotency.Record, Outcome, error) {
+func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
-	data := map[string]string{dataETag: unquoteETag(obj.ETag), dataCompletedAt: obj.Time.UTC().Format(timeFormat)}
-	if obj.Checksum != "" {
-		data[dataChecksum] = obj.Checksum
+	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
+	if err != nil {
+		return stored{}, "", err
+	}
+	size, err := attributevalue.Marshal(obj.Size)
+	if err != nil {
+		return stored{}, "", fmt.Errorf("encode size: %w", err)
 	}
 	rec, err := s.store.Update(ctx, id, uploadID, idempotency.Update{
 		State:         idempotency.StateCompleted,
 		Data:          data,
-		Require:       map[string]string{dataSize: strconv.FormatInt(obj.Size, 10)},
+		Require:       map[string]dynamotypes.AttributeValue{attrSize: size},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never
 		// outlives the claim; only its announcement may come later.
@@ -428,27 +444,36 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "finalized")
-		return rec, OutcomeCompleted, nil
-	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict) && conflict.Existing.Data[dataStatus] == api.StatusAborted:
+		done, err := decodeStored(rec)
+		return done, OutcomeCompleted, err
+	case errors.Is(err, idempotency.ErrNotFound):
+		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
+		return stored{}, OutcomeSkipped, nil
+	case !errors.As(err, &conflict):
+		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
+	}
+	existing, derr := decodeStored(conflict.Existing)
+	if derr != nil {
+		return stored{}, "", derr
+	}
+	switch {
+	case errors.Is(err, idempotency.ErrAborted):
 		// An object made for an upload recorded as aborted (a Complete that
 		// raced the abort): aborted means no object, so it goes, if it is
 		// still the one announced.
-		err := s.objects.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: obj.Bucket, Key: obj.Key, IfMatch: quoteETag(obj.ETag)})
+		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: aws.String(quoteETag(obj.ETag))})
 		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
-			return conflict.Existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
+			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
 		}
 		log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
-		return conflict.Existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrAlreadyCompleted) && errors.As(err, &conflict):
+		return existing, OutcomeDuplicate, nil
+	case errors.Is(err, idempotency.ErrAlreadyCompleted):
 		log.InfoContext(ctx, "finalize: duplicate event")
-		return conflict.Existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrNotFound):
-		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
-		return idempotency.Record{}, OutcomeSkipped, nil
-	case errors.Is(err, idempotency.ErrMismatch) && errors.As(err, &conflict):
-		return conflict.Existing, OutcomeRejected, s.removeMismatch(ctx, log, conflict.Existing, obj)
+		return existing, OutcomeDuplicate, nil
+	case errors.Is(err, idempotency.ErrMismatch):
+		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj)
 	default:
-		return idempotency.Record{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
+		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
 	}
 }
 
@@ -457,19 +482,19 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 // be late, and a correct PUT may have replaced the object since. The delete
 // is conditional on the ETag that was checked, so a correct object landing
 // between the check and the delete is never the one removed.
-func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec idempotency.Record, obj ObjectCreated) error {
-	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Data[dataSize], "stored", obj.Size)
-	head, err := s.objects.HeadObject(ctx, &awslite.HeadObjectInput{Bucket: obj.Bucket, Key: obj.Key})
+func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stored, obj ObjectCreated) error {
+	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Size, "stored", obj.Size)
+	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key)})
 	switch {
 	case isNotFound(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("finalize %s: check mismatched object: %w", rec.ClaimID, err)
-	case strconv.FormatInt(head.ContentLength, 10) == rec.Data[dataSize]:
+	case aws.ToInt64(head.ContentLength) == rec.Size:
 		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
 		return nil
 	}
-	err = s.objects.DeleteObject(ctx, &awslite.DeleteObjectInput{Bucket: obj.Bucket, Key: obj.Key, IfMatch: head.ETag})
+	_, err = s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: head.ETag})
 	switch {
 	case apiErrorCode(err) == "PreconditionFailed":
 		log.InfoContext(ctx, "finalize: the object was replaced while it was checked; kept")

@@ -14,10 +14,11 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -26,11 +27,13 @@ import (
 // emptyBucket is an S3 bucket without objects.
 type emptyBucket struct{ upload.ObjectAPI } // multipart methods unused here
 
-func (emptyBucket) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
-	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
+func (emptyBucket) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
 }
 
-func (emptyBucket) DeleteObject(context.Context, *awslite.DeleteObjectInput) error { return nil }
+func (emptyBucket) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
+}
 
 // The live upload of the fuzz service: tenant-a's key
 // fuzz-finalize-key-0001, 1234 bytes, random half 0xab…, so seed events
@@ -100,8 +103,8 @@ func FuzzHandleS3Event(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	presigner := upload.NewPresignerAt(url.URL{Scheme: "https", Host: fuzzBucket + ".s3.us-east-1.amazonaws.com"}, "us-east-1",
-		credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
+	presigner := upload.NewPresigner(s3.New(s3.Options{Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}), fuzzBucket)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var ev events.S3Event
 		if err := json.Unmarshal(raw, &ev); err != nil {

@@ -22,10 +22,11 @@ import (
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -59,10 +60,12 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *upload.PresignInp
 // noObjects: no object exists in S3.
 type noObjects struct{ upload.ObjectAPI } // multipart methods unused here
 
-func (noObjects) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
-	return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
+func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return nil, &types.NotFound{}
 }
-func (noObjects) DeleteObject(context.Context, *awslite.DeleteObjectInput) error { return nil }
+func (noObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
+}
 
 // counterReader gives distinct, repeatable upload ids.
 type counterReader struct{ n byte }

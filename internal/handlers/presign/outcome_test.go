@@ -13,9 +13,11 @@ import (
 
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/awslite"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
@@ -24,29 +26,31 @@ import (
 // fakeObjects is S3 with at most one object (any key) and the parts of
 // any multipart upload; multipart uploads are created and aborted at will.
 type fakeObjects struct {
-	object *awslite.HeadObjectOutput // nil: no object
-	parts  []awslite.Part
+	object *s3.HeadObjectOutput // nil: no object
+	parts  []types.Part
 }
 
-func (f fakeObjects) HeadObject(context.Context, *awslite.HeadObjectInput) (*awslite.HeadObjectOutput, error) {
+func (f fakeObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
 	if f.object == nil {
-		return nil, &awslite.Error{StatusCode: 404, Code: "NotFound"}
+		return nil, &types.NotFound{}
 	}
 	head := *f.object
 	return &head, nil
 }
-func (fakeObjects) DeleteObject(context.Context, *awslite.DeleteObjectInput) error { return nil }
-func (fakeObjects) CreateMultipartUpload(context.Context, *awslite.CreateMultipartUploadInput) (*awslite.CreateMultipartUploadOutput, error) {
-	return &awslite.CreateMultipartUploadOutput{UploadID: "s3-upload-1"}, nil
+func (fakeObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return &s3.DeleteObjectOutput{}, nil
 }
-func (f fakeObjects) ListParts(context.Context, *awslite.ListPartsInput) (*awslite.ListPartsOutput, error) {
-	return &awslite.ListPartsOutput{Parts: f.parts}, nil
+func (fakeObjects) CreateMultipartUpload(context.Context, *s3.CreateMultipartUploadInput, ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+	return &s3.CreateMultipartUploadOutput{UploadId: aws.String("s3-upload-1")}, nil
 }
-func (fakeObjects) CompleteMultipartUpload(context.Context, *awslite.CompleteMultipartUploadInput) (*awslite.CompleteMultipartUploadOutput, error) {
+func (f fakeObjects) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	return &s3.ListPartsOutput{Parts: f.parts, IsTruncated: aws.Bool(false)}, nil
+}
+func (fakeObjects) CompleteMultipartUpload(context.Context, *s3.CompleteMultipartUploadInput, ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
 	return nil, errors.New("fakeObjects: CompleteMultipartUpload is not expected in these tests")
 }
-func (fakeObjects) AbortMultipartUpload(context.Context, *awslite.AbortMultipartUploadInput) error {
-	return nil
+func (fakeObjects) AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadInput, ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
+	return &s3.AbortMultipartUploadOutput{}, nil
 }
 
 // multipartPhoto is photo as a multipart upload: one part.
@@ -135,8 +139,8 @@ func TestOutcomes(t *testing.T) {
 		{name: "status", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return get(f.created(t, photo).UploadID, "user-1")
 		}, status: 200, outcome: telemetry.OutcomeServed},
-		{name: "status that finds the object in S3", objects: fakeObjects{object: &awslite.HeadObjectOutput{
-			ContentLength: 48213, ETag: `"d41d8cd98f00b204e9800998ecf8427e"`,
+		{name: "status that finds the object in S3", objects: fakeObjects{object: &s3.HeadObjectOutput{
+			ContentLength: aws.Int64(48213), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`),
 		}}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return get(f.created(t, photo).UploadID, "user-1")
 		}, status: 200, outcome: telemetry.OutcomeHealed},
@@ -225,7 +229,7 @@ func TestOutcomes(t *testing.T) {
 		{name: "complete with no part in S3", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, "")
 		}, status: 409, code: api.CodePartsMissing, outcome: telemetry.OutcomeInvalid},
-		{name: "complete with a part of the wrong size", objects: fakeObjects{parts: []awslite.Part{{PartNumber: 1, Size: 48212, ETag: `"x"`}}},
+		{name: "complete with a part of the wrong size", objects: fakeObjects{parts: []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(48212), ETag: aws.String(`"x"`)}}},
 			request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 				return onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, "")
 			}, status: 409, code: api.CodePartsMissing, outcome: telemetry.OutcomeInvalid},
