@@ -360,6 +360,29 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("release deleted a pending record: %v", err)
 			}
 		},
+		"data fields are names, not paths": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-dotted-field")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			got, err := st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, Data: map[string]types.AttributeValue{"content.type": s("a/b")},
+				Require: map[string]types.AttributeValue{"size": s("42")},
+			})
+			if err != nil || !isS(got.Data["content.type"], "a/b") {
+				t.Fatalf("set a dotted field: %+v, %v", got.Data, err)
+			}
+			_, err = st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"content.type": s("a/b")},
+			})
+			if err != nil {
+				t.Fatalf("require a dotted field: %v", err)
+			}
+			_, err = st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, Data: map[string]types.AttributeValue{"parts[0]": s("x")},
+			})
+			if err == nil || errors.Is(err, idempotency.ErrAlreadyCompleted) {
+				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
+			}
+		},
 		"tenants never share a key": func(t *testing.T, st idempotency.Store, c *clock) {
 			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")
 			if a == b {
