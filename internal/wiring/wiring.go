@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,9 +26,9 @@ import (
 // Options adjust what Service builds; the dev stack and the benchmarks set
 // them.
 type Options struct {
-	// Config adjusts how the SDK configuration is loaded, for example
-	// config.WithAPIOptions with a call counter.
-	Config []func(*config.LoadOptions) error
+	// AWS, if set, is the SDK configuration, in place of the one
+	// config.LoadDefaultConfig loads from the environment (local servers).
+	AWS *aws.Config
 	// DynamoDB and S3 adjust the clients, for example their BaseEndpoint.
 	DynamoDB []func(*dynamodb.Options)
 	S3       []func(*s3.Options)
@@ -59,16 +60,18 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
 		}
 	}
-	// Every attempt counts toward the request's round trips, for its log
-	// line (callcount.WithScope).
-	loadOpts := append([]func(*config.LoadOptions) error{config.WithAPIOptions([]func(*middleware.Stack) error{callcount.ScopeAPIOptions})}, opts.Config...)
-	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
-	if err != nil {
+	var awsCfg aws.Config
+	if opts.AWS != nil {
+		awsCfg = *opts.AWS
+	} else if awsCfg, err = config.LoadDefaultConfig(ctx); err != nil {
 		return nil, cfg, fmt.Errorf("aws config: %w", err)
 	}
 	if awsCfg.Region == "" {
 		return nil, cfg, errors.New("aws config: no region (set AWS_REGION)")
 	}
+	// Every attempt counts toward the request's round trips, for its log
+	// line (callcount.WithScope).
+	awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), callcount.ScopeAPIOptions)
 	s3Client := s3.NewFromConfig(awsCfg, append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = pathStyle }}, opts.S3...)...)
 	dynamoClient := dynamodb.NewFromConfig(awsCfg, opts.DynamoDB...)
 	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
@@ -80,14 +83,12 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 }
 
 // Local points the clients at local servers (the dev stack's, a
-// benchmark's) with their static credentials and region, whatever the
-// process's environment says, and adds apiOptions to every client's stack.
+// benchmark's) with their static credentials and region, and adds
+// apiOptions to every client's stack. Nothing of the process's AWS
+// environment, files or profile applies.
 func Local(dynamoURL, s3URL string, creds aws.CredentialsProvider, region string, apiOptions ...func(*middleware.Stack) error) func(*Options) {
 	return func(o *Options) {
-		// Nothing from the developer's own AWS files or profile applies.
-		o.Config = append(o.Config, config.WithRegion(region), config.WithCredentialsProvider(creds),
-			config.WithSharedConfigFiles([]string{}), config.WithSharedCredentialsFiles([]string{}),
-			config.WithSharedConfigProfile(""), config.WithAPIOptions(apiOptions))
+		o.AWS = &aws.Config{Region: region, Credentials: creds, APIOptions: apiOptions}
 		o.DynamoDB = append(o.DynamoDB, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoURL) })
 		o.S3 = append(o.S3, func(o *s3.Options) { o.BaseEndpoint = aws.String(s3URL) })
 	}

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/wiring"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -149,5 +152,27 @@ func TestServiceRefusesBadSettings(t *testing.T) {
 				t.Errorf("err = %v, want one naming %s", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The dev stack's clients ignore the developer's own AWS settings: a
+// profile that does not exist here, or a FIPS switch, would break them.
+func TestLocalIgnoresTheProcessEnvironment(t *testing.T) {
+	sdkEnvironment(t, map[string]string{"AWS_PROFILE": "nope", "AWS_USE_FIPS_ENDPOINT": "true", "AWS_REGION": ""})
+	svc, _, err := wiring.Service(context.Background(), lookup(map[string]string{
+		"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_FORCE_PATH_STYLE": "true",
+	}), discard, wiring.Local("http://127.0.0.1:9", "http://127.0.0.1:9", aws.NewCredentialsCache(
+		credentials.NewStaticCredentialsProvider("local", "localsecret", "")), "us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := svc.Create(context.Background(), "tenant", "key-0123456789abcdef", api.CreateRequest{
+		Filename: "a.txt", ContentType: "text/plain", Size: 1, SHA256: strings.Repeat("ab", 32),
+	})
+	if err == nil {
+		t.Fatalf("create answered %s with no DynamoDB listening", reply.Body)
+	}
+	if msg := strings.ToLower(err.Error()); strings.Contains(msg, "fips") || strings.Contains(msg, "profile") {
+		t.Errorf("create failed on the process's AWS settings: %v", err)
 	}
 }

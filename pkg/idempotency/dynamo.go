@@ -276,6 +276,10 @@ type Update struct {
 	// Require lists Data fields that must hold these values, or the update
 	// fails with ErrMismatch.
 	Require map[string]types.AttributeValue
+	// From, if set, is the state the record must be in, or the update fails
+	// with ErrMismatch: an update that only means to renew a record never
+	// undoes a state another request set meanwhile.
+	From State
 	// RestartExpiry sets the record to expire one TTL from now.
 	RestartExpiry bool
 	// Revive applies the update to the claim's record even if it has
@@ -344,8 +348,8 @@ func (u *Update) check() error {
 	return nil
 }
 
-// name is an attribute name as it is, dots included: names come from a
-// Schema or this package, never paths.
+// name is an attribute name as it is, dots included (Schema.Validate and
+// Update.check refuse brackets, which an expression cannot escape).
 func name(n string) expression.NameBuilder { return expression.NameNoDotSplit(n) }
 
 // dataName is the caller's field k inside the data map.
@@ -363,6 +367,9 @@ func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) 
 	}
 	for _, k := range slices.Sorted(maps.Keys(u.Require)) {
 		cond = cond.And(dataName(k).Equal(expression.Value(u.Require[k])))
+	}
+	if u.From != "" {
+		cond = cond.And(state.Equal(expression.Value(u.From)))
 	}
 	// Neither target state has a lease.
 	set := expression.Set(state, expression.Value(u.State)).
@@ -434,9 +441,11 @@ func Classify(err error) error {
 }
 
 // transientErrors is the SDK's own answer to "would a retry help?": its
-// default retryables, which include its throttle codes, 429, 5xx and
-// connection errors.
-var transientErrors = retry.IsErrorRetryables(retry.DefaultRetryables)
+// default retryables (its throttle codes, an unmodeled 429, 500, 502, 503,
+// 504 and connection errors), and DynamoDB's TransactionConflictException,
+// which a table shared with transactional writers can answer.
+var transientErrors = retry.IsErrorRetryables(append(slices.Clone(retry.DefaultRetryables),
+	retry.RetryableErrorCode{Codes: map[string]struct{}{"TransactionConflictException": {}}}))
 
 // Transient reports whether err from an AWS call is one that a later retry
 // can cure, as the SDK's standard retryer decides (throttling, a server

@@ -211,6 +211,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"provisioned throughput exceeded", throttled, true},
 		{"throttling", answered(400, &smithy.GenericAPIError{Code: "ThrottlingException"}), true},
 		{"throttling, bare", &smithy.GenericAPIError{Code: "ThrottlingException"}, true},
+		{"transaction conflict", answered(400, &types.TransactionConflictException{Message: aws.String("busy")}), true},
 		{"throttling, modeled", answered(400, &types.ThrottlingException{Message: aws.String("slow down")}), true},
 		{"request limit exceeded", answered(400, &types.RequestLimitExceeded{Message: aws.String("account limit")}), true},
 		{"429 from a proxy", answered(429, &smithy.GenericAPIError{Code: "UnknownError", Message: "rate limited"}), true},

@@ -78,6 +78,9 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	if !ok || r.Expired(now) && !u.Revive || r.ClaimID != claimID || r.State == StateCompleted || r.State == StateAborted {
 		return Record{}, updateRefusal(id, claimID, u, old, now)
 	}
+	if u.From != "" && r.State != u.From {
+		return Record{}, updateRefusal(id, claimID, u, old, now)
+	}
 	for k, v := range u.Require {
 		if got, ok := r.Data[k]; !ok || !reflect.DeepEqual(got, v) {
 			return Record{}, updateRefusal(id, claimID, u, old, now)

@@ -109,6 +109,9 @@ func (s Schema) Validate() error {
 		if a.name == "" {
 			continue
 		}
+		if strings.ContainsAny(a.name, "[]") {
+			errs = append(errs, fmt.Errorf("%s %q: an attribute name with brackets cannot be named in an expression", a.role, a.name))
+		}
 		if other, dup := seen[a.name]; dup {
 			errs = append(errs, fmt.Errorf("%s and %s are both %q", other, a.role, a.name))
 		}

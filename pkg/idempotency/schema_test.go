@@ -122,6 +122,8 @@ func TestSchemaValidate(t *testing.T) {
 		{"sort key is the partition key", idempotency.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
 		{"a renamed attribute takes a fixed name", idempotency.Schema{State: "data"}, []string{"State and (fixed) data"}},
 		{"renamed onto a default", idempotency.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
+		{"a dotted name is a name", idempotency.Schema{State: "record.state"}, nil},
+		{"brackets cannot be named", idempotency.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -360,6 +360,24 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("release deleted a pending record: %v", err)
 			}
 		},
+		"an update from a state another request left is refused": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-from-state")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: "aborting"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true})
+			if !errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("renewal from pending of an aborting record: %v, want ErrMismatch", err)
+			}
+			got, err := st.Get(ctx, id)
+			if err != nil || got.State != "aborting" {
+				t.Fatalf("after the refused renewal: %+v, %v; want it still aborting", got.State, err)
+			}
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateAborted, From: "aborting"}); err != nil {
+				t.Fatalf("update from the state it is in: %v", err)
+			}
+		},
 		"data fields are names, not paths": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-dotted-field")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))

@@ -118,9 +118,12 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		}
 	}
 	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
-		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{State: rec.State, RestartExpiry: true})
+		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
+			State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true,
+		})
 		switch {
-		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted):
+		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrMismatch):
+			// Completed, aborted, or an abort began since the read.
 			return Reply{}, ErrNotPending
 		case errors.Is(err, idempotency.ErrNotFound):
 			return Reply{}, ErrNotFound

@@ -360,8 +360,8 @@ func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	if outcome == OutcomeCompleted {
 		s.opts.Logger.InfoContext(ctx, "finalized from status: the object exists but no event recorded it", "upload_id", rec.ClaimID)
 	}
-	if done.State == idempotency.StateCompleted {
-		return done, nil
+	if done.final() {
+		return done, nil // completed, or aborted by a racing request
 	}
 	return rec, nil
 }
