@@ -63,7 +63,7 @@ FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
 	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest ./pkg/upload/:FuzzMembers \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
-	./internal/localstack/:FuzzEncodeS3EventKey ./internal/localstack/:FuzzTranslateS3Event
+	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t##*:} for $(FUZZTIME)"; \

@@ -32,7 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
@@ -273,7 +273,7 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 type harness struct {
 	t    *testing.T
 	node string
-	st   *localstack.Stack
+	st   *devstack.Stack
 	s3   *s3.Client
 }
 
@@ -469,7 +469,7 @@ func headerList(v string) []string {
 
 func TestBrowser(t *testing.T) {
 	node := prerequisites(t)
-	st, err := localstack.Start(context.Background(), localstack.Config{
+	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: "dist",
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/bench"
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 
@@ -25,7 +25,7 @@ var largeFile struct {
 
 // measureLargeFile builds the upload CLI and compares it, in parts and in
 // one PUT, with the AWS CLI on the stack's S3.
-func measureLargeFile(ctx context.Context, st *localstack.Stack, dir string) (bench.LargeFile, error) {
+func measureLargeFile(ctx context.Context, st *devstack.Stack, dir string) (bench.LargeFile, error) {
 	bin := filepath.Join(dir, "upload")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/upload").CombinedOutput(); err != nil {
 		return bench.LargeFile{}, fmt.Errorf("build the upload CLI: %v\n%s", err, out)
@@ -36,7 +36,7 @@ func measureLargeFile(ctx context.Context, st *localstack.Stack, dir string) (be
 			awsCLI = "/usr/bin/aws"
 		}
 	}
-	s3c := s3.NewFromConfig(aws.Config{Region: localstack.Region, Credentials: credentials.NewStaticCredentialsProvider(localstack.AccessKey, localstack.SecretKey, "")},
+	s3c := s3.NewFromConfig(aws.Config{Region: devstack.Region, Credentials: credentials.NewStaticCredentialsProvider(devstack.AccessKey, devstack.SecretKey, "")},
 		func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = &st.S3URL, true })
 	clean := func(ctx context.Context) error {
 		list, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &st.Bucket})

@@ -31,7 +31,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/callcount"
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/services"
 )
 
@@ -94,7 +94,7 @@ func run(ctx context.Context, count int, out string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	st, err := localstack.Start(ctx, localstack.Config{
+	st, err := devstack.Start(ctx, devstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
 		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -249,7 +249,7 @@ type peerProc struct {
 
 // startPeer runs the Powertools peer (bench/peer) on the same DynamoDB and
 // S3 servers, behind the same kind of HTTP front.
-func startPeer(ctx context.Context, st *localstack.Stack, dir string) (*peerProc, error) {
+func startPeer(ctx context.Context, st *devstack.Stack, dir string) (*peerProc, error) {
 	if _, err := os.Stat("bench/peer/node_modules"); err != nil {
 		return nil, fmt.Errorf("bench/peer/node_modules missing (make bench runs npm ci there)")
 	}

@@ -42,7 +42,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/client"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -111,7 +111,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	var dynamoProxy *faults.Proxy
 	var rndMu sync.Mutex
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	st, err := localstack.Start(ctx, localstack.Config{
+	st, err := devstack.Start(ctx, devstack.Config{
 		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet,
 		// The functions reach DynamoDB through a fault-injecting proxy.
 		FunctionDynamo: func(server string) (string, error) {
@@ -324,7 +324,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 // the hash of (tenant, key), and every chaos client is the local tenant.
 func ownedBy(uploadID, key string) bool {
 	id, err := upload.ParseUploadID(uploadID)
-	return err == nil && id == idempotency.NewID(presign.JWTTenant(localstack.LocalTenant), key)
+	return err == nil && id == idempotency.NewID(presign.JWTTenant(devstack.LocalTenant), key)
 }
 
 func newLogical(dir string, i int64, multipart bool) (*logical, error) {
@@ -344,7 +344,7 @@ func newLogical(dir string, i int64, multipart bool) (*logical, error) {
 	return &logical{key: client.NewKey(), path: path, size: int64(size), partSize: partSize, ids: map[string]bool{}}, nil
 }
 
-func listObjects(ctx context.Context, st *localstack.Stack) (map[string]int64, error) {
+func listObjects(ctx context.Context, st *devstack.Stack) (map[string]int64, error) {
 	s3c := s3.NewFromConfig(services.AWSConfig(), func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(st.S3URL), true })
 	objects := map[string]int64{}
 	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: &st.Bucket})

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/telemetry"
 )
 
@@ -34,7 +34,7 @@ func main() {
 	// mode; under the emulator they go to the functions' log files).
 	var tally telemetry.Tally
 	logger := slog.New(tally.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	cfg := localstack.Config{
+	cfg := devstack.Config{
 		DataDir:      env("DEV_DATA_DIR", ".local"),
 		APIPort:      port("API_PORT", 3000),
 		DynamoPort:   port("DYNAMODB_PORT", 8000),
@@ -47,11 +47,11 @@ func main() {
 		Env:          os.LookupEnv,
 		Logger:       logger,
 		StaticDir:    env("STATIC_DIR", "web/dist"),
-		Concurrency:  number("DEV_CONCURRENCY", localstack.DefaultConcurrency, 1, 1024),
+		Concurrency:  number("DEV_CONCURRENCY", devstack.DefaultConcurrency, 1, 1024),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := localstack.Start(ctx, cfg)
+	st, err := devstack.Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
@@ -63,7 +63,7 @@ func main() {
   data, logs %s
 A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
-`, st.Mode, st.APIURL, st.DynamoURL, st.Table, st.S3URL, st.Bucket, localstack.AccessKey, localstack.SecretKey, cfg.DataDir)
+`, st.Mode, st.APIURL, st.DynamoURL, st.Table, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, cfg.DataDir)
 	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")

@@ -18,7 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -104,7 +104,7 @@ func TestStateFile(t *testing.T) {
 // resumes after being killed mid-PUT, and exits with the documented codes.
 func TestCLIEndToEnd(t *testing.T) {
 	testenv.RequireTools(t, "dynoxide", "versitygw")
-	st, err := localstack.Start(context.Background(), localstack.Config{
+	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli", Bucket: "uploads-cli",
 		Env: func(k string) (string, bool) {
 			if k == "MAX_UPLOAD_BYTES" {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -133,7 +133,7 @@ func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter
 // in bytes through the proxy; one object, the file.
 func TestCLIResumesAfterKill(t *testing.T) {
 	testenv.RequireTools(t, "dynoxide", "versitygw")
-	st, err := localstack.Start(context.Background(), localstack.Config{
+	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-mp", Bucket: "uploads-cli-mp",
 	})
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -47,7 +47,7 @@ const (
 // strict checks requests and responses; lenient checks only responses, for
 // requests that break the contract on purpose to see the server's answer.
 type env struct {
-	st              *localstack.Stack
+	st              *devstack.Stack
 	strict, lenient *testenv.Proxy
 	dynamo          *dynamoSwitch
 }
@@ -62,7 +62,7 @@ func start(t *testing.T, lenient bool) *env {
 		"MAX_UPLOAD_BYTES":      strconv.Itoa(maxUploadBytes),
 		"ALLOWED_CONTENT_TYPES": allowedTypes,
 	}
-	st, err := localstack.Start(context.Background(), localstack.Config{
+	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "contract-test", Bucket: "contract-test",
 		Env: func(k string) (string, bool) { v, ok := settings[k]; return v, ok },

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/callcount"
-	appconfig "github.com/onceupload/onceupload/pkg/config"
+	appconfig "github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

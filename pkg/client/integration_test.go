@@ -23,15 +23,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 
-func startStack(t *testing.T, env map[string]string) *localstack.Stack {
+func startStack(t *testing.T, env map[string]string) *devstack.Stack {
 	t.Helper()
 	testenv.RequireTools(t, "dynoxide", "versitygw")
-	st, err := localstack.Start(context.Background(), localstack.Config{
+	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test",
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
@@ -43,7 +43,7 @@ func startStack(t *testing.T, env map[string]string) *localstack.Stack {
 	return st
 }
 
-func objectCount(t *testing.T, st *localstack.Stack) int {
+func objectCount(t *testing.T, st *devstack.Stack) int {
 	t.Helper()
 	out, err := testenv.S3Client(st.S3URL, nil).ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &st.Bucket})
 	if err != nil {

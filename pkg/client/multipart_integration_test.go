@@ -22,14 +22,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/localstack"
+	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 
 // objectBytes is the one object in the stack's bucket, whole.
-func objectBytes(t *testing.T, st *localstack.Stack) []byte {
+func objectBytes(t *testing.T, st *devstack.Stack) []byte {
 	t.Helper()
 	s3c := testenv.S3Client(st.S3URL, nil)
 	list, err := s3c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &st.Bucket})

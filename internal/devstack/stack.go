@@ -1,4 +1,4 @@
-// Package localstack runs the whole system on 127.0.0.1 without an AWS
+// Package devstack runs the whole system on 127.0.0.1 without an AWS
 // account or Docker: dynoxide for DynamoDB, Versity Gateway for S3, the two
 // functions (in-process, or the built bootstraps under the Lambda Runtime
 // Interface Emulator), and a front door that plays API Gateway (HTTP API,
@@ -7,7 +7,7 @@
 //
 // The table, bucket CORS, routes and API CORS are read from template.yaml,
 // so the local system is the deployed one, not a restatement of it.
-package localstack
+package devstack
 
 import (
 	"context"

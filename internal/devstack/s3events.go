@@ -1,4 +1,4 @@
-package localstack
+package devstack
 
 import (
 	"encoding/json"
