@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 
 var dynoxide = testenv.SharedDynoxide()
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	dynoxide.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide) }
 
 // fakeCharger counts charges; block, when set, holds each charge until it
 // is closed, and fail makes the n-th charge fail.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +37,7 @@ var (
 	versity  = testenv.SharedVersity()
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	dynoxide.Stop()
-	versity.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 
 // rig is the presign and finalize handlers on a DynamoDB reached through a
 // fault-injecting proxy, and a real S3.

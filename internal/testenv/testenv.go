@@ -169,6 +169,7 @@ type Shared struct {
 	once  sync.Once
 	proc  *services.Process
 	err   error
+	dir   string // removed by Stop
 }
 
 // SharedDynoxide, SharedDynalite and SharedVersity describe lazily started
@@ -189,13 +190,16 @@ func SharedDynalite() *Shared {
 // SharedVersity starts Versity Gateway on a fresh temporary directory on
 // first use.
 func SharedVersity() *Shared {
-	return &Shared{start: func(ctx context.Context) (*services.Process, error) {
+	s := &Shared{}
+	s.start = func(ctx context.Context) (*services.Process, error) {
 		dir, err := os.MkdirTemp("", "onceupload-s3-")
 		if err != nil {
 			return nil, err
 		}
+		s.dir = dir
 		return services.StartVersity(ctx, services.S3Options{DataDir: dir + "/data", AccessKey: AccessKey, SecretKey: SecretKey})
-	}}
+	}
+	return s
 }
 
 // Endpoint starts the server if needed and returns its endpoint, skipping or
@@ -207,11 +211,24 @@ func (s *Shared) Endpoint(t testing.TB) string {
 	return s.proc.Endpoint
 }
 
-// Stop stops the server if it was started.
+// Stop stops the server if it was started, and removes its data.
 func (s *Shared) Stop() {
 	if s.proc != nil {
 		_ = s.proc.Stop()
 	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// Main is a TestMain for tests on shared servers: it runs the package's
+// tests, stops the servers they started, and exits with the tests' code.
+func Main(m *testing.M, servers ...*Shared) {
+	code := m.Run()
+	for _, s := range servers {
+		s.Stop()
+	}
+	os.Exit(code)
 }
 
 // RequireTools skips t (or, under REQUIRE_INTEGRATION=1, fails it) unless

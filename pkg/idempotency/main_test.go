@@ -1,7 +1,6 @@
 package idempotency_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -15,9 +14,4 @@ var (
 func sharedDynoxide(t testing.TB) string { return dynoxide.Endpoint(t) }
 func sharedDynalite(t testing.TB) string { return dynalite.Endpoint(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	dynoxide.Stop()
-	dynalite.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, dynalite) }

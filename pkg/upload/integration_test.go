@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -35,12 +34,7 @@ var (
 	versity  = testenv.SharedVersity()
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	dynoxide.Stop()
-	versity.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
