@@ -38,10 +38,14 @@ dev: tools
 	@if [ "$${DEV_RIE:-false}" = true ]; then $(MAKE) --no-print-directory build LAMBDA_ARCH=$$($(GO) env GOARCH); fi
 	BOOTSTRAP_DIR=$(CURDIR)/.build/$$($(GO) env GOARCH) .build/dev
 
+GOTOOL := $(GO) tool -modfile=tools/go.mod
+
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+	@out=$$($(GOTOOL) goimports -local github.com/onceupload/onceupload -l $$(git ls-files '*.go')); \
+		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
 	$(GO) vet ./...
-	$(TOOLS)/staticcheck ./...
+	$(GOTOOL) staticcheck ./...
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
 	cfn-lint template.yaml
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(TOOLS)/redocly lint --format=stylish openapi.yaml

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Installs the pinned local servers into .tools/bin (git-ignored). Safe to run
-# again: each tool is reinstalled only when its pinned version changes.
+# again: npm tools are reinstalled only when their lock file changes, and Go
+# tools are rebuilt from Go's build cache (the first build takes minutes).
 #   dynoxide   DynamoDB-compatible server (npm, static binary)
 #   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm)
 #   redocly    Redocly CLI, lints openapi.yaml in make lint (npm)
 #   prism      Stoplight Prism, the OpenAPI validating proxy of the contract tests (npm)
-#   versitygw  S3-compatible gateway (Go module, ~2 min cold build)
-#   aws-lambda-rie  Lambda Runtime Interface Emulator (Go module)
-#   staticcheck     Go linter (Go module)
+#   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
+#   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool)
+# Go tools are pinned by the tool directives of tools/go.mod (kept out of the
+# root go.mod, whose requirements every importer of the library inherits);
+# the linters among them (staticcheck, goimports) run with go tool.
 #   chromium        Debian's Chromium, for the browser tests (apt, as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TOOLS=${TOOLS_DIR:-$ROOT/.tools}
-VERSITYGW_VERSION=v1.8.0
-RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
-STATICCHECK_VERSION=v0.8.2
 mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 
 # stamp NAME VERSION: true when NAME is already installed at VERSION.
@@ -33,16 +33,10 @@ if ! stamp npm "$npm_pin" || [ ! -x "$TOOLS/bin/dynoxide" ] || [ ! -x "$TOOLS/bi
   echo "$npm_pin" > "$TOOLS/bin/.npm.version"
 fi
 
-go_tool() { # go_tool NAME MODULE VERSION
-  if ! stamp "$1" "$3" || [ ! -x "$TOOLS/bin/$1" ]; then
-    echo "install-tools: $1 $3 (go install; the first build takes a few minutes)"
-    GOBIN="$TOOLS/bin" GOFLAGS=-mod=mod go install "$2@$3"
-    echo "$3" > "$TOOLS/bin/.$1.version"
-  fi
-}
-go_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
-go_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_VERSION"
-go_tool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION"
+echo "install-tools: versitygw, aws-lambda-rie (pinned in tools/go.mod)"
+(cd tools && go build -o "$TOOLS/bin/" \
+  github.com/versity/versitygw/cmd/versitygw \
+  github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie)
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
 # test tool). Installed here when running as root with apt, as on CI.
