@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -243,8 +242,8 @@ func hotPath(ctx context.Context) ([]benchLine, error) {
 }
 
 type peerProc struct {
-	cmd *exec.Cmd
-	url string
+	proc *services.Process
+	url  string
 }
 
 // startPeer runs the Powertools peer (bench/peer) on the same DynamoDB and
@@ -253,50 +252,20 @@ func startPeer(ctx context.Context, st *devstack.Stack, dir string) (*peerProc, 
 	if _, err := os.Stat("bench/peer/node_modules"); err != nil {
 		return nil, fmt.Errorf("bench/peer/node_modules missing (make bench runs npm ci there)")
 	}
-	port, err := services.FreePort()
+	proc, err := services.StartNode(ctx, services.NodeOptions{
+		Options: services.Options{LogPath: filepath.Join(dir, "peer.log")},
+		Dir:     "bench/peer", Script: "server.mjs", Ready: "peer listening on",
+		Env: []string{"TABLE_NAME=peer-bench", "BUCKET_NAME=" + st.Bucket,
+			"AWS_ENDPOINT_URL_DYNAMODB=" + st.DynamoURL, "AWS_ENDPOINT_URL_S3=" + st.S3URL, "AWS_REGION=" + services.Region,
+			"AWS_ACCESS_KEY_ID=" + services.AccessKey, "AWS_SECRET_ACCESS_KEY=" + services.SecretKey},
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "node", "server.mjs")
-	cmd.Dir = "bench/peer"
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "TABLE_NAME=peer-bench", "BUCKET_NAME="+st.Bucket,
-		"AWS_ENDPOINT_URL_DYNAMODB="+st.DynamoURL, "AWS_ENDPOINT_URL_S3="+st.S3URL, "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, _ := cmd.StdoutPipe()
-	logf, _ := os.Create(filepath.Join(dir, "peer.log"))
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &peerProc{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port)}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "peer listening on") {
-				ready <- true
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			p.stop()
-			return nil, fmt.Errorf("peer exited; see its log")
-		}
-	case <-time.After(30 * time.Second):
-		p.stop()
-		return nil, fmt.Errorf("peer not ready after 30 s")
-	}
-	return p, nil
+	return &peerProc{proc: proc, url: proc.Endpoint}, nil
 }
 
-func (p *peerProc) stop() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	_ = p.cmd.Wait()
-}
+func (p *peerProc) stop() { _ = p.proc.Stop() }
 
 func (p *peerProc) reset() {
 	resp, err := http.Post(p.url+"/__stats/reset", "application/json", nil)

@@ -1,6 +1,8 @@
 // Package services starts and stops the local servers the project runs
 // against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
-// dynalite (a DynamoDB that ignores ALL_OLD) and moto (SQS). The binaries are
+// dynalite (a DynamoDB that ignores ALL_OLD), moto (SQS), the Lambda Runtime
+// Interface Emulator and Prism (an OpenAPI validating proxy). It is the one
+// place that starts servers; the dev stack and package testenv use it. The binaries are
 // installed by scripts/install-tools.sh into the git-ignored .tools folder;
 // moto_server, a Python program, may instead be on PATH.
 //
@@ -9,6 +11,7 @@
 package services
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -133,6 +136,11 @@ func start(ctx context.Context, name string, port int, logPath string, bin strin
 // startEnv starts bin with env (nil: the host's environment) and waits
 // until it answers HTTP on port.
 func startEnv(ctx context.Context, name string, port int, logPath string, env []string, bin string, args ...string) (*Process, error) {
+	return startReady(ctx, name, port, logPath, env, waitHTTP, bin, args...)
+}
+
+// startReady starts bin and waits until ready says it is serving.
+func startReady(ctx context.Context, name string, port int, logPath string, env []string, ready func(context.Context, *Process) error, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -148,7 +156,7 @@ func startEnv(ctx context.Context, name string, port int, logPath string, env []
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	if err := waitHTTP(ctx, p); err != nil {
+	if err := ready(ctx, p); err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("start %s on port %d: %w", name, port, err)
 	}
@@ -327,3 +335,85 @@ func BuildBootstrap(pkg, arch, out string) error {
 
 // Pid is the server's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// PrismOptions configure StartPrism.
+type PrismOptions struct {
+	Options
+	// Spec is the OpenAPI document (a file) and Upstream the API behind
+	// the proxy.
+	Spec, Upstream string
+	// ValidateRequests answers a request the document forbids with Prism's
+	// 422 instead of forwarding it.
+	ValidateRequests bool
+}
+
+// StartPrism starts Stoplight Prism in proxy mode with --errors: a response
+// that violates the document is replaced by Prism's 500 problem document,
+// and lesser violations are listed in an sl-violations header. Its output
+// goes to o.LogPath, which is required: readiness is read from it.
+func StartPrism(ctx context.Context, o PrismOptions) (*Process, error) {
+	bin, err := Binary("prism")
+	if err != nil {
+		return nil, err
+	}
+	if o.LogPath == "" {
+		return nil, errors.New("start prism: a log path is required")
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	return startReady(ctx, "prism", port, o.LogPath, nil, waitLog(o.LogPath, "Prism is listening on http://127.0.0.1:"+strconv.Itoa(port)), bin,
+		"proxy", o.Spec, o.Upstream, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--errors", "--cors=false", "--validate-request="+strconv.FormatBool(o.ValidateRequests))
+}
+
+// waitLog waits until the server's log at path contains line: for a server
+// that says when it has bound its port (a successful dial alone could reach
+// whoever else took the port).
+func waitLog(path, line string) func(context.Context, *Process) error {
+	return func(ctx context.Context, p *Process) error {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		for {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(line)) {
+				return nil
+			}
+			select {
+			case <-p.done:
+				b, _ := os.ReadFile(path)
+				return fmt.Errorf("exited during start-up:\n%s", b)
+			case <-ctx.Done():
+				return fmt.Errorf("not ready: %w", ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// NodeOptions configure StartNode.
+type NodeOptions struct {
+	Options
+	// Dir holds Script, a Node.js server that listens on $PORT and prints
+	// Ready once it does; Env adds to the host's environment.
+	Dir, Script, Ready string
+	Env                []string
+}
+
+// StartNode runs a Node.js server script (the benchmark's Powertools peer).
+// Its output goes to o.LogPath, which is required: readiness is read from it.
+func StartNode(ctx context.Context, o NodeOptions) (*Process, error) {
+	if o.LogPath == "" {
+		return nil, errors.New("start node: a log path is required")
+	}
+	port, err := o.port()
+	if err != nil {
+		return nil, err
+	}
+	script, err := filepath.Abs(filepath.Join(o.Dir, o.Script))
+	if err != nil {
+		return nil, err
+	}
+	env := append(append(os.Environ(), o.Env...), "PORT="+strconv.Itoa(port))
+	return startReady(ctx, o.Script, port, o.LogPath, env, waitLog(o.LogPath, o.Ready), "node", script)
+}

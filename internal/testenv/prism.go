@@ -2,16 +2,13 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/onceupload/onceupload/internal/services"
 )
@@ -43,7 +40,7 @@ type ProxyOptions struct {
 // REQUIRE_INTEGRATION=1.
 func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Proxy {
 	t.Helper()
-	bin, err := services.Binary("prism")
+	_, err := services.Binary("prism")
 	need(t, err)
 	spec, err = filepath.Abs(spec)
 	if err != nil {
@@ -52,62 +49,20 @@ func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Pr
 	// A free port can be taken by another process before Prism binds it;
 	// then Prism exits, and another port is tried.
 	for attempt := 1; ; attempt++ {
-		p, err := startPrism(t, bin, spec, upstream, opts)
+		logPath := filepath.Join(t.TempDir(), "prism.log")
+		p, err := services.StartPrism(context.Background(), services.PrismOptions{
+			Options: services.Options{LogPath: logPath}, Spec: spec, Upstream: upstream,
+			ValidateRequests: !opts.SkipRequestValidation,
+		})
 		if err == nil {
-			return p
+			t.Cleanup(func() { _ = p.Stop() })
+			return &Proxy{URL: p.Endpoint, log: logPath}
 		}
 		if attempt == 3 {
 			t.Fatal(err)
 		}
 		t.Logf("%v; trying another port", err)
 	}
-}
-
-func startPrism(t testing.TB, bin, spec, upstream string, opts ProxyOptions) (*Proxy, error) {
-	port, err := services.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(t.TempDir(), "prism.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "proxy", spec, upstream,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--errors", "--cors=false", "--validate-request="+strconv.FormatBool(!opts.SkipRequestValidation))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start prism: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
-	p := &Proxy{URL: "http://127.0.0.1:" + strconv.Itoa(port), log: logPath}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(3 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	// Prism says so once it has loaded the document and bound the port;
-	// a successful dial alone could reach whoever else took the port.
-	listening := "Prism is listening on " + p.URL
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(p.Log(), listening) {
-		select {
-		case <-done:
-			return nil, fmt.Errorf("prism exited during start-up:\n%s", p.Log())
-		case <-deadline:
-			return nil, fmt.Errorf("prism not listening after 60 s:\n%s", p.Log())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return p, nil
 }
 
 // Log is what Prism has printed so far: one line per request, with every
