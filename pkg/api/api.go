@@ -136,7 +136,12 @@ func PartCount(size, partSize int64) int {
 	if size <= 0 || partSize <= 0 {
 		return 0
 	}
-	return int((size + partSize - 1) / partSize)
+	// Not (size + partSize - 1) / partSize, which overflows near 2^63.
+	n := size / partSize
+	if size%partSize != 0 {
+		n++
+	}
+	return int(n)
 }
 
 // PartLength is the length of part n (1-based): partSize, or the remainder

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,10 @@ func TestPartArithmetic(t *testing.T) {
 		{MinPartSize + 1, MinPartSize, 2, 1},
 		{50 << 20, 5 << 20, 10, 5 << 20},
 		{MaxMultipartBytes, MaxPartSize, MaxParts, MaxPartSize},
+		// Near 2^63, where size + partSize - 1 would overflow.
+		{math.MaxInt64, math.MaxInt64, 1, math.MaxInt64},
+		{math.MaxInt64, 1 << 62, 2, math.MaxInt64 - 1<<62},
+		{math.MaxInt64, MaxPartSize, int(math.MaxInt64/MaxPartSize + 1), math.MaxInt64 % MaxPartSize},
 	} {
 		if got := PartCount(tc.size, tc.partSize); got != tc.count {
 			t.Errorf("PartCount(%d, %d) = %d, want %d", tc.size, tc.partSize, got, tc.count)
