@@ -21,8 +21,10 @@
 //   - a fingerprint of the request that claimed it, compared on every replay;
 //   - a claim id, unique per claim, so that late work for an earlier claim of
 //     the same key can never touch a newer one;
-//   - a state: [StatePending] or [StateCompleted] with a recorded response,
-//     or [StateInProgress] with a lease while side-effecting work runs;
+//   - a state: [StateInProgress] with a lease while side-effecting work
+//     runs; [StatePending] with a recorded response; a caller's own states
+//     in between (pkg/upload's "aborting"), treated like pending; and the
+//     final [StateCompleted] and [StateAborted], which no update leaves;
 //   - an expiry (epoch seconds), the table's TTL attribute. Expiry is
 //     enforced here, never left to TTL deletion, which can lag for days: an
 //     expired record is absent for every method of [DynamoStore].
