@@ -257,13 +257,13 @@ type crashing struct {
 	crashed bool
 }
 
-func (c *crashing) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Reply, error) {
-	reply, err := c.Service.Create(ctx, tenant, key, req)
+func (c *crashing) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Result, error) {
+	res, err := c.Service.Create(ctx, tenant, key, req)
 	if !c.crashed {
 		c.crashed = true
 		panic("function killed between its claim and its answer")
 	}
-	return reply, err
+	return res, err
 }
 
 // A function that dies between its claim and its answer: the client's

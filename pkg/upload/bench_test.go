@@ -61,7 +61,7 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req, _ := upload.DecodeCreateRequest(benchBody)
-		if r, err := svc.Create(ctx, "tenant", "bench-key-replayed", req); err != nil || !r.Replayed {
+		if r, err := svc.Create(ctx, "tenant", "bench-key-replayed", req); err != nil || r.Effect != upload.EffectReplayed {
 			b.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -182,27 +183,62 @@ func TestPresignedPutOnRealS3(t *testing.T) {
 	}
 }
 
+// withPresigner is the env's service presigning with presigner.
+func (e *env) withPresigner(presigner upload.Presigner) *upload.Service {
+	return upload.New(e.store, presigner, e.objectsClient, e.cfg, func(o *upload.Options) {
+		o.Now = e.Now
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+}
+
+// clockSigner is the SDK's S3 presigner signing at the env's clock instead
+// of the wall clock's time.
+type clockSigner struct {
+	signer *v4.Signer
+	now    func() time.Time
+}
+
+func (c clockSigner) PresignHTTP(ctx context.Context, creds aws.Credentials, r *http.Request, payloadHash, service, region string,
+	_ time.Time, optFns ...func(*v4.SignerOptions)) (string, http.Header, error) {
+	return c.signer.PresignHTTP(ctx, creds, r, payloadHash, service, region, c.now(), optFns...)
+}
+
+// S3 judges a URL's expiry by its own clock, the wall clock. The service
+// here signs at the env's clock, set behind the wall clock by more than a
+// URL's lifetime: its first URL is expired for S3 the moment it is made,
+// and no real time needs to pass.
 func TestExpiredURLIsRefusedAndReplayResigns(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, time.Second)
+	const lifetime = time.Minute
+	e := newEnv(t, lifetime)
+	e.Advance(-2 * lifetime)
+	e.svc = e.withPresigner(upload.NewPresignerWith(e.objectsClient, e.bucket, func(o *s3.PresignOptions) {
+		// As the S3 client's own signer: S3 paths are not escaped twice.
+		o.Presigner = clockSigner{signer: v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true }), now: e.Now}
+	}))
 	content := []byte("expiring")
 	reply, err := e.svc.Create(ctx, "tenant", "key-expired-url-0001", requestFor(content, "text/plain"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := decode(t, reply.Body)
-	time.Sleep(2100 * time.Millisecond) // SigV4 expiry is in whole seconds of real time
-	e.Advance(2100 * time.Millisecond)
+	// The body states the expiry S3 enforces: signed at the clock's second,
+	// for the lifetime.
+	want := e.Now().Truncate(time.Second).Add(lifetime)
+	if got, err := time.Parse(time.RFC3339, first.Upload.ExpiresAt); err != nil || !got.Equal(want) {
+		t.Fatalf("expiresAt %s, want %s", first.Upload.ExpiresAt, want.UTC())
+	}
 	if code := put(t, first, content, nil); code != http.StatusForbidden {
 		t.Fatalf("expired URL: %d, want 403", code)
 	}
+	e.Advance(2 * lifetime) // the clock meets the wall clock: the URL is past its expiry for the service too
 	again, err := e.svc.Create(ctx, "tenant", "key-expired-url-0001", requestFor(content, "text/plain"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fresh := decode(t, again.Body)
-	if !again.Replayed || fresh.UploadID != first.UploadID || fresh.Upload.URL == first.Upload.URL {
-		t.Fatalf("replay after expiry: replayed=%v id %s (was %s), url changed=%v", again.Replayed, fresh.UploadID, first.UploadID, fresh.Upload.URL != first.Upload.URL)
+	if again.Effect != upload.EffectReplayed || fresh.UploadID != first.UploadID || fresh.Upload.URL == first.Upload.URL {
+		t.Fatalf("replay after expiry: %s, id %s (was %s), url changed=%v", again.Effect, fresh.UploadID, first.UploadID, fresh.Upload.URL != first.Upload.URL)
 	}
 	if code := put(t, fresh, content, nil); code != http.StatusOK {
 		t.Fatalf("fresh URL: %d", code)
@@ -271,8 +307,8 @@ func TestStatusCompletesWhenTheEventIsLost(t *testing.T) {
 
 	e.resetCounts()
 	pending, err := e.svc.Status(ctx, "tenant", u.UploadID)
-	if err != nil || !bytes.Equal(pending.Body, reply.Body) {
-		t.Fatalf("Status before the PUT = %s, %v; want the pending body", pending.Body, err)
+	if err != nil || pending.Effect != upload.EffectServed || !bytes.Equal(pending.Body, reply.Body) {
+		t.Fatalf("Status before the PUT = %s %s, %v; want the pending body", pending.Effect, pending.Body, err)
 	}
 	e.wantCalls(t, "status pending", map[string]int{"GetItem": 1}, map[string]int{"HeadObject": 1})
 
@@ -286,8 +322,8 @@ func TestStatusCompletesWhenTheEventIsLost(t *testing.T) {
 	}
 	e.wantCalls(t, "status heal", map[string]int{"GetItem": 1, "UpdateItem": 1}, map[string]int{"HeadObject": 1})
 	done := decode(t, healed.Body)
-	if done.Status != api.StatusCompleted || done.ETag != strings.Trim(aws.ToString(e.head(t, u.StorageKey).ETag), `"`) {
-		t.Fatalf("healed = %+v", done)
+	if healed.Effect != upload.EffectHealed || done.Status != api.StatusCompleted || done.ETag != strings.Trim(aws.ToString(e.head(t, u.StorageKey).ETag), `"`) {
+		t.Fatalf("healed = %s %+v", healed.Effect, done)
 	}
 	// The late event is now a duplicate.
 	out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: int64(len(content)), ETag: done.ETag, Time: e.Now()})
@@ -322,8 +358,8 @@ func TestLateEventCannotCompleteANewClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	newU := decode(t, fresh.Body)
-	if fresh.Replayed || newU.UploadID == oldU.UploadID || newU.StorageKey == oldU.StorageKey {
-		t.Fatalf("reclaim = replayed %v, id %s (old %s)", fresh.Replayed, newU.UploadID, oldU.UploadID)
+	if fresh.Effect != upload.EffectCreated || newU.UploadID == oldU.UploadID || newU.StorageKey == oldU.StorageKey {
+		t.Fatalf("reclaim = %s, id %s (old %s)", fresh.Effect, newU.UploadID, oldU.UploadID)
 	}
 	out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: oldU.StorageKey, Size: 2, ETag: "x", Time: e.Now()})
 	if err != nil || out != upload.OutcomeSkipped {
@@ -493,7 +529,7 @@ func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
 		t.Fatalf("late event: %s %v, want completed", out, err)
 	}
 	replay, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
-	if err != nil || !replay.Replayed || decode(t, replay.Body).Status != api.StatusCompleted || decode(t, replay.Body).UploadID != u.UploadID {
+	if err != nil || replay.Effect != upload.EffectReplayed || decode(t, replay.Body).Status != api.StatusCompleted || decode(t, replay.Body).UploadID != u.UploadID {
 		t.Fatalf("the key after the late event: %v %s; want its completed upload, not a new one", err, replay.Body)
 	}
 }

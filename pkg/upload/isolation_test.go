@@ -24,7 +24,7 @@ const (
 	bob   = "bob"
 )
 
-func (e *env) create(t *testing.T, tenant, key string, req api.CreateRequest) (upload.Reply, api.Upload) {
+func (e *env) create(t *testing.T, tenant, key string, req api.CreateRequest) (upload.Result, api.Upload) {
 	t.Helper()
 	reply, err := e.svc.Create(context.Background(), tenant, key, req)
 	if err != nil {
@@ -87,8 +87,8 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 
 	// The same key and the same request from bob: a fresh claim of his own.
 	bReply, b := e.create(t, bob, key, req)
-	if bReply.Replayed || b.UploadID == a.UploadID || b.StorageKey == a.StorageKey || b.UploadID[:32] == a.UploadID[:32] {
-		t.Fatalf("bob's create = replayed %v, id %s; alice's id %s: want a fresh claim at another record", bReply.Replayed, b.UploadID, a.UploadID)
+	if bReply.Effect != upload.EffectCreated || b.UploadID == a.UploadID || b.StorageKey == a.StorageKey || b.UploadID[:32] == a.UploadID[:32] {
+		t.Fatalf("bob's create = %s, id %s; alice's id %s: want a fresh claim at another record", bReply.Effect, b.UploadID, a.UploadID)
 	}
 	if bytes.Contains(bReply.Body, []byte(a.UploadID)) || b.Upload.URL == a.Upload.URL {
 		t.Fatalf("bob's body carries alice's upload: %s", bReply.Body)
@@ -103,11 +103,11 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 	// Each replays their own answer, byte for byte.
 	for _, c := range []struct {
 		tenant string
-		first  upload.Reply
+		first  upload.Result
 	}{{alice, aReply}, {bob, bReply}} {
 		again, _ := e.create(t, c.tenant, key, req)
-		if !again.Replayed || !bytes.Equal(again.Body, c.first.Body) {
-			t.Fatalf("%s's replay = replayed %v, %s; want %s", c.tenant, again.Replayed, again.Body, c.first.Body)
+		if again.Effect != upload.EffectReplayed || !bytes.Equal(again.Body, c.first.Body) {
+			t.Fatalf("%s's replay = %s, %s; want %s", c.tenant, again.Effect, again.Body, c.first.Body)
 		}
 	}
 
@@ -121,7 +121,7 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 		Size: int64(len(content)), ETag: aws.ToString(head.ETag), Time: e.Now()}); err != nil || out != upload.OutcomeCompleted {
 		t.Fatalf("finalize alice's upload = %s, %v", out, err)
 	}
-	if done, _ := e.create(t, alice, key, req); !done.Replayed || decode(t, done.Body).Status != api.StatusCompleted {
+	if done, _ := e.create(t, alice, key, req); done.Effect != upload.EffectReplayed || decode(t, done.Body).Status != api.StatusCompleted {
 		t.Fatalf("alice's replay after completion: %s", done.Body)
 	}
 	bAgain, _ := e.create(t, bob, key, req)
@@ -129,7 +129,7 @@ func TestTenantCannotReplayAnotherTenantsKey(t *testing.T) {
 		t.Fatalf("bob's replay after alice completed = %s, want his pending body %s", bAgain.Body, bReply.Body)
 	}
 	dReply, d := e.create(t, "dave", key, req)
-	if dReply.Replayed || d.Status != api.StatusPending || d.UploadID == a.UploadID || bytes.Contains(dReply.Body, []byte(a.UploadID)) {
+	if dReply.Effect != upload.EffectCreated || d.Status != api.StatusPending || d.UploadID == a.UploadID || bytes.Contains(dReply.Body, []byte(a.UploadID)) {
 		t.Fatalf("a newcomer's create under alice's key = %s", dReply.Body)
 	}
 }
@@ -141,7 +141,7 @@ func TestTenantBoundaryCannotBeShifted(t *testing.T) {
 	req := requestFor([]byte("shifted"), "text/plain")
 	first, a := e.create(t, "tenant-1", "2-shifted-key-0001", req)
 	second, b := e.create(t, "tenant-12", "-shifted-key-0001", req)
-	if first.Replayed || second.Replayed || a.UploadID[:32] == b.UploadID[:32] {
+	if first.Effect != upload.EffectCreated || second.Effect != upload.EffectCreated || a.UploadID[:32] == b.UploadID[:32] {
 		t.Fatalf("tenant-1 + 2-… and tenant-12 + -… share a record: %s, %s", a.UploadID, b.UploadID)
 	}
 	e.wantNotFound(t, "tenant-12", a.UploadID)
@@ -197,7 +197,7 @@ func TestTenantCannotCompleteAnotherTenantsUpload(t *testing.T) {
 	}
 	// Bob's record is untouched: his replay is still his first answer,
 	// and his status is pending.
-	if again, _ := e.create(t, bob, key, req); !again.Replayed || !bytes.Equal(again.Body, bReply.Body) {
+	if again, _ := e.create(t, bob, key, req); again.Effect != upload.EffectReplayed || !bytes.Equal(again.Body, bReply.Body) {
 		t.Fatalf("bob's replay after alice's event = %s, want his first answer %s", again.Body, bReply.Body)
 	}
 	if got := e.statusOf(t, bob, b.UploadID); got.Status != api.StatusPending || got.UploadID != b.UploadID {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,10 +24,10 @@ import (
 // ErrInProgress meanwhile, and a function that dies mid-way leaves a lease
 // that runs out, so the next retry takes the claim over (the orphaned S3
 // upload is aborted by the bucket's lifecycle rule).
-func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Reply, error) {
+func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Result, error) {
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
-		return Reply{}, s.claimError(ctx, err)
+		return Result{}, s.claimError(ctx, err)
 	}
 	if res.Replayed {
 		return s.replay(ctx, res.Record)
@@ -41,20 +40,20 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	})
 	if err != nil {
 		s.release(ctx, claim)
-		return Reply{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
 	}
 	s3UploadID := aws.ToString(out.UploadId)
 	body, err := encode(pending)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	data, err := fields{S3UploadID: s3UploadID}.attrs()
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
 		State:    idempotency.StatePending,
-		Response: &idempotency.Response{Status: http.StatusCreated, Body: body},
+		Response: &idempotency.Response{Body: body},
 		Data:     data,
 	})
 	if errors.Is(err, idempotency.ErrNotFound) {
@@ -62,17 +61,17 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 		// upload is nobody's, so abort it now; the client retries.
 		s.abortS3(ctx, pending.StorageKey, s3UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
-		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
 	if err != nil {
 		// The answer may have been recorded (a timeout after DynamoDB
 		// wrote it), so neither the claim nor the S3 upload is undone: if
 		// it was not, the lease runs out, the next retry takes the claim
 		// over, and the bucket's lifecycle rule aborts this S3 upload.
-		return Reply{}, fmt.Errorf("create %s: %w", claim.ClaimID, err)
+		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, err)
 	}
 	log.InfoContext(ctx, "claimed", "multipart", true)
-	return Reply{Status: http.StatusCreated, Body: body, UploadID: claim.ClaimID}, nil
+	return Result{UploadID: claim.ClaimID, Body: body, Effect: EffectCreated}, nil
 }
 
 // release frees an in-progress claim whose work failed, so that a retry can
@@ -107,14 +106,14 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // refuses other bytes. Signing keeps an upload that makes progress alive:
 // once less than half of its retention window remains, it restarts.
 // Errors: ErrNotFound, ErrNotPending, *ValidationError, the store's.
-func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (Reply, error) {
+func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (Result, error) {
 	rec, u, err := s.pendingMultipart(ctx, tenant, uploadID)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	for _, p := range req.Parts {
 		if p.PartNumber < 1 || p.PartNumber > u.Multipart.PartCount {
-			return Reply{}, invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, u.Multipart.PartCount)
+			return Result{}, invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, u.Multipart.PartCount)
 		}
 	}
 	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
@@ -124,11 +123,11 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		switch {
 		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrMismatch):
 			// Completed, aborted, or an abort began since the read.
-			return Reply{}, ErrNotPending
+			return Result{}, ErrNotPending
 		case errors.Is(err, idempotency.ErrNotFound):
-			return Reply{}, ErrNotFound
+			return Result{}, ErrNotFound
 		case err != nil:
-			return Reply{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
+			return Result{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
 		}
 		rec.ExpiresAt = renewed.ExpiresAt
 	}
@@ -137,7 +136,7 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 	for _, p := range req.Parts {
 		sum, err := hex.DecodeString(p.SHA256)
 		if err != nil || len(sum) != 32 {
-			return Reply{}, invalid("parts", "parts[].sha256 must be 64 hex characters")
+			return Result{}, invalid("parts", "parts[].sha256 must be 64 hex characters")
 		}
 		length := api.PartLength(u.Bytes, u.Multipart.PartSize, p.PartNumber)
 		signed, err := s.presigner.PresignUploadPart(ctx, &PresignInput{
@@ -145,39 +144,39 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 			ChecksumSHA256: base64.StdEncoding.EncodeToString(sum), Expires: expires,
 		})
 		if err != nil {
-			return Reply{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
+			return Result{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
 		}
 		put, err := putInstructions(signed)
 		if err != nil {
-			return Reply{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
+			return Result{}, fmt.Errorf("sign part %d of %s: %w", p.PartNumber, uploadID, err)
 		}
 		out.Parts = append(out.Parts, api.SignedPart{PartNumber: p.PartNumber, PutInstructions: *put})
 	}
 	body, err := encode(out)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
 // ListParts returns the parts S3 holds of a pending multipart upload, every
 // page of them, for a client that resumes. Errors: ErrNotFound,
 // ErrNotPending, *ValidationError, the store's.
-func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply, error) {
+func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, _, err := s.pendingMultipart(ctx, tenant, uploadID)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
 		// Completed or aborted behind the record's back: settle it.
 		if _, err := s.settleGone(ctx, rec, false); err != nil {
-			return Reply{}, err
+			return Result{}, err
 		}
-		return Reply{}, ErrNotPending
+		return Result{}, ErrNotPending
 	}
 	if err != nil {
-		return Reply{}, fmt.Errorf("list parts of %s: %w", uploadID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("list parts of %s: %w", uploadID, idempotency.Classify(err))
 	}
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
@@ -188,9 +187,9 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 	}
 	body, err := encode(list)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
 // Complete completes a multipart upload from what S3 holds, never from a
@@ -201,24 +200,24 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Reply
 // recognised (the object exists) and recorded, never repeated. Errors:
 // ErrNotFound, ErrNotPending, *PartsMissingError, *ValidationError, the
 // store's.
-func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Reply, error) {
+func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	if !rec.final() {
 		if rec, err = s.completeMultipart(ctx, rec, u); err != nil {
-			return Reply{}, err
+			return Result{}, err
 		}
 	}
 	if rec.State == idempotency.StateAborted {
-		return Reply{}, ErrNotPending
+		return Result{}, ErrNotPending
 	}
 	body, err := finalBody(rec)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
 func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload) (stored, error) {
@@ -295,8 +294,8 @@ func completion(rec, done stored, outcome Outcome, err error) (stored, error) {
 // has: completed if the object is there (recorded now, as finalize would).
 // Without an object it is aborted only when that cannot be a Complete
 // still at work: S3 drops the upload when a Complete starts and shows the
-// object only when it ends, so a younger upload without either is a 409 to
-// retry, unless the caller is aborting it (abort), or it is old enough for
+// object only when it ends, so a younger upload without either is in
+// progress (ErrInProgress: retry), unless the caller is aborting it (abort), or it is old enough for
 // the bucket's lifecycle rule to have aborted it.
 func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
@@ -317,11 +316,11 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 // then on answers with the aborted body. Aborting again answers the same.
 // Errors: ErrNotFound, ErrCompleted, *ValidationError (a single PUT), the
 // store's.
-func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, error) {
+func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID,
 		invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own"))
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	if rec.State == idempotency.StatePending {
 		// The intent first: if the abort stops half-way (S3 done, the
@@ -330,9 +329,9 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		rec, err = s.update(ctx, rec, idempotency.Update{State: stateAborting})
 		switch {
 		case errors.Is(err, idempotency.ErrNotFound):
-			return Reply{}, ErrNotFound
+			return Result{}, ErrNotFound
 		case err != nil:
-			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, err)
+			return Result{}, fmt.Errorf("abort %s: %w", uploadID, err)
 		}
 	}
 	if !rec.final() {
@@ -341,23 +340,23 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Reply, er
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
 		case err != nil:
-			return Reply{}, fmt.Errorf("abort %s: %w", uploadID, idempotency.Classify(err))
+			return Result{}, fmt.Errorf("abort %s: %w", uploadID, idempotency.Classify(err))
 		default:
 			rec, err = s.markAborted(ctx, rec)
 		}
 		if err != nil {
-			return Reply{}, err
+			return Result{}, err
 		}
 	}
 	if rec.State != idempotency.StateAborted {
-		return Reply{}, ErrCompleted
+		return Result{}, ErrCompleted
 	}
 	body, err := finalBody(rec)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	s.opts.Logger.InfoContext(ctx, "aborted", "upload_id", uploadID)
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
 // markAborted records that the upload's S3 multipart upload is gone without

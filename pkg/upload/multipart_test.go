@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,8 +72,8 @@ func (e *env) sign(t *testing.T, tenant, uploadID string, f bigFile, parts ...in
 		t.Fatalf("sign %v: %v", parts, err)
 	}
 	var out api.SignedParts
-	if err := json.Unmarshal(reply.Body, &out); err != nil || reply.Status != http.StatusOK {
-		t.Fatalf("sign: %d %s", reply.Status, reply.Body)
+	if err := json.Unmarshal(reply.Body, &out); err != nil || reply.Effect != upload.EffectServed || reply.UploadID != uploadID {
+		t.Fatalf("sign: %s %s %s", reply.Effect, reply.UploadID, reply.Body)
 	}
 	byNumber := map[int]api.SignedPart{}
 	for _, p := range out.Parts {
@@ -137,14 +136,14 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 	}
 	e.wantCalls(t, "create", map[string]int{"PutItem": 1, "UpdateItem": 1}, map[string]int{"CreateMultipartUpload": 1})
 	u := decode(t, created.Body)
-	if created.Status != 201 || u.Status != api.StatusPending || u.Upload != nil || u.Multipart == nil ||
+	if created.Effect != upload.EffectCreated || created.UploadID != u.UploadID || u.Status != api.StatusPending || u.Upload != nil || u.Multipart == nil ||
 		*u.Multipart != (api.Multipart{PartSize: partSize, PartCount: 3}) || u.Bytes != 11<<20 {
-		t.Fatalf("create: %d %s", created.Status, created.Body)
+		t.Fatalf("create: %s %s", created.Effect, created.Body)
 	}
 	e.resetCounts()
 	replay, err := e.svc.Create(ctx, "tenant", "key-multipart-00001", f.req)
-	if err != nil || !replay.Replayed || !bytes.Equal(replay.Body, created.Body) {
-		t.Fatalf("replay: %v %v %s", err, replay.Replayed, replay.Body)
+	if err != nil || replay.Effect != upload.EffectReplayed || !bytes.Equal(replay.Body, created.Body) {
+		t.Fatalf("replay: %v %s %s", err, replay.Effect, replay.Body)
 	}
 	e.wantCalls(t, "replay", map[string]int{"PutItem": 1}, map[string]int{})
 	if n := e.multipartUploads(t); n != 1 {
@@ -193,8 +192,8 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 	}
 	e.wantCalls(t, "complete", map[string]int{"GetItem": 1, "UpdateItem": 1}, map[string]int{"ListParts": 1, "CompleteMultipartUpload": 1})
 	c := decode(t, done.Body)
-	if done.Status != 200 || c.Status != api.StatusCompleted || c.ETag == "" || c.CompletedAt == "" || c.Multipart == nil || c.SHA256 != f.req.SHA256 {
-		t.Fatalf("complete: %d %s", done.Status, done.Body)
+	if done.Effect != upload.EffectServed || c.Status != api.StatusCompleted || c.ETag == "" || c.CompletedAt == "" || c.Multipart == nil || c.SHA256 != f.req.SHA256 {
+		t.Fatalf("complete: %s %s", done.Effect, done.Body)
 	}
 	if want := compositeSHA256(f, 3); c.CompositeSHA256 != want {
 		t.Errorf("compositeSha256 %q, want S3's %q", c.CompositeSHA256, want)
@@ -210,7 +209,7 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 		t.Fatalf("complete again: %v %s", err, again.Body)
 	}
 	replayDone, err := e.svc.Create(ctx, "tenant", "key-multipart-00001", f.req)
-	if err != nil || !replayDone.Replayed || !bytes.Equal(replayDone.Body, done.Body) {
+	if err != nil || replayDone.Effect != upload.EffectReplayed || !bytes.Equal(replayDone.Body, done.Body) {
 		t.Fatalf("replay after complete: %v %s", err, replayDone.Body)
 	}
 	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
@@ -367,8 +366,8 @@ func TestAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := decode(t, aborted.Body)
-	if aborted.Status != 200 || a.Status != api.StatusAborted || a.UploadID != u.UploadID || a.Multipart == nil {
-		t.Fatalf("abort: %d %s", aborted.Status, aborted.Body)
+	if aborted.Effect != upload.EffectServed || a.Status != api.StatusAborted || a.UploadID != u.UploadID || a.Multipart == nil {
+		t.Fatalf("abort: %s %s", aborted.Effect, aborted.Body)
 	}
 	id, _ := upload.ParseUploadID(u.UploadID)
 	if rec, err := e.store.Get(ctx, id); err != nil || rec.State != idempotency.StateAborted {
@@ -385,7 +384,7 @@ func TestAbort(t *testing.T) {
 		t.Fatalf("abort again: %v %s", err, again.Body)
 	}
 	replay, err := e.svc.Create(ctx, "tenant", "key-abort-0000001", f.req)
-	if err != nil || !replay.Replayed || !bytes.Equal(replay.Body, aborted.Body) {
+	if err != nil || replay.Effect != upload.EffectReplayed || !bytes.Equal(replay.Body, aborted.Body) {
 		t.Fatalf("replay after abort: %v %s", err, replay.Body)
 	}
 	status, err := e.svc.Status(ctx, "tenant", u.UploadID)
@@ -472,8 +471,8 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	}
 	e.Advance(31 * time.Second) // the default lease is 30 s
 	taken, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
-	if err != nil || taken.Replayed {
-		t.Fatalf("after the lease: %v replayed=%v", err, taken.Replayed)
+	if err != nil || taken.Effect != upload.EffectCreated {
+		t.Fatalf("after the lease: %v %s", err, taken.Effect)
 	}
 	close(slow.release)
 	if err := <-done; !errors.As(err, &inProgress) {
@@ -499,12 +498,12 @@ func TestMultipartTenantIsolation(t *testing.T) {
 	}
 	id := decode(t, created.Body).UploadID
 	sign := api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}}
-	for name, call := range map[string]func() (upload.Reply, error){
-		"status":   func() (upload.Reply, error) { return e.svc.Status(ctx, "intruder", id) },
-		"sign":     func() (upload.Reply, error) { return e.svc.SignParts(ctx, "intruder", id, sign) },
-		"list":     func() (upload.Reply, error) { return e.svc.ListParts(ctx, "intruder", id) },
-		"complete": func() (upload.Reply, error) { return e.svc.Complete(ctx, "intruder", id) },
-		"abort":    func() (upload.Reply, error) { return e.svc.Abort(ctx, "intruder", id) },
+	for name, call := range map[string]func() (upload.Result, error){
+		"status":   func() (upload.Result, error) { return e.svc.Status(ctx, "intruder", id) },
+		"sign":     func() (upload.Result, error) { return e.svc.SignParts(ctx, "intruder", id, sign) },
+		"list":     func() (upload.Result, error) { return e.svc.ListParts(ctx, "intruder", id) },
+		"complete": func() (upload.Result, error) { return e.svc.Complete(ctx, "intruder", id) },
+		"abort":    func() (upload.Result, error) { return e.svc.Abort(ctx, "intruder", id) },
 	} {
 		if reply, err := call(); !errors.Is(err, upload.ErrNotFound) {
 			t.Errorf("%s by another tenant: %v %s, want not found", name, err, reply.Body)

@@ -117,34 +117,56 @@ func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Co
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }
 
-// Reply is a successful answer.
-type Reply struct {
-	Status   int // 201 for a create, 200 for a status
-	Body     []byte
+// Result is a successful answer of the service: the upload it is about,
+// the body rendered for it, and what the service did. It says nothing of
+// HTTP; the caller chooses how to answer each Effect.
+type Result struct {
 	UploadID string
-	// Replayed is true when a create was answered from an earlier claim.
-	Replayed bool
-	// Healed is true when a status found the object in S3 and completed
-	// the record (its event was lost or is late).
-	Healed bool
+	// Body is the answer as compact JSON: an upload, signed parts or a
+	// part list. A create records it with its claim, and a replay returns
+	// those bytes verbatim (re-signed only once its URL has expired).
+	Body []byte
+	// Effect is what the call did.
+	Effect Effect
 }
+
+// Effect is what a call on the service did to answer.
+type Effect string
+
+// Effects of a Result.
+const (
+	// EffectCreated: a create claimed its key for a new upload.
+	EffectCreated Effect = "created"
+	// EffectReplayed: a create's key already held an upload, whose
+	// recorded answer this is.
+	EffectReplayed Effect = "replayed"
+	// EffectHealed: a status found in S3 the object of a pending upload
+	// (its event lost or late) and recorded the upload completed.
+	EffectHealed Effect = "healed"
+	// EffectServed: anything else; an existing upload was read, or changed
+	// as asked (its parts signed, listed, completed or aborted).
+	EffectServed Effect = "served"
+)
 
 // timeFormat renders every time in a body: UTC with milliseconds.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// Create claims key for the tenant and answers with a presigned PUT, or
-// replays the answer recorded for the key. Errors: *ValidationError,
-// ErrFileTooLarge, ErrUnsupportedMedia, and the store's ErrKeyReused,
-// ErrInProgress and ErrUnavailable (test with errors.Is).
-func (s *Service) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (Reply, error) {
+// Create claims key for the tenant and answers with a presigned PUT
+// (EffectCreated), or replays the answer recorded for the key
+// (EffectReplayed). The record holds the answer's body, the bytes every
+// replay returns; how to answer is the caller's choice. Errors:
+// *ValidationError, ErrFileTooLarge, ErrNeedsParts, ErrUnsupportedMedia,
+// and the store's ErrKeyReused, ErrInProgress and ErrUnavailable (test
+// with errors.Is).
+func (s *Service) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (Result, error) {
 	r, err := canonical(req, &s.cfg)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	id := idempotency.NewID(tenant, key)
 	uploadID, err := newUploadID(id, s.opts.Random)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	pending := api.Upload{
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
@@ -159,7 +181,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
 		claim.State = idempotency.StateInProgress
 		if claim.Data, err = f.attrs(); err != nil {
-			return Reply{}, err
+			return Result{}, err
 		}
 		return s.createMultipart(ctx, claim, pending)
 	}
@@ -168,23 +190,23 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	// than the claim will.
 	body, urlExpires, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.cfg.KeyTTL))
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	claim.State = idempotency.StatePending
-	claim.Response = idempotency.Response{Status: http.StatusCreated, Body: body}
+	claim.Response = idempotency.Response{Body: body}
 	f.URLExpires = urlExpires
 	if claim.Data, err = f.attrs(); err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
-		return Reply{}, s.claimError(ctx, err)
+		return Result{}, s.claimError(ctx, err)
 	}
 	if res.Replayed {
 		return s.replay(ctx, res.Record)
 	}
 	s.opts.Logger.InfoContext(ctx, "claimed", "upload_id", uploadID)
-	return Reply{Status: http.StatusCreated, Body: body, UploadID: uploadID}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: EffectCreated}, nil
 }
 
 // claimError logs and wraps a claim that did not go through.
@@ -197,17 +219,17 @@ func (s *Service) claimError(ctx context.Context, err error) error {
 }
 
 // replay answers a create from the record that holds its key.
-func (s *Service) replay(ctx context.Context, holder idempotency.Record) (Reply, error) {
+func (s *Service) replay(ctx context.Context, holder idempotency.Record) (Result, error) {
 	rec, err := decodeStored(holder)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	body, err := s.replayBody(ctx, rec)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
 	s.opts.Logger.InfoContext(ctx, "replayed", "upload_id", rec.ClaimID, "state", rec.State)
-	return Reply{Status: http.StatusCreated, Body: body, UploadID: rec.ClaimID, Replayed: true}, nil
+	return Result{UploadID: rec.ClaimID, Body: body, Effect: EffectReplayed}, nil
 }
 
 // replayBody is the answer recorded for rec: the completed body, or the
@@ -301,26 +323,28 @@ func presignedExpiry(rawURL string) (time.Time, error) {
 
 // Status returns the tenant's upload: completed, or pending with a valid
 // URL. A pending record whose object is already in S3 (its event was lost
-// or is late) is completed here and now. Errors: ErrNotFound (unknown,
-// expired, or another tenant's), and the store's.
-func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Reply, error) {
+// or is late) is completed here and now: EffectHealed. Errors: ErrNotFound
+// (unknown, expired, or another tenant's), and the store's.
+func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, err := s.ownRecord(ctx, tenant, uploadID)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
-	healed := false
+	effect := EffectServed
 	if !rec.final() {
 		rec, err = s.healFromS3(ctx, rec)
 		if err != nil {
-			return Reply{}, err
+			return Result{}, err
 		}
-		healed = rec.State == idempotency.StateCompleted
+		if rec.State == idempotency.StateCompleted {
+			effect = EffectHealed
+		}
 	}
 	body, err := s.replayBody(ctx, rec)
 	if err != nil {
-		return Reply{}, err
+		return Result{}, err
 	}
-	return Reply{Status: http.StatusOK, Body: body, UploadID: uploadID, Healed: healed}, nil
+	return Result{UploadID: uploadID, Body: body, Effect: effect}, nil
 }
 
 // objectFromHead is the object a HeadObject (with checksums) found at key,

@@ -31,12 +31,12 @@ const AnonymousTenant = "anonymous"
 
 // Service is what the handler needs of *upload.Service.
 type Service interface {
-	Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Reply, error)
-	Status(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
-	SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (upload.Reply, error)
-	ListParts(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
-	Complete(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
-	Abort(ctx context.Context, tenant, uploadID string) (upload.Reply, error)
+	Create(ctx context.Context, tenant, key string, req api.CreateRequest) (upload.Result, error)
+	Status(ctx context.Context, tenant, uploadID string) (upload.Result, error)
+	SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (upload.Result, error)
+	ListParts(ctx context.Context, tenant, uploadID string) (upload.Result, error)
+	Complete(ctx context.Context, tenant, uploadID string) (upload.Result, error)
+	Abort(ctx context.Context, tenant, uploadID string) (upload.Result, error)
 }
 
 var _ Service = (*upload.Service)(nil)
@@ -80,30 +80,46 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	if !ok {
 		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "This API needs an authenticated principal."), telemetry.OutcomeInvalid
 	}
-	if route == routeCreate {
-		return h.create(ctx, req, tenant)
-	}
-	var reply upload.Reply
+	var res upload.Result
 	var err error
 	switch route {
+	case routeCreate:
+		res, err = h.create(ctx, req, tenant)
 	case routeStatus:
-		reply, err = h.Service.Status(ctx, tenant, uploadID)
+		res, err = h.Service.Status(ctx, tenant, uploadID)
 	case routeSignParts:
-		reply, err = h.signParts(ctx, req, tenant, uploadID)
+		res, err = h.signParts(ctx, req, tenant, uploadID)
 	case routeListParts:
-		reply, err = h.Service.ListParts(ctx, tenant, uploadID)
+		res, err = h.Service.ListParts(ctx, tenant, uploadID)
 	case routeComplete:
-		reply, err = h.Service.Complete(ctx, tenant, uploadID)
+		res, err = h.Service.Complete(ctx, tenant, uploadID)
 	case routeAbort:
-		reply, err = h.Service.Abort(ctx, tenant, uploadID)
+		res, err = h.Service.Abort(ctx, tenant, uploadID)
 	}
 	if err != nil {
 		return h.errorFor(ctx, err)
 	}
-	if reply.Healed {
-		return jsonResponse(reply.Status, reply.Body), telemetry.OutcomeHealed
+	return resultResponse(res)
+}
+
+// resultResponse maps a result to its response and the request's outcome.
+// A create, first or replayed, is a 201 with the upload's status URL in
+// Location, and Idempotent-Replay when the body is the recorded answer;
+// anything else is a 200. The body is the service's, byte for byte.
+func resultResponse(res upload.Result) (events.APIGatewayV2HTTPResponse, string) {
+	switch res.Effect {
+	case upload.EffectCreated, upload.EffectReplayed:
+		resp := jsonResponse(http.StatusCreated, res.Body)
+		resp.Headers["Location"] = "/uploads/" + res.UploadID
+		if res.Effect == upload.EffectReplayed {
+			resp.Headers["Idempotent-Replay"] = "true"
+			return resp, telemetry.OutcomeReplayed
+		}
+		return resp, telemetry.OutcomeCreated
+	case upload.EffectHealed:
+		return jsonResponse(http.StatusOK, res.Body), telemetry.OutcomeHealed
 	}
-	return jsonResponse(reply.Status, reply.Body), telemetry.OutcomeServed
+	return jsonResponse(http.StatusOK, res.Body), telemetry.OutcomeServed
 }
 
 // Routes, as template.yaml declares them.
@@ -143,41 +159,32 @@ func routeOf(req events.APIGatewayV2HTTPRequest) (route, uploadID string) {
 	return "", ""
 }
 
-func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) (events.APIGatewayV2HTTPResponse, string) {
+// create decodes a create's key and body and creates the upload.
+func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant string) (upload.Result, error) {
 	key, err := api.ParseIdempotencyKey(header(req.Headers, "idempotency-key"))
 	if err != nil {
-		return h.errorFor(ctx, err)
+		return upload.Result{}, err
 	}
 	body, err := requestBody(req)
 	if err != nil {
-		return h.errorFor(ctx, err)
+		return upload.Result{}, err
 	}
 	in, err := upload.DecodeCreateRequest(body)
 	if err != nil {
-		return h.errorFor(ctx, err)
+		return upload.Result{}, err
 	}
-	reply, err := h.Service.Create(ctx, tenant, key, in)
-	if err != nil {
-		return h.errorFor(ctx, err)
-	}
-	resp := jsonResponse(reply.Status, reply.Body)
-	resp.Headers["Location"] = "/uploads/" + reply.UploadID
-	if reply.Replayed {
-		resp.Headers["Idempotent-Replay"] = "true"
-		return resp, telemetry.OutcomeReplayed
-	}
-	return resp, telemetry.OutcomeCreated
+	return h.Service.Create(ctx, tenant, key, in)
 }
 
 // signParts decodes a sign-parts body and signs the parts it asks for.
-func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Reply, error) {
+func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Result, error) {
 	body, err := requestBody(req)
 	if err != nil {
-		return upload.Reply{}, err
+		return upload.Result{}, err
 	}
 	in, err := upload.DecodeSignPartsRequest(body)
 	if err != nil {
-		return upload.Reply{}, err
+		return upload.Result{}, err
 	}
 	return h.Service.SignParts(ctx, tenant, uploadID, in)
 }
