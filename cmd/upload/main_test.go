@@ -167,35 +167,47 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatalf("again = %+v, objects %d", again, objects())
 	}
 
-	// Killed mid-PUT, then run again: the same key, one object.
+	// Killed mid-PUT, then run again: the same key, one object. The proxy
+	// passes the first 200 kB of the PUT on to S3 and holds back the rest;
+	// once it holds them the command is killed.
 	big := file("big.bin", 2_000_000)
-	slow := cli("--limit-rate", "400000", big)
+	proxy := startPartProxy(t)
+	proxy.mu.Lock()
+	proxy.holdWholeAfter = 200_000
+	proxy.mu.Unlock()
+	slow := cli("--limit-rate", "400000", "--proxy", proxy.url, big)
 	if err := slow.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var stored string
-	deadline := time.Now().Add(10 * time.Second)
-	for stored == "" && time.Now().Before(deadline) {
-		raw, _ := os.ReadFile(state)
-		var entries map[string]entry
-		if json.Unmarshal(raw, &entries) == nil {
-			for _, e := range entries {
-				if e.Completed == nil { // the small file's entry stays, completed
-					stored = e.Key
-				}
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-proxy.wholeHeld:
+	case <-time.After(time.Minute):
+		_ = slow.Process.Kill()
+		_ = slow.Wait()
+		t.Fatal("the PUT never reached the proxy")
 	}
-	time.Sleep(time.Second) // well into the five-second PUT
 	_ = slow.Process.Kill()
 	_ = slow.Wait()
-	if stored == "" || objects() != 1 {
-		t.Fatalf("before the rerun: stored key %q, %d objects", stored, objects())
+	proxy.handlers.Wait() // the PUT cut short has ended, at S3 too
+	// The key was stored before the first request, the upload id once
+	// created: both are there for the rerun.
+	var stored, uploadID string
+	raw, _ := os.ReadFile(state)
+	var entries map[string]entry
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		t.Fatalf("state %s: %v", raw, err)
+	}
+	for _, e := range entries {
+		if e.Completed == nil { // the small file's entry stays, completed
+			stored, uploadID = e.Key, e.UploadID
+		}
+	}
+	if stored == "" || uploadID == "" || objects() != 1 {
+		t.Fatalf("before the rerun: stored key %q, upload %q, %d objects", stored, uploadID, objects())
 	}
 	resumed := runJSON(big)
-	if resumed.Key != stored || resumed.Upload.Status != "completed" || objects() != 2 {
-		t.Fatalf("resumed = %+v (stored key %s), objects %d", resumed, stored, objects())
+	if resumed.Key != stored || resumed.Upload.UploadID != uploadID || resumed.Upload.Status != "completed" || objects() != 2 {
+		t.Fatalf("resumed = %+v (stored key %s, upload %s), objects %d", resumed, stored, uploadID, objects())
 	}
 	// Run again: "already uploaded", from the state file, with nothing sent
 	// (through a proxy where nothing listens, any request would fail).

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -31,7 +32,9 @@ import (
 // every request, counts the part bytes it forwards to S3, can lose one
 // part's answer after S3 stored it, and can hold back the part PUTs from a
 // part number on (until the client goes away), telling the test when the
-// parts before it were acknowledged.
+// parts before it were acknowledged. A whole-file PUT it can cut short: S3
+// gets its first bytes, the rest is held back (until the client goes away)
+// and the test told.
 type partProxy struct {
 	url string
 	rp  *httputil.ReverseProxy
@@ -44,11 +47,15 @@ type partProxy struct {
 	holdFrom  int         // hold part PUTs of this number and up (0: none)
 	reached   chan struct{}
 	handlers  sync.WaitGroup
+
+	holdWholeAfter int64         // bytes of a whole-file PUT that reach S3 (0: all)
+	wholeHeld      chan struct{} // closed once a whole-file PUT is held
+	heldOnce       sync.Once
 }
 
 func startPartProxy(t *testing.T) *partProxy {
 	t.Helper()
-	p := &partProxy{puts: map[int]int{}, reached: make(chan struct{})}
+	p := &partProxy{puts: map[int]int{}, reached: make(chan struct{}), wholeHeld: make(chan struct{})}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host }, // the URL is absolute already
 		Transport: &http.Transport{},
@@ -82,7 +89,17 @@ func (p *partProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.handlers.Add(1)
 	defer p.handlers.Done()
 	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
-	if r.Method != http.MethodPut || err != nil {
+	if r.Method != http.MethodPut {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	if err != nil { // a whole-file PUT
+		p.mu.Lock()
+		after := p.holdWholeAfter
+		p.mu.Unlock()
+		if after > 0 {
+			r.Body = &heldBody{ReadCloser: r.Body, ctx: r.Context(), left: after, held: func() { p.heldOnce.Do(func() { close(p.wholeHeld) }) }}
+		}
 		p.rp.ServeHTTP(w, r)
 		return
 	}
@@ -117,6 +134,29 @@ func (p *partProxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// heldBody is a request body that gives its first left bytes, then calls
+// held and gives no more: it waits for the client to go away (reading the
+// rest lets the server notice) and fails, so the request forwarded with it
+// reaches S3 cut short.
+type heldBody struct {
+	io.ReadCloser
+	ctx  context.Context
+	left int64
+	held func()
+}
+
+func (h *heldBody) Read(b []byte) (int, error) {
+	if h.left <= 0 {
+		h.held()
+		_, _ = io.Copy(io.Discard, h.ReadCloser)
+		<-h.ctx.Done()
+		return 0, errors.New("held back until the client went away")
+	}
+	n, err := h.ReadCloser.Read(b[:min(int64(len(b)), h.left)])
+	h.left -= int64(n)
+	return n, err
 }
 
 type statusWriter struct {

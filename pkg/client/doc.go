@@ -5,8 +5,9 @@
 // SHA-256, mints one Idempotency-Key before the first attempt (or takes the
 // caller's, to resume after a crash), creates the upload, PUTs the bytes to
 // the presigned URL with the signed headers, and waits for the recorded
-// completion. Create, Put, Status and Wait are the steps, for callers who
-// need them.
+// completion. UploadReader does the same for bytes that are not a file on
+// disk: any io.ReaderAt and its size. Create, Put, Status and Wait are the
+// steps, for callers who need them.
 //
 // Files from MultipartThreshold (64 MiB) up go in parts (PartSizeFor),
 // DefaultParallel at a time: one pass hashes the whole file and every part,

@@ -17,9 +17,10 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
-// fakeAPI is the multipart contract in memory, API and S3 in one server,
-// with faults a test can ask for. It checks what S3 checks of a part: its
-// length and its signed SHA-256.
+// fakeAPI is the contract in memory, API and S3 in one server, with faults
+// a test can ask for. It checks what S3 checks of a part or a whole PUT:
+// its length and its signed SHA-256. A whole PUT completes its upload at
+// once, as the server records it when S3 tells it the object arrived.
 type fakeAPI struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -50,6 +51,7 @@ type fakeUpload struct {
 	key   string
 	body  api.Upload
 	parts map[int][]byte
+	whole []byte // the object of a single-PUT upload
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -57,10 +59,12 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		loseAnswer: map[int]int{}, forbid: map[int]int{}, expiredToken: map[int]int{}, refuse: map[int]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /uploads", f.create)
+	mux.HandleFunc("GET /uploads/{id}", f.status)
 	mux.HandleFunc("POST /uploads/{id}/parts", f.sign)
 	mux.HandleFunc("GET /uploads/{id}/parts", f.list)
 	mux.HandleFunc("POST /uploads/{id}/complete", f.complete)
 	mux.HandleFunc("PUT /s3/{id}/{part}", f.putPart)
+	mux.HandleFunc("PUT /s3/{id}", f.putWhole)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -99,8 +103,14 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 	u := &fakeUpload{key: key, parts: map[int][]byte{}, body: api.Upload{
 		UploadID: id, Status: api.StatusPending, StorageKey: "uploads/" + id, Filename: req.Filename,
 		ContentType: req.ContentType, Bytes: req.Size, SHA256: req.SHA256,
-		Multipart: &api.Multipart{PartSize: req.PartSize, PartCount: api.PartCount(req.Size, req.PartSize)},
 	}}
+	if req.PartSize > 0 {
+		u.body.Multipart = &api.Multipart{PartSize: req.PartSize, PartCount: api.PartCount(req.Size, req.PartSize)}
+	} else {
+		sum, _ := hex.DecodeString(req.SHA256)
+		u.body.Upload = &api.PutInstructions{Method: http.MethodPut, URL: f.srv.URL + "/s3/" + id,
+			Headers: map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(sum)}, ExpiresAt: "2030-01-01T00:00:00Z"}
+	}
 	f.byKey[key], f.byID[id] = u, u
 	writeJSON(w, 201, u.body)
 }
@@ -111,6 +121,14 @@ func (f *fakeAPI) upload(w http.ResponseWriter, r *http.Request) *fakeUpload {
 		apiError(w, 404, api.CodeNotFound, "no such upload")
 	}
 	return u
+}
+
+func (f *fakeAPI) status(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u := f.upload(w, r); u != nil {
+		writeJSON(w, 200, u.body)
+	}
 }
 
 func (f *fakeAPI) sign(w http.ResponseWriter, r *http.Request) {
@@ -264,6 +282,34 @@ func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(200)
 }
 
+// putWhole is S3 taking the object of a single-PUT upload.
+func (f *fakeAPI) putWhole(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	u := f.upload(w, r)
+	f.puts[0]++
+	f.mu.Unlock()
+	if u == nil {
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(body)
+	if int64(len(body)) != u.body.Bytes || r.Header.Get("x-amz-checksum-sha256") != base64.StdEncoding.EncodeToString(sum[:]) {
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `<Error><Code>BadDigest</Code></Error>`)
+		return
+	}
+	f.mu.Lock()
+	u.whole = body
+	f.received += int64(len(body))
+	u.body.Status, u.body.Upload, u.body.ETag, u.body.CompletedAt = api.StatusCompleted, nil, `"etag-1"`, "2026-11-29T12:00:00Z"
+	f.mu.Unlock()
+	w.Header().Set("ETag", `"etag-1"`)
+	w.WriteHeader(200)
+}
+
 // object is the stored object of the upload with key, or nil while it is
 // not completed.
 func (f *fakeAPI) object(key string) []byte {
@@ -272,6 +318,9 @@ func (f *fakeAPI) object(key string) []byte {
 	u := f.byKey[key]
 	if u == nil || u.body.Status != api.StatusCompleted {
 		return nil
+	}
+	if u.body.Multipart == nil {
+		return u.whole
 	}
 	var out []byte
 	for n := 1; n <= u.body.Multipart.PartCount; n++ {

@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,37 +95,145 @@ func TestUploadAgainstTheLocalStack(t *testing.T) {
 	}
 }
 
-// A proxy in front of the API lets the first create reach the server, then
-// cuts the connection before the answer. The client retries with the same
-// key and the bucket ends with one object.
+// objectAt is the object stored under key, whole.
+func objectAt(t *testing.T, st *devstack.Stack, key string) []byte {
+	t.Helper()
+	obj, err := testenv.S3Client(st.S3URL, nil).GetObject(context.Background(), &s3.GetObjectInput{Bucket: &st.Bucket, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Bytes made in memory, never a file on disk, go up through the real
+// stack: in one PUT, and in parts. A run in parts that stopped after the
+// first part resumes with its key, sending only the parts S3 lacks.
+func TestUploadReaderAgainstTheLocalStack(t *testing.T) {
+	st := startStack(t, nil)
+	ctx := context.Background()
+	c, err := client.New(st.APIURL, fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	photo := make([]byte, 300<<10)
+	_, _ = rand.Read(photo)
+	res, err := c.UploadReader(ctx, bytes.NewReader(photo), int64(len(photo)), client.UploadInput{Filename: "photo.jpg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := res.Upload; u.Status != api.StatusCompleted || u.Filename != "photo.jpg" || u.ContentType != "image/jpeg" || u.Bytes != int64(len(photo)) {
+		t.Fatalf("one PUT: %+v", u)
+	}
+	if !bytes.Equal(objectAt(t, st, res.Upload.StorageKey), photo) {
+		t.Fatal("one PUT: the object is not the bytes")
+	}
+
+	report := make([]byte, 11<<20) // parts of 5, 5 and 1 MiB
+	_, _ = rand.Read(report)
+	in := client.UploadInput{Key: client.NewKey(), Filename: "report.bin", PartSize: api.MinPartSize, Parallel: 1}
+	// The first run's transport refuses every part after the first, for
+	// good: the run fails with part 1 stored.
+	refusing := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "1" {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{}, Request: r,
+				Body: io.NopCloser(strings.NewReader(`<Error><Code>InvalidRequest</Code></Error>`))}, nil
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	stopping, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: refusing} })
+	var e *client.Error
+	if _, err := stopping.UploadReader(ctx, bytes.NewReader(report), int64(len(report)), in); !errors.As(err, &e) || e.Op != "put part 2" {
+		t.Fatalf("first run: %v, want part 2 refused", err)
+	}
+	res, err = c.UploadReader(ctx, bytes.NewReader(report), int64(len(report)), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := res.Upload; u.Status != api.StatusCompleted || !res.Replayed || res.PartsHeld != 1 || res.PartsSent != 2 || u.Filename != "report.bin" {
+		t.Fatalf("resumed: %+v, replayed %v, %d parts held, %d sent; want completed, 1 held, 2 sent", u, res.Replayed, res.PartsHeld, res.PartsSent)
+	}
+	if !bytes.Equal(objectAt(t, st, res.Upload.StorageKey), report) {
+		t.Fatal("in parts: the object is not the bytes")
+	}
+	if n := objectCount(t, st); n != 2 {
+		t.Fatalf("%d objects, want 2", n)
+	}
+}
+
+// answerLoser is a proxy in front of the API that lets the first request
+// it is told to watch reach the server, which does the work, and then cuts
+// the connection before the answer: the client never hears of it.
+type answerLoser struct {
+	url string
+
+	mu   sync.Mutex
+	seen []http.Header // the headers of every watched request, in order
+	lost []byte        // the body of the answer that was lost
+}
+
+// loseFirstAnswer starts an answerLoser in front of the API at apiURL,
+// watching the requests watch picks; it stops when the test ends.
+func loseFirstAnswer(t *testing.T, apiURL string, watch func(*http.Request) bool) *answerLoser {
+	t.Helper()
+	target, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	l := &answerLoser{}
+	l.url = serve(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !watch(r) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		l.mu.Lock()
+		l.seen = append(l.seen, r.Header.Clone())
+		first := len(l.seen) == 1
+		l.mu.Unlock()
+		if !first {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r) // the server does the work…
+		l.mu.Lock()
+		l.lost = rec.Body.Bytes()
+		l.mu.Unlock()
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close() // …and the client never hears of it
+	})})
+	return l
+}
+
+// watched returns the headers of the watched requests and the lost answer.
+func (l *answerLoser) watched() ([]http.Header, []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen), l.lost
+}
+
+// The first create reaches the server, but its answer is lost. The client
+// retries with the same key and the bucket ends with one object.
 func TestLostCreateResponse(t *testing.T) {
 	st := startStack(t, nil)
-	target, _ := url.Parse(st.APIURL)
-	var creates atomic.Int32
-	var mu sync.Mutex
-	var keys []string
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			mu.Lock()
-			keys = append(keys, r.Header.Get("Idempotency-Key"))
-			mu.Unlock()
-			if creates.Add(1) == 1 {
-				rec := httptest.NewRecorder() // the answer is dropped
-				proxy.ServeHTTP(rec, r)       // the server does the work…
-				conn, _, _ := w.(http.Hijacker).Hijack()
-				conn.Close() // …and the client never hears of it
-				return
-			}
-		}
-		proxy.ServeHTTP(w, r)
-	})}
-	frontURL := serve(t, front)
-
-	c, _ := client.New(frontURL, fastRetries)
+	front := loseFirstAnswer(t, st.APIURL, func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == "/uploads" })
+	c, _ := client.New(front.url, fastRetries)
 	res, err := c.Upload(context.Background(), writeFile(t, "a.bin", 1000), client.UploadInput{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	creates, _ := front.watched()
+	var keys []string
+	for _, h := range creates {
+		keys = append(keys, h.Get("Idempotency-Key"))
 	}
 	if !res.Replayed || len(keys) != 2 || keys[0] != keys[1] || keys[0] != res.Key {
 		t.Fatalf("replayed=%v keys=%q (result key %s)", res.Replayed, keys, res.Key)

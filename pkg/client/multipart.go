@@ -1,18 +1,19 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
-	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
 )
+
+// This file is the upload in parts: its steps (SignParts, ListParts,
+// Complete, Abort), one request each, and how Upload sends the parts.
 
 // SignParts asks for presigned PUTs of parts of a multipart upload (at most
 // api.MaxPartsPerSign at once). Signing changes nothing on the server, so
@@ -75,29 +76,58 @@ func (c *Client) Abort(ctx context.Context, uploadID string) (*api.Upload, error
 	return &u, nil
 }
 
-// call sends an API request about one upload and decodes the answer.
-func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, payload []byte, out any) error {
-	resp, body, err := c.do(ctx, op, func() (*http.Request, error) {
-		var rd io.Reader
-		if payload != nil {
-			rd = bytes.NewReader(payload)
+// uploadParts is Upload for bytes in parts, read from r, once created (d
+// has the whole and per-part SHA-256 from one pass): list what S3 holds if
+// the key was known (replayed), send the rest, complete; parts that turn
+// out missing at completion are sent and completion asked again.
+func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res *Result, replayed bool, in UploadInput) (*Result, error) {
+	var err error
+	switch res.Upload.Status {
+	case api.StatusCompleted:
+		return res, nil
+	case api.StatusAborted:
+		return nil, &Error{Op: "create", StatusCode: http.StatusCreated, Code: CodeUploadAborted,
+			Message: "the upload with this key (" + res.Upload.UploadID + ") was aborted; upload with a new key"}
+	}
+	id := res.Upload.UploadID
+	var held []api.StoredPart
+	if replayed { // only a known key can have parts in S3
+		if held, err = c.ListParts(ctx, id); err != nil {
+			return nil, err
 		}
-		r, err := http.NewRequest(method, c.base.String()+"/uploads/"+url.PathEscape(uploadID)+suffix, rd)
+	}
+	todo, heldBytes := partsToSend(d, held)
+	res.PartsHeld = len(d.Parts) - len(todo)
+	prog := newPartProgress(d.Size, heldBytes, in.Progress, in.RateLimit)
+	parallel := in.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	for round := 0; ; round++ {
+		if err := c.sendParts(ctx, id, r, d, todo, parallel, prog); err != nil {
+			return nil, err
+		}
+		res.PartsSent += len(todo)
+		done, err := c.Complete(ctx, id)
+		var e *Error
+		if err != nil && errors.As(err, &e) && e.Code == api.CodePartsMissing && round < 2 {
+			// S3 lost a part, or another process changed one: list
+			// again and send what is missing.
+			c.opts.Logger.InfoContext(ctx, "parts missing at completion", "upload_id", id, "message", e.Message)
+			if held, err = c.ListParts(ctx, id); err != nil {
+				return nil, err
+			}
+			var heldBytes int64
+			todo, heldBytes = partsToSend(d, held)
+			prog.restart(heldBytes)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		if payload != nil {
-			r.Header.Set("Content-Type", "application/json")
-		}
-		return r, c.authorize(ctx, r)
-	})
-	if err != nil {
-		return err
+		res.Upload = *done
+		return res, nil
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return &Error{Op: op, StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
-	}
-	return nil
 }
 
 // putPart sends part sp.PartNumber of d, read from body, to its presigned
@@ -128,128 +158,6 @@ func (c *Client) putPart(ctx context.Context, sp api.SignedPart, body io.ReaderA
 		prog.done(n, length)
 	}
 	return err
-}
-
-// partProgress adds up the bytes of an upload in parts for one progress
-// callback: the parts S3 acknowledged, plus what the attempts in flight
-// have sent so far. A failed attempt's bytes are taken back, so the figure
-// may step back, but never below what S3 acknowledged; it reaches the total
-// only when every byte has been sent. It also paces the sending to a rate,
-// shared by every part. Safe for concurrent use.
-type partProgress struct {
-	mu       sync.Mutex
-	total    int64
-	acked    int64
-	inflight map[int]*attempt
-	report   func(sent, total int64)
-	rate     int64 // bytes per second, 0 for no limit
-	start    time.Time
-	paced    int64
-}
-
-type attempt struct{ sent int64 }
-
-// newPartProgress returns a tracker of total bytes of which held are
-// already stored; report (if not nil) gets every change, one call at a
-// time; rate (bytes per second, 0 for none) caps the sending rate.
-func newPartProgress(total, held int64, report func(sent, total int64), rate int64) *partProgress {
-	p := &partProgress{total: total, acked: held, inflight: map[int]*attempt{}, report: report, rate: rate, start: time.Now()}
-	if report != nil {
-		report(held, total)
-	}
-	return p
-}
-
-// restart sets what S3 holds to held bytes, after a listing found parts
-// missing that were thought stored.
-func (p *partProgress) restart(held int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.acked = held
-	clear(p.inflight)
-	p.notifyLocked()
-}
-
-func (p *partProgress) sentLocked() int64 {
-	s := p.acked
-	for _, a := range p.inflight {
-		s += a.sent
-	}
-	return s
-}
-
-// reader counts what a new attempt of part n reads from r; the part's
-// earlier attempt, if any, no longer counts.
-func (p *partProgress) reader(ctx context.Context, n int, r io.Reader) io.Reader {
-	a := &attempt{}
-	p.mu.Lock()
-	old := p.inflight[n]
-	p.inflight[n] = a
-	if old != nil && old.sent > 0 { // the failed attempt's bytes are taken back
-		p.notifyLocked()
-	}
-	p.mu.Unlock()
-	return &countingReader{ctx: ctx, r: r, p: p, part: n, a: a}
-}
-
-func (p *partProgress) add(n int, a *attempt, k int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inflight[n] != a { // a stale attempt the transport still reads
-		return
-	}
-	a.sent += int64(k)
-	p.notifyLocked()
-}
-
-// done records part n, of length bytes, as acknowledged by S3.
-func (p *partProgress) done(n int, length int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.inflight, n)
-	p.acked += length
-	p.notifyLocked()
-}
-
-func (p *partProgress) notifyLocked() {
-	if p.report != nil {
-		p.report(p.sentLocked(), p.total)
-	}
-}
-
-// pace returns how long to wait before sending k more bytes.
-func (p *partProgress) pace(k int) time.Duration {
-	if p.rate <= 0 {
-		return 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.paced += int64(k)
-	return time.Duration(float64(p.paced)/float64(p.rate)*float64(time.Second)) - time.Since(p.start)
-}
-
-type countingReader struct {
-	r    io.Reader
-	p    *partProgress
-	part int
-	a    *attempt
-	ctx  context.Context
-}
-
-func (c *countingReader) Read(b []byte) (int, error) {
-	if c.p.rate > 0 {
-		if len(b) > int(c.p.rate/10)+1 {
-			b = b[:c.p.rate/10+1] // about ten reads a second
-		}
-		if err := sleepCtx(c.ctx, c.p.pace(len(b))); err != nil {
-			return 0, err
-		}
-	}
-	n, err := c.r.Read(b)
-	if n > 0 {
-		c.p.add(c.part, c.a, n)
-	}
-	return n, err
 }
 
 // sendParts sends the parts todo of d from f, parallel at a time: a signer

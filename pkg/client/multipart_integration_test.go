@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"reflect"
@@ -93,33 +91,22 @@ func TestMultipartUploadAgainstTheLocalStack(t *testing.T) {
 // the bucket holds one object.
 func TestLostCompleteAnswer(t *testing.T) {
 	st := startStack(t, nil)
-	target, _ := url.Parse(st.APIURL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var completes atomic.Int32
-	var lost []byte
-	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/complete") && completes.Add(1) == 1 {
-			rec := httptest.NewRecorder()
-			proxy.ServeHTTP(rec, r) // the server completes the upload…
-			lost = rec.Body.Bytes()
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close() // …and the client never hears of it
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	})}
-	c, _ := client.New(serve(t, front), fastRetries)
+	front := loseFirstAnswer(t, st.APIURL, func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/complete")
+	})
+	c, _ := client.New(front.url, fastRetries)
 	path := writeFile(t, "big.bin", 11<<20)
 	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize})
 	if err != nil {
 		t.Fatal(err)
 	}
+	completes, lost := front.watched()
 	var first api.Upload
 	if err := json.Unmarshal(lost, &first); err != nil || first.Status != api.StatusCompleted {
 		t.Fatalf("the lost answer %s: %v; want a completed body", lost, err)
 	}
-	if completes.Load() != 2 || !reflect.DeepEqual(first, res.Upload) {
-		t.Fatalf("%d completes; lost answer %+v, retry's %+v; want 2 and the same body", completes.Load(), first, res.Upload)
+	if len(completes) != 2 || !reflect.DeepEqual(first, res.Upload) {
+		t.Fatalf("%d completes; lost answer %+v, retry's %+v; want 2 and the same body", len(completes), first, res.Upload)
 	}
 	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
 		t.Fatal("the object is not the file")

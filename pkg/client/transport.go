@@ -1,0 +1,176 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
+)
+
+// This file sends requests: one attempt after another under the retry
+// policy (retry.go), and the errors of requests that failed for good.
+
+// NewTransport returns the transport of a Client's default HTTPClient, to
+// change (a proxy, say) and pass back in Options.HTTPClient: it gives up
+// waiting for response headers after 60 seconds, and keeps enough idle
+// connections for the parts in flight.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 16
+	return t
+}
+
+// Error is a request that failed for good. Test with errors.As.
+type Error struct {
+	Op         string // "create", "status", "put", "sign", "put part N", "list parts", "complete", "abort"
+	StatusCode int    // 0 when no response arrived
+	Code       string // the API's error code, or S3's
+	Message    string
+	Attempts   int
+	// Exhausted is true when the last failure could have been retried but
+	// the attempts, the retry budget or the deadline ran out.
+	Exhausted bool
+	// Err is the transport or context error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", e.Op)
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": %d", e.StatusCode)
+	}
+	if e.Code != "" {
+		fmt.Fprintf(&b, " %s", e.Code)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Exhausted {
+		fmt.Fprintf(&b, " (gave up after %d attempts)", e.Attempts)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// do sends the request built by build, a new one per attempt so that its
+// body starts over, and retries per the policy. It returns the successful
+// response's body.
+func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	var firstEnded time.Time
+	for attempt := 1; ; attempt++ {
+		req, err := build()
+		if err != nil {
+			return nil, nil, &Error{Op: op, Attempts: attempt, Err: err}
+		}
+		resp, err := c.opts.HTTPClient.Do(req.WithContext(ctx))
+		var body []byte
+		if err == nil {
+			// Enough for the largest answer: a list of 10,000 parts.
+			body, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+			resp.Body.Close()
+		}
+		if attempt == 1 {
+			firstEnded = c.opts.now()
+		}
+		if err == nil && resp.StatusCode < 300 {
+			return resp, body, nil
+		}
+		fail := &Error{Op: op, Attempts: attempt, Err: err}
+		if err == nil {
+			fail.StatusCode = resp.StatusCode
+			fail.Code, fail.Message = describe(body)
+		}
+		if ctx.Err() != nil {
+			fail.Err, fail.Exhausted = ctx.Err(), true
+			return nil, nil, fail
+		}
+		if !c.opts.CheckRetry(resp, body, err) {
+			return nil, nil, fail
+		}
+		if c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts {
+			fail.Exhausted = true
+			return nil, nil, fail
+		}
+		wait := c.retryWait(attempt-1, resp)
+		if c.opts.RetryBudget > 0 && c.opts.now().Add(wait).Sub(firstEnded) > c.opts.RetryBudget {
+			fail.Exhausted = true
+			return nil, nil, fail
+		}
+		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
+		if err := c.opts.sleep(ctx, wait); err != nil {
+			fail.Err, fail.Exhausted = err, true
+			return nil, nil, fail
+		}
+	}
+}
+
+// call sends an API request about one upload and decodes the answer.
+func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, payload []byte, out any) error {
+	resp, body, err := c.do(ctx, op, func() (*http.Request, error) {
+		var rd io.Reader
+		if payload != nil {
+			rd = bytes.NewReader(payload)
+		}
+		r, err := http.NewRequest(method, c.base.String()+"/uploads/"+url.PathEscape(uploadID)+suffix, rd)
+		if err != nil {
+			return nil, err
+		}
+		if payload != nil {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		return r, c.authorize(ctx, r)
+	})
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return &Error{Op: op, StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+	}
+	return nil
+}
+
+// authorize sets the bearer token of an API request, if the client has a
+// Token.
+func (c *Client) authorize(ctx context.Context, r *http.Request) error {
+	if c.opts.Token == nil {
+		return nil
+	}
+	token, err := c.opts.Token(ctx)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	return nil
+}
+
+// describe reads an error body: the API's JSON, or S3's XML.
+func describe(body []byte) (code, message string) {
+	var e api.Error
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return e.Error, e.Message
+	}
+	var s3err struct{ Code, Message string }
+	if xml.Unmarshal(body, &s3err) == nil {
+		return s3err.Code, s3err.Message
+	}
+	return "", ""
+}
+
+func errorCode(body []byte) string {
+	code, _ := describe(body)
+	return code
+}
