@@ -376,8 +376,12 @@ func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) 
 		Set(name(attrUpdated), expression.Value(epochMillis(now))).
 		Remove(name(s.schema.LeaseExpiresAt))
 	if u.Response != nil {
-		set = set.Set(name(attrStatus), expression.Value(u.Response.Status)).
-			Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body)))
+		set = set.Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body)))
+		if u.Response.Status != 0 {
+			set = set.Set(name(attrStatus), expression.Value(u.Response.Status))
+		} else {
+			set = set.Remove(name(attrStatus)) // as a claim stores a response without one
+		}
 	}
 	if u.RestartExpiry {
 		set = set.Set(name(s.schema.ExpiresAt), expression.Value(epochSeconds(now.Add(s.opts.TTL))))
