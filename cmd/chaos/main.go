@@ -324,7 +324,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 // the hash of (tenant, key), and every chaos client is the local tenant.
 func ownedBy(uploadID, key string) bool {
 	id, err := upload.ParseUploadID(uploadID)
-	return err == nil && id == idempotency.NewID(presign.JWTTenant(devstack.LocalTenant), key)
+	return err == nil && id == idempotency.NewID(presign.JWTTenant("", devstack.LocalTenant), key)
 }
 
 func newLogical(dir string, i int64, multipart bool) (*logical, error) {

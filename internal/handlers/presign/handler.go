@@ -210,11 +210,12 @@ var errUndecodableBody = errors.New("the request body could not be decoded")
 // tenant is the principal the authorizer established, named with its
 // source so that identities from different sources never share a
 // namespace: a JWT whose sub is "anonymous" is not the anonymous tenant,
-// and an IAM ARN is not a JWT subject.
+// an IAM ARN is not a JWT subject, and the same sub from two issuers is two
+// tenants.
 func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	if a := req.RequestContext.Authorizer; a != nil {
 		if a.JWT != nil && a.JWT.Claims["sub"] != "" {
-			return JWTTenant(a.JWT.Claims["sub"]), true
+			return JWTTenant(a.JWT.Claims["iss"], a.JWT.Claims["sub"]), true
 		}
 		if a.IAM != nil && a.IAM.UserARN != "" {
 			return "iam:" + a.IAM.UserARN, true
@@ -229,8 +230,13 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	return "", false
 }
 
-// JWTTenant is the tenant of a JWT authorizer's subject.
-func JWTTenant(sub string) string { return "jwt:" + sub }
+// JWTTenant is the tenant of a JWT's issuer and subject together:
+// "jwt:" + len(iss) + ":" + iss + ":" + sub. The issuer's length comes
+// first, so no two (issuer, subject) pairs share a tenant, whatever colons
+// either holds.
+func JWTTenant(iss, sub string) string {
+	return "jwt:" + strconv.Itoa(len(iss)) + ":" + iss + ":" + sub
+}
 
 // errorFor maps an error to its response and the request's outcome. Only
 // the messages written for clients reach them; anything unexpected is

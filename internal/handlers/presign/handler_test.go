@@ -367,7 +367,7 @@ func TestInProgress(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	wantStatus(t, f.do(t, post(key, photo)), 201, "")
-	id := idempotency.NewID(JWTTenant("user-1"), key)
+	id := idempotency.NewID(JWTTenant("", "user-1"), key)
 	rec, err := f.store.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +440,8 @@ func TestStatus(t *testing.T) {
 
 // Identities from different sources never share a namespace: a JWT whose
 // sub is "anonymous" is not the anonymous tenant, and an IAM caller whose
-// ARN equals a JWT's sub is not that JWT's tenant. Each gets its own
+// ARN equals a JWT's sub is not that JWT's tenant, and a JWT's tenant is its
+// issuer and subject together, no two pairs alike. Each gets its own
 // upload for the same key, none a replay of another's.
 func TestTenantsOfDifferentSourcesNeverMeet(t *testing.T) {
 	f := newFixture(t, nil)
@@ -458,9 +459,18 @@ func TestTenantsOfDifferentSourcesNeverMeet(t *testing.T) {
 	}
 	lambdaAuth := post(key, photo)
 	lambdaAuth.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"principalId": "anonymous"}}
+	// The same sub from two issuers, and two (issuer, sub) pairs whose
+	// plain concatenations are the same text.
+	withIssuer := func(iss, sub string) events.APIGatewayV2HTTPRequest {
+		req := post(key, photo)
+		req.RequestContext.Authorizer.JWT.Claims = map[string]string{"iss": iss, "sub": sub}
+		return req
+	}
 	seen := map[string]string{}
 	for name, req := range map[string]events.APIGatewayV2HTTPRequest{
 		"anonymous": anonymous, "jwt sub anonymous": jwtAnonymous, "jwt sub = an ARN": jwtARN, "iam": iam, "lambda principal anonymous": lambdaAuth,
+		"issuer A, alice": withIssuer("https://a.example", "alice"), "issuer B, alice": withIssuer("https://b.example", "alice"),
+		"issuer x, y:z": withIssuer("x", "y:z"), "issuer x:y, z": withIssuer("x:y", "z"),
 	} {
 		resp := f.do(t, req)
 		wantStatus(t, resp, 201, "")
@@ -473,8 +483,8 @@ func TestTenantsOfDifferentSourcesNeverMeet(t *testing.T) {
 		}
 		seen[id] = name
 	}
-	if n := f.store.Len(); n != 5 {
-		t.Fatalf("%d records, want one per tenant (5)", n)
+	if n := f.store.Len(); n != 9 {
+		t.Fatalf("%d records, want one per tenant (9)", n)
 	}
 }
 

@@ -181,7 +181,7 @@ func TestOutcomes(t *testing.T) {
 		}, status: 422, code: api.CodeKeyReuse, outcome: telemetry.OutcomeKeyReuse},
 		{name: "create while the key's claim is in progress", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			f.created(t, photo)
-			id := idempotency.NewID(JWTTenant("user-1"), key)
+			id := idempotency.NewID(JWTTenant("", "user-1"), key)
 			rec, err := f.store.Get(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -195,7 +195,7 @@ func TestOutcomes(t *testing.T) {
 		}, status: 409, code: api.CodeInProgress, retryAfter: "26", outcome: telemetry.OutcomeInProgress},
 		{name: "status of an upload still being created", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, photo)
-			id := idempotency.NewID(JWTTenant("user-1"), key)
+			id := idempotency.NewID(JWTTenant("", "user-1"), key)
 			rec, err := f.store.Get(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
