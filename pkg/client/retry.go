@@ -53,12 +53,11 @@ func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
 
 // retryableError: the request may not have completed, so it may be sent
 // again (every request this client sends is idempotent by its key or by
-// S3's PUT semantics). Cancellation and deadlines of the caller's context
-// are not retried.
+// S3's PUT semantics). Timeouts are retried: a response-header timeout, a
+// dial or write "i/o timeout" all match context.DeadlineExceeded, and none
+// is the caller's; the client checks the caller's own context before it
+// asks this policy, and never retries once that has ended.
 func retryableError(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
 	// *url.Error, which wraps every transport failure, is a net.Error.
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)

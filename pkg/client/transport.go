@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,11 +23,42 @@ import (
 // change (a proxy, say) and pass back in Options.HTTPClient: it gives up
 // waiting for response headers after 60 seconds, and keeps enough idle
 // connections for the parts in flight.
-func NewTransport() *http.Transport {
+func NewTransport() *http.Transport { return newTransport(DefaultStallTimeout) }
+
+// DefaultStallTimeout is how long a request body may make no progress (the
+// network took no bytes) before the attempt fails and is retried: a network
+// that silently drops packets, as on a move from Wi-Fi to mobile data,
+// otherwise leaves an upload waiting for ever.
+const DefaultStallTimeout = 60 * time.Second
+
+func newTransport(stall time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = 60 * time.Second
 	t.MaxIdleConnsPerHost = 16
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: conn, stall: stall}, nil
+	}
 	return t
+}
+
+// stallConn fails a write that makes no progress for stall: the transport
+// bounds the wait for an answer (ResponseHeaderTimeout) but not the sending
+// of a body.
+type stallConn struct {
+	net.Conn
+	stall time.Duration
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if err := c.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 // Error is a request that failed for good. Test with errors.As.
