@@ -20,15 +20,21 @@ var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
 // HandlerOptions configure [MakeIdempotent]. Req and Resp are the wrapped
 // handler's request and response types.
 //
-// Paths (KeyPath, FingerprintPaths) are dotted paths into the JSON form of
-// the request, as encoding/json encodes Req: "body.orderId",
-// "headers.Idempotency-Key", "items.0.sku". A segment names an object
-// member (the exact name, else the one member that matches it ignoring
-// case, since HTTP clients choose a header's case) or an array index. A
-// string that holds a JSON object or array, as API Gateway delivers a
-// body, is decoded where a path goes into it or ends on it, so its
-// whitespace and member order never count. A base64-encoded body is not
-// decoded.
+// Paths (KeyPath, FingerprintPaths) are member paths into the JSON form of
+// the request, as encoding/json encodes Req: member names and array
+// indexes joined by dots, "body.orderId", "headers.Idempotency-Key",
+// "items.0.sku". A segment names an object member (the exact name, else
+// the one member that matches it ignoring case, since HTTP clients choose
+// a header's case) or an array index. A string that holds a JSON object or
+// array, as API Gateway delivers a body, is decoded where a path goes into
+// it or ends on it, so its whitespace and member order never count. A
+// base64-encoded body is not decoded.
+//
+// Member paths are not JMESPath, which Powertools' paths are:
+// powertools_json(body).orderId is body.orderId here, and
+// headers."idempotency-key" is headers.idempotency-key. A path holding any
+// of "'`()[]{}*?|&@!, or an empty segment, fails every request with an
+// error that is not ErrMissingKey, even with OptionalKey.
 type HandlerOptions[Req, Resp any] struct {
 	// KeyPath is the path of the request's idempotency key. A string is the
 	// key as it is; a number or boolean its JSON text; an object or array

@@ -1,7 +1,10 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
 )
 
@@ -98,5 +101,49 @@ func TestFingerprintTextIsCanonical(t *testing.T) {
 		if (texts[0] == texts[1]) != tc.wantEqual {
 			t.Errorf("%s: %s vs %s, want equal: %v", tc.name, texts[0], texts[1], tc.wantEqual)
 		}
+	}
+}
+
+// Powertools' JMESPath expressions, and typos, are refused with an error of
+// their own: never a missing key, which with OptionalKey would run every
+// request without idempotency.
+func TestMemberPathRefusesWhatIsNotOne(t *testing.T) {
+	doc, err := decodeJSON([]byte(`{"headers":{"idempotency-key":"k-1"},"body":"{\"orderId\":\"o-7\"}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		`powertools_json(body).orderId`,
+		`headers."idempotency-key"`,
+		`[headers."idempotency-key", body]`,
+		`body.items[0].sku`,
+		`body.items[*].sku`,
+		`headers | keys(@)`,
+		`body.`,
+		`headers..idempotency-key`,
+		`.body`,
+	} {
+		if got, err := keyAt(doc, path); err == nil || errors.Is(err, ErrMissingKey) {
+			t.Errorf("keyAt(%q) = %q, %v; want a path error", path, got, err)
+		}
+		if got, err := fingerprintText(doc, []string{"body", path}); err == nil {
+			t.Errorf("fingerprintText(%q) = %q; want a path error", path, got)
+		}
+	}
+
+	ran := 0
+	call := MakeIdempotent(NewMemoryStore(), func(context.Context, map[string]any) (string, error) { ran++; return "ok", nil },
+		func(o *HandlerOptions[map[string]any, string]) {
+			o.KeyPath, o.OptionalKey = `headers."idempotency-key"`, true
+			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		})
+	req := map[string]any{"headers": map[string]any{"idempotency-key": "k-1"}}
+	for range 2 {
+		if _, err := call(context.Background(), req); err == nil || errors.Is(err, ErrMissingKey) {
+			t.Fatalf("a JMESPath KeyPath with OptionalKey: err = %v; want a path error", err)
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("the handler ran %d times under a KeyPath that is not a member path", ran)
 	}
 }

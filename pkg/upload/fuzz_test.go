@@ -432,36 +432,6 @@ func FuzzDecodeSignPartsRequest(f *testing.F) {
 	})
 }
 
-// FuzzMembers holds the hand-written object splitter to encoding/json:
-// whatever it accepts, json.Unmarshal reads as the same members with the
-// same raw values.
-func FuzzMembers(f *testing.F) {
-	for _, seed := range []string{
-		`{"a":1,"b":"x"}`, ` { "a" : [1,{"b":"}"}] , "b" : "\"}" } `, `{"\u0061":true}`, `{"a":null}`, `{}`,
-		`{"a":1,"a":2}`, `{"A":1}`, `[1]`, `{"a":1}{}`, `{"a":"\\"}`, `{"b":{"a":{"a":[]}}}`, "{\"a\":\"\xff\"}",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := members(body, "a", "b")
-		if err != nil {
-			return
-		}
-		var want map[string]json.RawMessage
-		if err := json.Unmarshal(body, &want); err != nil {
-			t.Fatalf("%q: split into %v, but encoding/json refuses it: %v", body, got, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%q: %d members, encoding/json reads %d", body, len(got), len(want))
-		}
-		for k, v := range want {
-			if !bytes.Equal(got[k], v) {
-				t.Fatalf("%q: member %q is %q, encoding/json reads %q", body, k, got[k], v)
-			}
-		}
-	})
-}
-
 func isLowerHex(s string) bool {
 	return strings.Trim(s, "0123456789abcdef") == ""
 }

@@ -2,6 +2,7 @@ package upload
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,6 +28,8 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"array", `[]`, "body", nil},
 		{"null", `null`, "body", nil},
 		{"member twice", `{"filename":"a.png","filename":"b.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "filename", nil},
+		{"member given twice within a value", `{"filename":{"a":1,"a":2},"contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "filename", nil},
+		{"escaped member name", `{"\u0066ilename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "", nil},
 		{"member name in another case", `{"Filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "body", nil},
 		{"null filename", `{"filename":null,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "filename", nil},
 		{"media range", `{"filename":"a.png","contentType":"image/*","size":1,"sha256":"` + sha + `"}`, "contentType", nil},
@@ -77,6 +80,37 @@ func TestDecodeAndValidate(t *testing.T) {
 			}
 		case !errors.Is(err, tc.err):
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.err)
+		}
+	}
+}
+
+// A sign body is as strict as a create body, and a refusal inside the
+// parts says which part.
+func TestDecodeSignPartsRequestStrict(t *testing.T) {
+	t.Parallel()
+	part := `{"partNumber":1,"sha256":"` + sha + `"}`
+	cases := []struct{ body, field, message string }{
+		{`{"parts":[` + part + `]}`, "", ""},
+		{`{"parts":[` + part + `],"parts":[]}`, "parts", "parts is given twice"},
+		{`{"Parts":[` + part + `]}`, "body", `unknown field "Parts"`},
+		{`{"parts":[` + part + `],"extra":1}`, "body", `unknown field "extra"`},
+		{`{"parts":[` + part + `,{"partNumber":2,"partNumber":3,"sha256":"` + sha + `"}]}`, "parts", "parts[1] holds a member name twice"},
+		{`{"parts":[{"partNumber":1,"sha256":"` + sha + `","extra":1}]}`, "parts", "parts[0] must be an object with partNumber and sha256"},
+		{`{"parts":[{"PartNumber":1,"sha256":"` + sha + `"}]}`, "parts", "parts[0] must be an object with partNumber and sha256"},
+		{`{"parts":null}`, "parts", "parts must be an array"},
+		{`{"parts":[` + part + `]} {}`, "body", "the request body must be one JSON object"},
+		{"{\"parts\":[{\"partNumber\":1,\"sha256\":\"\xff\"}]}", "body", "the request body is not valid UTF-8"},
+	}
+	for _, tc := range cases {
+		_, err := DecodeSignPartsRequest([]byte(tc.body))
+		var v *ValidationError
+		switch {
+		case tc.field == "":
+			if err != nil {
+				t.Errorf("%s: %v, want accepted", tc.body, err)
+			}
+		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
+			t.Errorf("%s: err = %#v, want %s: %q", tc.body, err, tc.field, tc.message)
 		}
 	}
 }
@@ -150,5 +184,32 @@ func TestAllows(t *testing.T) {
 	}
 	if !(&Config{}).allows("anything/at-all") {
 		t.Error("an empty list must allow any type")
+	}
+}
+
+// BenchmarkDecodeCreateRequest is the strict decoding of a create body
+// alone, the part of BenchmarkCreate that DecodeCreateRequest owns.
+func BenchmarkDecodeCreateRequest(b *testing.B) {
+	body := []byte(`{"filename":"photo.jpg","contentType":"image/jpeg","size":48213,"sha256":"` + sha + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeCreateRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeSignPartsRequest decodes a sign body of ten parts.
+func BenchmarkDecodeSignPartsRequest(b *testing.B) {
+	parts := make([]string, 10)
+	for i := range parts {
+		parts[i] = `{"partNumber":` + strconv.Itoa(i+1) + `,"sha256":"` + sha + `"}`
+	}
+	body := []byte(`{"parts":[` + strings.Join(parts, ",") + `]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeSignPartsRequest(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
