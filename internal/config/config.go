@@ -13,6 +13,16 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
+// Bounds of MAX_PENDING_MULTIPART_PER_TENANT.
+const (
+	// DefaultMaxPendingMultipart is its default.
+	DefaultMaxPendingMultipart = 100
+	// MaxPendingMultipartCap is the largest value it takes: each capped
+	// create counts the tenant's uploads, reading every one's keys (about
+	// 100 bytes each), so a cap of 10,000 reads up to 1 MB per create.
+	MaxPendingMultipartCap = 10000
+)
+
 // Config is everything a function needs besides AWS clients.
 type Config struct {
 	// Table is the idempotency table (TABLE_NAME, required).
@@ -25,8 +35,11 @@ type Config struct {
 	// Upload holds BUCKET_NAME (required), UPLOAD_PREFIX (default
 	// "uploads/"), PRESIGN_TTL (default 15m), MAX_UPLOAD_BYTES (default
 	// 53687091200000, S3's largest object; a single PUT is capped at 5 GiB
-	// whatever the setting) and ALLOWED_CONTENT_TYPES (comma
-	// list, "image/*" wildcards; empty allows any valid type).
+	// whatever the setting), ALLOWED_CONTENT_TYPES (comma
+	// list, "image/*" wildcards; empty allows any valid type),
+	// MAX_PENDING_MULTIPART_PER_TENANT (default 100; 0 sets no cap) and
+	// ABORT_INCOMPLETE_DAYS (default a day past IDEMPOTENCY_TTL, counted in
+	// whole days).
 	Upload upload.Config
 	// MetricsNamespace is the CloudWatch namespace of the functions'
 	// metrics (METRICS_NAMESPACE, default "onceupload").
@@ -103,13 +116,29 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		c.Upload.AllowedContentTypes = append(c.Upload.AllowedContentTypes, t)
 	}
 
+	// Each tenant's multipart uploads that are neither completed, aborted
+	// nor expired; 0 sets no cap (and then no create counts them).
+	pendingMax := get("MAX_PENDING_MULTIPART_PER_TENANT", strconv.Itoa(DefaultMaxPendingMultipart))
+	if n, err := strconv.Atoi(pendingMax); err != nil || n < 0 || n > MaxPendingMultipartCap {
+		errs = append(errs, fmt.Errorf("MAX_PENDING_MULTIPART_PER_TENANT=%q: want a whole number from 0 (no cap) to %d", pendingMax, MaxPendingMultipartCap))
+	} else {
+		c.Upload.MaxPendingMultipart = n
+	}
+
 	// The bucket aborts unfinished multipart uploads this many days after
-	// they start; a key must not outlive the upload it answers for.
-	days := get("ABORT_INCOMPLETE_DAYS", "7")
+	// they start. It must not undercut a key's window: an upload left
+	// alone keeps its record IDEMPOTENCY_TTL, and S3 must not abort it
+	// first. Past that, it is how long an upload whose key expired (DELETE
+	// answers 404 then) keeps its parts in S3, so the default is the least
+	// whole number of days that covers IDEMPOTENCY_TTL, plus one: a day for
+	// an active upload (which signing keeps alive) to finish in.
+	minDays := max(1, int((c.IdempotencyTTL+24*time.Hour-1)/(24*time.Hour)))
+	days := get("ABORT_INCOMPLETE_DAYS", strconv.Itoa(minDays+1))
 	if d, err := strconv.Atoi(days); err != nil || d < 1 {
 		errs = append(errs, fmt.Errorf("ABORT_INCOMPLETE_DAYS=%q: want a whole number of days, at least 1", days))
 	} else if limit := time.Duration(d) * 24 * time.Hour; c.IdempotencyTTL > limit {
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS", c.IdempotencyTTL, d))
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS to at least %d (%d leaves an active upload a day more)",
+			c.IdempotencyTTL, d, minDays, minDays+1))
 	} else {
 		c.Upload.AbortIncompleteAfter = limit
 	}

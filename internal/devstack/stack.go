@@ -208,19 +208,39 @@ func (st *Stack) awsConfig() aws.Config {
 }
 
 // createResources makes the table and bucket as template.yaml declares
-// them; on a second start they already exist, which is fine.
+// them; on a second start they already exist, which is fine (a table from
+// before the template gained an index gets it).
 func (st *Stack) createResources(ctx context.Context) error {
 	t := st.spec.Table
 	ddb := dynamodb.NewFromConfig(st.awsConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = &st.DynamoURL })
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	attr := func(name string) dbtypes.AttributeDefinition {
+		return dbtypes.AttributeDefinition{AttributeName: aws.String(name), AttributeType: dbtypes.ScalarAttributeType(t.AttributeDefs[name])}
+	}
+	in := &dynamodb.CreateTableInput{
 		TableName:            &st.Table,
 		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: &t.PartitionKey, AttributeType: dbtypes.ScalarAttributeType(t.KeyType)}},
 		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: &t.PartitionKey, KeyType: dbtypes.KeyTypeHash}},
 		BillingMode:          dbtypes.BillingMode(t.BillingMode),
-	})
+	}
+	defined := map[string]bool{t.PartitionKey: true}
+	for _, ix := range t.Indexes {
+		for _, k := range []string{ix.PartitionKey, ix.SortKey} {
+			if k != "" && !defined[k] {
+				defined[k] = true
+				in.AttributeDefinitions = append(in.AttributeDefinitions, attr(k))
+			}
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, globalIndex(ix))
+	}
+	_, err := ddb.CreateTable(ctx, in)
 	var inUse *dbtypes.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", st.Table, err)
+	}
+	if err != nil {
+		if err := st.addMissingIndexes(ctx, ddb, in); err != nil {
+			return err
+		}
 	}
 	if t.TTLAttribute != "" && err == nil {
 		if _, err := ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
@@ -254,11 +274,53 @@ func (st *Stack) createResources(ctx context.Context) error {
 	return nil
 }
 
+// globalIndex is ix as CreateTable and UpdateTable take it.
+func globalIndex(ix IndexSpec) dbtypes.GlobalSecondaryIndex {
+	keys := []dbtypes.KeySchemaElement{{AttributeName: aws.String(ix.PartitionKey), KeyType: dbtypes.KeyTypeHash}}
+	if ix.SortKey != "" {
+		keys = append(keys, dbtypes.KeySchemaElement{AttributeName: aws.String(ix.SortKey), KeyType: dbtypes.KeyTypeRange})
+	}
+	return dbtypes.GlobalSecondaryIndex{
+		IndexName: aws.String(ix.Name), KeySchema: keys,
+		Projection: &dbtypes.Projection{ProjectionType: dbtypes.ProjectionType(ix.ProjectionType), NonKeyAttributes: ix.NonKeyAttributes},
+	}
+}
+
+// addMissingIndexes gives a table made by an older template (a data
+// directory kept across an upgrade) the indexes the template declares
+// now, one UpdateTable each, as a CloudFormation update would.
+func (st *Stack) addMissingIndexes(ctx context.Context, ddb *dynamodb.Client, want *dynamodb.CreateTableInput) error {
+	out, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.Table})
+	if err != nil {
+		return fmt.Errorf("describe table %s: %w", st.Table, err)
+	}
+	have := map[string]bool{}
+	for _, ix := range out.Table.GlobalSecondaryIndexes {
+		have[aws.ToString(ix.IndexName)] = true
+	}
+	for _, ix := range want.GlobalSecondaryIndexes {
+		if have[aws.ToString(ix.IndexName)] {
+			continue
+		}
+		_, err := ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName:            &st.Table,
+			AttributeDefinitions: want.AttributeDefinitions,
+			GlobalSecondaryIndexUpdates: []dbtypes.GlobalSecondaryIndexUpdate{{Create: &dbtypes.CreateGlobalSecondaryIndexAction{
+				IndexName: ix.IndexName, KeySchema: ix.KeySchema, Projection: ix.Projection,
+			}}},
+		})
+		if err != nil {
+			return fmt.Errorf("add index %s to table %s (or delete the data directory to start afresh): %w", aws.ToString(ix.IndexName), st.Table, err)
+		}
+	}
+	return nil
+}
+
 // functionEnv is every function's environment: the stack's names and
 // endpoints over the caller's settings.
 func (st *Stack) functionEnv() map[string]string {
 	env := map[string]string{}
-	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "METRICS_NAMESPACE"} {
+	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "MAX_PENDING_MULTIPART_PER_TENANT", "METRICS_NAMESPACE"} {
 		if v, ok := st.cfg.Env(name); ok {
 			env[name] = v
 		}

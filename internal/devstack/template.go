@@ -33,6 +33,16 @@ type TableSpec struct {
 	BillingMode   string
 	LogicalID     string
 	AttributeDefs map[string]string
+	// Indexes are its global secondary indexes.
+	Indexes []IndexSpec
+}
+
+// IndexSpec is a global secondary index: its keys (SortKey may be empty),
+// their types in TableSpec.AttributeDefs, and its projection.
+type IndexSpec struct {
+	Name, PartitionKey, SortKey string
+	ProjectionType              string   // KEYS_ONLY, INCLUDE or ALL
+	NonKeyAttributes            []string // INCLUDE's
 }
 
 // BucketSpec is the upload bucket's CORS rules (origins come from the
@@ -172,6 +182,17 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 		TimeToLiveSpecification struct {
 			AttributeName string `yaml:"AttributeName"`
 		} `yaml:"TimeToLiveSpecification"`
+		GlobalSecondaryIndexes []struct {
+			IndexName string `yaml:"IndexName"`
+			KeySchema []struct {
+				AttributeName string `yaml:"AttributeName"`
+				KeyType       string `yaml:"KeyType"`
+			} `yaml:"KeySchema"`
+			Projection struct {
+				ProjectionType   string   `yaml:"ProjectionType"`
+				NonKeyAttributes []string `yaml:"NonKeyAttributes"`
+			} `yaml:"Projection"`
+		} `yaml:"GlobalSecondaryIndexes"`
 	}
 	if err := decodeLiteral(props, &p); err != nil {
 		return err
@@ -187,6 +208,24 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 		} else {
 			return fmt.Errorf("key %s: only a partition key is supported", k.AttributeName)
 		}
+	}
+	for _, gsi := range p.GlobalSecondaryIndexes {
+		ix := IndexSpec{Name: gsi.IndexName, ProjectionType: gsi.Projection.ProjectionType, NonKeyAttributes: gsi.Projection.NonKeyAttributes}
+		for _, k := range gsi.KeySchema {
+			if t.AttributeDefs[k.AttributeName] == "" {
+				return fmt.Errorf("index %s: key %s has no attribute definition", gsi.IndexName, k.AttributeName)
+			}
+			switch k.KeyType {
+			case "HASH":
+				ix.PartitionKey = k.AttributeName
+			case "RANGE":
+				ix.SortKey = k.AttributeName
+			}
+		}
+		if ix.Name == "" || ix.PartitionKey == "" {
+			return fmt.Errorf("index %q: a name and a partition key are required", ix.Name)
+		}
+		t.Indexes = append(t.Indexes, ix)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ const (
 	OutcomeInProgress  = "in_progress" // 409: the key's claim is mid-flight
 	OutcomeKeyReuse    = "key_reuse"   // 422
 	OutcomeInvalid     = "invalid"     // any other 4xx
+	OutcomeLimited     = "limited"     // 429: a tenant's cap refused a create
 	OutcomeServed      = "served"      // status, sign, list, complete, abort
 	OutcomeHealed      = "healed"      // a status completed a record from S3
 	OutcomeUnavailable = "unavailable" // 503: a dependency failed or hung

@@ -8,6 +8,7 @@ package templatecheck
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -79,6 +80,7 @@ func TestTransformedTemplate(t *testing.T) {
 			checkS3Permission(t, c)
 			checkRetained(t, c)
 			checkNoCycles(t, c)
+			checkGroupIndex(t, c)
 			for _, out := range []string{"ApiUrl", "BucketName", "TableName", "FailureQueueUrl", "AccessLogGroup", "AlarmTopicArn"} {
 				if c.Outputs[out] == nil {
 					t.Errorf("output %s is missing", out)
@@ -161,7 +163,7 @@ func checkStage(t *testing.T, c cfn) {
 // log group (not logs:* on *), no managed policy, no action it never calls.
 func checkRoles(t *testing.T, c cfn) {
 	want := map[string][]string{
-		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
 			"logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
 			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
@@ -201,6 +203,9 @@ func checkRoles(t *testing.T, c cfn) {
 					}
 					if a == "*" || strings.HasSuffix(a, ":*") {
 						t.Errorf("role %s: wildcard action %s", id, a)
+					}
+					if res := mustJSON(s.Resource); a == "dynamodb:Query" && !strings.Contains(res, "${IdempotencyTable.Arn}/index/by_group") {
+						t.Errorf("role %s: %s on %s, not on the group index alone", id, a, res)
 					}
 				}
 			}
@@ -262,6 +267,48 @@ func checkRetained(t *testing.T, c cfn) {
 		if r := c.Resources[id]; r.DeletionPolicy != "Retain" {
 			t.Errorf("%s DeletionPolicy %q, want Retain", id, r.DeletionPolicy)
 		}
+	}
+}
+
+// The table has the sparse group index that counts a tenant's unfinished
+// multipart uploads, keyed and projected as pkg/idempotency's default
+// Schema queries it, on demand like the table; the presign function gets
+// its cap.
+func checkGroupIndex(t *testing.T, c cfn) {
+	var table struct {
+		BillingMode            string
+		AttributeDefinitions   []struct{ AttributeName, AttributeType string }
+		GlobalSecondaryIndexes []struct {
+			IndexName             string
+			KeySchema             []struct{ AttributeName, KeyType string }
+			Projection            struct{ ProjectionType string }
+			ProvisionedThroughput any
+		}
+	}
+	if err := json.Unmarshal(c.Resources["IdempotencyTable"].Properties, &table); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, d := range table.AttributeDefinitions {
+		types[d.AttributeName] = d.AttributeType
+	}
+	if len(table.GlobalSecondaryIndexes) != 1 || table.BillingMode != "PAY_PER_REQUEST" {
+		t.Fatalf("table: %d indexes, billing %s; want the group index, on demand", len(table.GlobalSecondaryIndexes), table.BillingMode)
+	}
+	ix := table.GlobalSecondaryIndexes[0]
+	keys := fmt.Sprint(ix.KeySchema)
+	if ix.IndexName != "by_group" || keys != "[{group HASH} {expires_at RANGE}]" || ix.Projection.ProjectionType != "KEYS_ONLY" ||
+		types["group"] != "S" || types["expires_at"] != "N" || ix.ProvisionedThroughput != nil {
+		t.Errorf("group index %s keys %s (group %s, expires_at %s), projection %s", ix.IndexName, keys, types["group"], types["expires_at"], ix.Projection.ProjectionType)
+	}
+	var fn struct {
+		Environment struct{ Variables map[string]any }
+	}
+	if err := json.Unmarshal(c.Resources["PresignFunction"].Properties, &fn); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustJSON(fn.Environment.Variables["MAX_PENDING_MULTIPART_PER_TENANT"]); got != `{"Ref":"MaxPendingMultipartUploadsPerTenant"}` {
+		t.Errorf("presign's MAX_PENDING_MULTIPART_PER_TENANT = %s", got)
 	}
 }
 

@@ -113,16 +113,29 @@ func S3Client(endpoint string, c *Counter) *s3.Client {
 }
 
 // NewTable creates a table shaped as template.yaml declares it (string
-// partition key "pk", on-demand) with a unique name, and returns the name.
+// partition key "pk", the GroupIndex, on-demand) with a unique name, and
+// returns the name. internal/devstack's tests hold the shape to the
+// template's.
 func NewTable(t testing.TB, client *dynamodb.Client) string {
 	t.Helper()
-	return NewTableWithKey(t, client, "pk", "")
+	return NewTableWithKey(t, client, "pk", "", GroupIndex)
 }
+
+// Index is a global secondary index of a test table, keys only: a string
+// partition key and a number sort key.
+type Index struct {
+	Name, PartitionKey, SortKey string
+}
+
+// GroupIndex is template.yaml's index, the one pkg/idempotency's default
+// Schema counts groups with.
+var GroupIndex = Index{Name: "by_group", PartitionKey: "group", SortKey: "expires_at"}
 
 // NewTableWithKey creates an on-demand table with a unique name whose
 // string partition key is named partitionKey and, unless sortKey is empty,
-// whose string sort key is named sortKey; it returns the name.
-func NewTableWithKey(t testing.TB, client *dynamodb.Client, partitionKey, sortKey string) string {
+// whose string sort key is named sortKey, with indexes; it returns the
+// name.
+func NewTableWithKey(t testing.TB, client *dynamodb.Client, partitionKey, sortKey string, indexes ...Index) string {
 	t.Helper()
 	name := "test-" + randomHex(6)
 	in := &dynamodb.CreateTableInput{
@@ -134,6 +147,19 @@ func NewTableWithKey(t testing.TB, client *dynamodb.Client, partitionKey, sortKe
 	if sortKey != "" {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(sortKey), AttributeType: types.ScalarAttributeTypeS})
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(sortKey), KeyType: types.KeyTypeRange})
+	}
+	for _, ix := range indexes {
+		in.AttributeDefinitions = append(in.AttributeDefinitions,
+			types.AttributeDefinition{AttributeName: aws.String(ix.PartitionKey), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.SortKey), AttributeType: types.ScalarAttributeTypeN})
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ix.PartitionKey), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ix.SortKey), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		})
 	}
 	if _, err := client.CreateTable(context.Background(), in); err != nil {
 		t.Fatalf("create table: %v", err)

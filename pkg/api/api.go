@@ -69,6 +69,7 @@ const (
 	CodeFileTooLarge         = "file_too_large"           // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"   // 415
 	CodeKeyReuse             = "idempotency_key_reuse"    // 422
+	CodeTooManyUploads       = "too_many_uploads"         // 429, not retried: complete or abort an upload first
 	CodeInternal             = "internal_error"           // 500
 	CodeUnavailable          = "service_unavailable"      // 503, with Retry-After
 )

@@ -27,9 +27,15 @@
 //     final [StateCompleted] and [StateAborted], which no update leaves;
 //   - an expiry (epoch seconds), the table's TTL attribute. Expiry is
 //     enforced here, never left to TTL deletion, which can lag for days: an
-//     expired record is absent for every method of [DynamoStore].
+//     expired record is absent for every method of [DynamoStore];
+//   - optionally a group ([Record.Group]), which it leaves when it reaches a
+//     final state: [DynamoStore.CountGroup] counts a group's live,
+//     unfinished records with one Query of a sparse index, so a caller can
+//     cap them (pkg/upload caps a tenant's open multipart uploads) with no
+//     counter that could drift.
 //
-// Every operation is one DynamoDB round trip. A claim is one conditional
+// Every operation is one DynamoDB round trip (CountGroup one per 1 MB of
+// keys it reads). A claim is one conditional
 // PutItem with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a replay costs
 // the same single call and the holder is judged on the item that call
 // returns; a server that does not return the old item costs one more,

@@ -24,6 +24,8 @@ type DynamoDBAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	// Query is only sent by CountGroup.
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
 var _ DynamoDBAPI = (*dynamodb.Client)(nil)
@@ -38,6 +40,15 @@ type Store interface {
 }
 
 var _ Store = (*DynamoStore)(nil)
+
+// GroupCounter counts the records of a group (Record.Group). Both stores of
+// this package are one; a Store of your own need not be, unless its caller
+// counts (pkg/upload does when it caps a tenant's multipart uploads).
+type GroupCounter interface {
+	CountGroup(ctx context.Context, group string, except ID) (int, error)
+}
+
+var _ GroupCounter = (*DynamoStore)(nil)
 
 // Defaults of Options.
 const (
@@ -375,6 +386,11 @@ func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) 
 	set := expression.Set(state, expression.Value(u.State)).
 		Set(name(attrUpdated), expression.Value(epochMillis(now))).
 		Remove(name(s.schema.LeaseExpiresAt))
+	if u.State == StateCompleted || u.State == StateAborted {
+		// A finished record leaves its group (and the sparse index) in the
+		// write that finishes it.
+		set = set.Remove(name(s.schema.Group))
+	}
 	if u.Response != nil {
 		set = set.Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body)))
 		if u.Response.Status != 0 {
@@ -432,6 +448,62 @@ func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error 
 		return fmt.Errorf("release %s: %w", id, Classify(err))
 	}
 	return nil
+}
+
+// CountGroup returns how many records of group are live and unfinished,
+// leaving out the record of except (pass "" to count them all): claimed
+// (in progress, pending, or in a caller's own state), not expired, not
+// completed or aborted. An in-progress claim whose lease ran out still
+// counts, until it expires or a newer claim of its key replaces it: the
+// work it began may exist. The count is of records, never a counter kept
+// beside them: a record stops counting when its final update removes its
+// group, when it is released or replaced, and when it expires (the query
+// asks for expires_at >= now, so TTL deletion, which lags, does not
+// matter); a renewal (Update.RestartExpiry) keeps it counting.
+//
+// It is one Query of the index Schema.GroupIndex, reading keys only and
+// answering a count (DynamoDB pages it per 1 MB read, some ten thousand
+// records of this size). The index is eventually consistent, as every
+// global secondary index is: a record claimed an instant ago may not be
+// counted yet, and one finished an instant ago may still be.
+func (s *DynamoStore) CountGroup(ctx context.Context, group string, except ID) (int, error) {
+	if s.schema.err != nil {
+		return 0, fmt.Errorf("count group: %w", s.schema.err)
+	}
+	if group == "" {
+		return 0, errors.New("count group: no group named")
+	}
+	now := s.opts.Now()
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(s.schema.Group).Equal(expression.Value(group)).
+		And(expression.Key(s.schema.ExpiresAt).GreaterThanEqual(expression.Value(epochSeconds(now)))))
+	if except != "" {
+		b = b.WithFilter(name(s.schema.idAttr()).NotEqual(expression.Value(s.schema.KeyPrefix + string(except))))
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return 0, fmt.Errorf("count group: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(s.schema.GroupIndex),
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		Select:                    types.SelectCount,
+	}
+	count := 0
+	for {
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			return 0, fmt.Errorf("count group: %w", Classify(err))
+		}
+		count += int(out.Count)
+		if len(out.LastEvaluatedKey) == 0 {
+			return count, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // Classify marks an AWS error that a later retry can cure (see Transient)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 			return nil
 		}, map[string]int{"UpdateItem": 1}},
+		{"count a group", func() error { _, err := store.CountGroup(ctx, "g", id); return err }, map[string]int{"Query": 1}},
 	}
 	for _, step := range steps {
 		counter.Reset()
@@ -173,6 +175,67 @@ func (f fakeDynamo) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...fu
 }
 func (f fakeDynamo) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	return nil, f.err
+}
+func (f fakeDynamo) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, f.err
+}
+
+// pagedCount answers a count query in pages of one, from a group of size.
+type pagedCount struct {
+	fakeDynamo
+	size    int
+	queries []*dynamodb.QueryInput
+}
+
+func (p *pagedCount) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	sent := *in // the store reuses its input for the next page
+	p.queries = append(p.queries, &sent)
+	out := &dynamodb.QueryOutput{Count: 1}
+	if len(p.queries) < p.size {
+		out.LastEvaluatedKey = map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: strconv.Itoa(len(p.queries))}}
+	}
+	return out, nil
+}
+
+// CountGroup asks the index for a count of keys, not the items, leaves out
+// the caller's own record and the expired ones in the query itself, and
+// follows every page.
+func TestCountGroupQuery(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	client := &pagedCount{size: 3}
+	store := idempotency.NewDynamoStore(client, "table", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
+	own := idempotency.NewID("t", "own")
+	n, err := store.CountGroup(context.Background(), "g", own)
+	if err != nil || n != 3 || len(client.queries) != 3 {
+		t.Fatalf("CountGroup = %d, %v after %d queries; want 3 after 3", n, err, len(client.queries))
+	}
+	q := client.queries[0]
+	if aws.ToString(q.IndexName) != "by_group" || q.Select != types.SelectCount || q.ConsistentRead != nil || q.ExclusiveStartKey != nil {
+		t.Errorf("first query: index %q, select %q, consistent %v, start %v", aws.ToString(q.IndexName), q.Select, q.ConsistentRead, q.ExclusiveStartKey)
+	}
+	vals := map[string]string{}
+	for k, v := range q.ExpressionAttributeValues {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			vals[k] = v.Value
+		case *types.AttributeValueMemberN:
+			vals[k] = v.Value
+		}
+	}
+	for _, want := range []string{"g", string(own), strconv.FormatInt(now.Unix(), 10)} {
+		if !slices.Contains(slices.Collect(maps.Values(vals)), want) {
+			t.Errorf("query values %v lack %q", vals, want)
+		}
+	}
+	if !strings.Contains(aws.ToString(q.KeyConditionExpression), ">=") || !strings.Contains(aws.ToString(q.FilterExpression), "<>") {
+		t.Errorf("key condition %q, filter %q", aws.ToString(q.KeyConditionExpression), aws.ToString(q.FilterExpression))
+	}
+	if next := client.queries[1].ExclusiveStartKey; next == nil {
+		t.Error("the second page did not start after the first")
+	}
+	if _, err := store.CountGroup(context.Background(), "", ""); err == nil {
+		t.Error("a count of no group was sent")
+	}
 }
 
 // answered is err as the SDK's client returns an error answer of status:

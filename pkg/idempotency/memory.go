@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -18,7 +19,10 @@ type MemoryStore struct {
 	records map[ID]Record
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store        = (*MemoryStore)(nil)
+	_ GroupCounter = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store with the same Options as
 // NewDynamoStore.
@@ -88,6 +92,9 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	}
 	r = clone(r)
 	r.State, r.UpdatedAt, r.LeaseExpiresAt = u.State, truncMillis(now), time.Time{}
+	if u.State == StateCompleted || u.State == StateAborted {
+		r.Group = ""
+	}
 	if u.Response != nil {
 		r.Response = Response{Status: u.Response.Status, Body: append([]byte(nil), u.Response.Body...)}
 	}
@@ -107,6 +114,24 @@ func (m *MemoryStore) Release(_ context.Context, id ID, claimID string) error {
 		delete(m.records, id)
 	}
 	return nil
+}
+
+// CountGroup behaves as DynamoStore.CountGroup, but is never behind: a
+// record counts the moment it is written.
+func (m *MemoryStore) CountGroup(_ context.Context, group string, except ID) (int, error) {
+	if group == "" {
+		return 0, errors.New("count group: no group named")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.Now()
+	count := 0
+	for id, r := range m.records {
+		if r.Group == group && id != except && !r.Expired(now) {
+			count++
+		}
+	}
+	return count, nil
 }
 
 func clone(r Record) Record {

@@ -98,6 +98,16 @@ type Record struct {
 	// known deadline (a Lambda invocation's remaining time) asks for it.
 	// Not stored; LeaseExpiresAt is.
 	Lease time.Duration
+	// Group, if not empty, makes the record one of a group whose live,
+	// unfinished records a GroupCounter counts: pkg/upload puts a tenant's
+	// multipart uploads in one, to cap how many it keeps open. A claim sets
+	// it; the update that moves the record to a final state (StateCompleted
+	// or StateAborted) removes it in the same write. So a record counts
+	// from its claim until it is finished, released, expired or replaced
+	// by a newer claim of its key, and no counter can drift: the count is
+	// of records, never kept beside them. Stored in Schema.Group, the
+	// partition key of the sparse index Schema.GroupIndex.
+	Group string
 }
 
 // Expired reports whether the record counts as absent at now. It matches the

@@ -55,6 +55,16 @@ type Schema struct {
 	// Fingerprint is the fingerprint of the request that claimed the key.
 	// Defaults to "fingerprint".
 	Fingerprint string
+	// Group holds a record's Record.Group, and only while the record is
+	// unfinished: a string attribute, the partition key of GroupIndex.
+	// Defaults to "group".
+	Group string
+	// GroupIndex is the global secondary index that CountGroup queries:
+	// partition key Group (string), sort key ExpiresAt (number), projection
+	// KEYS_ONLY. It is sparse: only records in a group are in it. A table
+	// whose records never have a group needs no such index. Defaults to
+	// "by_group".
+	GroupIndex string
 }
 
 // DefaultStaticPartitionValue is the partition key of every record when
@@ -66,6 +76,7 @@ func DefaultSchema() Schema {
 	return Schema{
 		PartitionKey: "pk", ExpiresAt: "expires_at", LeaseExpiresAt: "lease_expires_at",
 		State: "state", ResponseBody: "response_body", Fingerprint: "fingerprint",
+		Group: "group", GroupIndex: "by_group",
 	}
 }
 
@@ -83,6 +94,8 @@ func (s Schema) withDefaults() Schema {
 	def(&s.State, d.State)
 	def(&s.ResponseBody, d.ResponseBody)
 	def(&s.Fingerprint, d.Fingerprint)
+	def(&s.Group, d.Group)
+	def(&s.GroupIndex, d.GroupIndex)
 	if s.SortKey != "" {
 		def(&s.StaticPartitionValue, DefaultStaticPartitionValue)
 	}
@@ -102,7 +115,7 @@ func (s Schema) Validate() error {
 	for _, a := range []struct{ role, name string }{
 		{"PartitionKey", s.PartitionKey}, {"SortKey", s.SortKey}, {"ExpiresAt", s.ExpiresAt},
 		{"LeaseExpiresAt", s.LeaseExpiresAt}, {"State", s.State}, {"ResponseBody", s.ResponseBody},
-		{"Fingerprint", s.Fingerprint}, {"(fixed) tenant", attrTenant}, {"(fixed) claim_id", attrClaimID},
+		{"Fingerprint", s.Fingerprint}, {"Group", s.Group}, {"(fixed) tenant", attrTenant}, {"(fixed) claim_id", attrClaimID},
 		{"(fixed) response_status", attrStatus}, {"(fixed) data", attrData},
 		{"(fixed) created_at", attrCreated}, {"(fixed) updated_at", attrUpdated},
 	} {
@@ -117,10 +130,26 @@ func (s Schema) Validate() error {
 		}
 		seen[a.name] = a.role
 	}
+	if !validIndexName(s.GroupIndex) {
+		errs = append(errs, fmt.Errorf("GroupIndex %q: an index name is 3 to 255 letters, digits, '_', '-' and '.'", s.GroupIndex))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("idempotency: invalid schema: %w", err)
 	}
 	return nil
+}
+
+// validIndexName reports whether DynamoDB accepts n as an index name.
+func validIndexName(n string) bool {
+	if len(n) < 3 || len(n) > 255 {
+		return false
+	}
+	for _, c := range n {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // schema is a Schema with its defaults applied.
@@ -192,6 +221,9 @@ func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
 	if !r.LeaseExpiresAt.IsZero() {
 		item[s.LeaseExpiresAt] = epochMillis(r.LeaseExpiresAt)
 	}
+	if r.Group != "" {
+		item[s.Group] = &types.AttributeValueMemberS{Value: r.Group}
+	}
 	return item, nil
 }
 
@@ -248,6 +280,7 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 	if lease := num(s.LeaseExpiresAt, true); lease != 0 {
 		r.LeaseExpiresAt = time.UnixMilli(lease)
 	}
+	r.Group = str(s.Group, true)
 	if m, ok := av[attrData].(*types.AttributeValueMemberM); ok {
 		maps.Copy(r.Data, m.Value)
 	}

@@ -55,7 +55,7 @@ func TestStoredItems(t *testing.T) {
 			key: map[string]string{"pk": string(id)},
 			claimed: map[string]string{
 				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
-				"created_at": "N", "updated_at": "N", "expires_at": "N", "lease_expires_at": "N",
+				"created_at": "N", "updated_at": "N", "expires_at": "N", "lease_expires_at": "N", "group": "S",
 			},
 			completed: map[string]string{
 				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
@@ -63,11 +63,11 @@ func TestStoredItems(t *testing.T) {
 			},
 		},
 		{
-			name: "single-table schema", table: testenv.NewTableWithKey(t, client, "PK", "SK"), opt: singleTable,
+			name: "single-table schema", table: testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opt: singleTable,
 			key: map[string]string{"PK": "ORDERS", "SK": "IDEMPOTENCY#" + string(id)},
 			claimed: map[string]string{
 				"PK": "S", "SK": "S", "tenant": "S", "claim_id": "S", "validation": "S", "status": "S", "data": "M",
-				"created_at": "N", "updated_at": "N", "expiration": "N", "in_progress_expiration": "N",
+				"created_at": "N", "updated_at": "N", "expiration": "N", "in_progress_expiration": "N", "GSI1PK": "S",
 			},
 			completed: map[string]string{
 				"PK": "S", "SK": "S", "tenant": "S", "claim_id": "S", "validation": "S", "status": "S", "data": "M",
@@ -89,7 +89,7 @@ func TestStoredItems(t *testing.T) {
 				}
 				return out.Item
 			}
-			rec := inProgress(id, "c1", "fp")
+			rec := inGroup(inProgress(id, "c1", "fp"), "tenant-a#orders")
 			rec.Data = map[string]types.AttributeValue{"order": s("o-1"), "size": n("42")}
 			mustClaim(t, store, rec)
 			item := raw()
@@ -124,6 +124,9 @@ func TestSchemaValidate(t *testing.T) {
 		{"renamed onto a default", idempotency.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
 		{"a dotted name is a name", idempotency.Schema{State: "record.state"}, nil},
 		{"brackets cannot be named", idempotency.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
+		{"the group takes a fixed name", idempotency.Schema{Group: "tenant"}, []string{"Group and (fixed) tenant"}},
+		{"an index name DynamoDB refuses", idempotency.Schema{GroupIndex: "by group"}, []string{`GroupIndex "by group"`}},
+		{"an index name too short", idempotency.Schema{GroupIndex: "ix"}, []string{`GroupIndex "ix"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,7 +150,8 @@ func TestSchemaValidate(t *testing.T) {
 	_, getErr := store.Get(ctx, id)
 	_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
 	relErr := store.Release(ctx, id, "c")
-	for i, err := range []error{claimErr, getErr, updErr, relErr} {
+	_, countErr := store.CountGroup(ctx, "g", "")
+	for i, err := range []error{claimErr, getErr, updErr, relErr, countErr} {
 		if err == nil || !strings.Contains(err.Error(), "invalid schema") {
 			t.Errorf("operation %d: %v, want the schema error", i, err)
 		}
@@ -156,8 +160,8 @@ func TestSchemaValidate(t *testing.T) {
 
 func TestDefaultSchema(t *testing.T) {
 	d := idempotency.DefaultSchema()
-	got := []string{d.PartitionKey, d.SortKey, d.StaticPartitionValue, d.KeyPrefix, d.ExpiresAt, d.LeaseExpiresAt, d.State, d.ResponseBody, d.Fingerprint}
-	want := []string{"pk", "", "", "", "expires_at", "lease_expires_at", "state", "response_body", "fingerprint"}
+	got := []string{d.PartitionKey, d.SortKey, d.StaticPartitionValue, d.KeyPrefix, d.ExpiresAt, d.LeaseExpiresAt, d.State, d.ResponseBody, d.Fingerprint, d.Group, d.GroupIndex}
+	want := []string{"pk", "", "", "", "expires_at", "lease_expires_at", "state", "response_body", "fingerprint", "group", "by_group"}
 	if !slices.Equal(got, want) {
 		t.Errorf("DefaultSchema() = %q, want %q", got, want)
 	}

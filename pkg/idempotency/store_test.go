@@ -46,22 +46,41 @@ func factories() map[string]storeFactory {
 		},
 		"dynoxide, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
 		"dynalite, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), singleTable)
+			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
 	}
 }
 
 // singleTable lays records out as a single-table design would, with
-// Powertools' attribute names, "status" among them (a reserved word).
+// Powertools' attribute names, "status" among them (a reserved word), and
+// a design's generic index for groups.
 func singleTable(o *idempotency.Options) {
 	o.Schema = idempotency.Schema{
 		PartitionKey: "PK", SortKey: "SK", StaticPartitionValue: "ORDERS", KeyPrefix: "IDEMPOTENCY#",
 		ExpiresAt: "expiration", LeaseExpiresAt: "in_progress_expiration", State: "status",
-		ResponseBody: "result", Fingerprint: "validation",
+		ResponseBody: "result", Fingerprint: "validation", Group: "GSI1PK", GroupIndex: "GSI1",
+	}
+}
+
+// singleTableIndex is singleTable's group index.
+var singleTableIndex = testenv.Index{Name: "GSI1", PartitionKey: "GSI1PK", SortKey: "expiration"}
+
+// inGroup is rec as a member of group.
+func inGroup(rec idempotency.Record, group string) idempotency.Record {
+	rec.Group = group
+	return rec
+}
+
+// wantCount checks what CountGroup says of group, leaving out except.
+func wantCount(t *testing.T, st idempotency.Store, group string, except idempotency.ID, want int) {
+	t.Helper()
+	got, err := st.(idempotency.GroupCounter).CountGroup(context.Background(), group, except)
+	if err != nil || got != want {
+		t.Fatalf("CountGroup(%q, except %q) = %d, %v; want %d", group, except, got, err, want)
 	}
 }
 
@@ -400,6 +419,96 @@ func TestStoreConformance(t *testing.T) {
 			if err == nil || errors.Is(err, idempotency.ErrAlreadyCompleted) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
+		},
+		"a group counts its unfinished records; finishing or releasing one leaves it": func(t *testing.T, st idempotency.Store, c *clock) {
+			ids := map[string]idempotency.ID{}
+			for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+				ids[k] = idempotency.NewID("tenant-a", "key-group-"+k)
+			}
+			mustClaim(t, st, inGroup(inProgress(ids["a"], "ca", "fp"), "g"))
+			mustClaim(t, st, inGroup(pending(ids["b"], "cb", "fp", `{}`), "g"))
+			mustClaim(t, st, inGroup(pending(ids["c"], "cc", "fp", `{}`), "g"))
+			mustClaim(t, st, inGroup(pending(ids["d"], "cd", "fp", `{}`), "h"))
+			mustClaim(t, st, pending(ids["e"], "ce", "fp", `{}`)) // in no group
+			wantCount(t, st, "g", "", 3)
+			wantCount(t, st, "g", ids["a"], 2)
+			wantCount(t, st, "g", ids["e"], 3)
+			wantCount(t, st, "h", "", 1)
+			wantCount(t, st, "nobody", "", 0)
+			if got, err := st.Get(ctx, ids["b"]); err != nil || got.Group != "g" {
+				t.Fatalf("Get = group %q, %v; want g", got.Group, err)
+			}
+			// Recording a response, a caller's own state: still unfinished.
+			if _, err := st.Update(ctx, ids["a"], "ca", idempotency.Update{State: idempotency.StatePending}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Update(ctx, ids["b"], "cb", idempotency.Update{State: "aborting"}); err != nil {
+				t.Fatal(err)
+			}
+			wantCount(t, st, "g", "", 3)
+			// A final state leaves the group, in the same write.
+			aborted, err := st.Update(ctx, ids["b"], "cb", idempotency.Update{State: idempotency.StateAborted})
+			if err != nil || aborted.Group != "" {
+				t.Fatalf("aborted = group %q, %v; want none", aborted.Group, err)
+			}
+			wantCount(t, st, "g", "", 2)
+			if _, err := st.Update(ctx, ids["c"], "cc", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true}); err != nil {
+				t.Fatal(err)
+			}
+			wantCount(t, st, "g", "", 1)
+			if got, err := st.Get(ctx, ids["c"]); err != nil || got.Group != "" || got.State != idempotency.StateCompleted {
+				t.Fatalf("Get = %s in group %q, %v; want completed in none", got.State, got.Group, err)
+			}
+			// A released claim is gone, and so is its place.
+			mustClaim(t, st, inGroup(inProgress(ids["f"], "cf", "fp"), "g"))
+			wantCount(t, st, "g", "", 2)
+			if err := st.Release(ctx, ids["f"], "cf"); err != nil {
+				t.Fatal(err)
+			}
+			wantCount(t, st, "g", "", 1)
+			// A replay does not join: the holder stays as it was.
+			if res := mustClaim(t, st, inGroup(pending(ids["e"], "ce2", "fp", `{}`), "g")); !res.Replayed || res.Record.Group != "" {
+				t.Fatalf("replay = %+v, want the holder, in no group", res)
+			}
+			wantCount(t, st, "g", "", 1)
+		},
+		"a group forgets an expired record, keeps a renewed one, and counts a lapsed lease": func(t *testing.T, st idempotency.Store, c *clock) {
+			renewed, idle := idempotency.NewID("tenant-a", "key-group-renewed"), idempotency.NewID("tenant-a", "key-group-idle")
+			lapsed := idempotency.NewID("tenant-a", "key-group-lapsed")
+			mustClaim(t, st, inGroup(pending(renewed, "c1", "fp", `{}`), "g"))
+			mustClaim(t, st, inGroup(pending(idle, "c2", "fp", `{}`), "g"))
+			c.Advance(testTTL / 2)
+			if _, err := st.Update(ctx, renewed, "c1", idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true}); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(testTTL / 2) // the idle one's last second
+			wantCount(t, st, "g", "", 2)
+			c.Advance(time.Second)
+			wantCount(t, st, "g", "", 1)
+			// The idle one's key, claimed afresh, counts once, as the new claim.
+			mustClaim(t, st, inGroup(pending(idle, "c3", "fp-other", `{}`), "g"))
+			wantCount(t, st, "g", "", 2)
+			// An in-progress claim whose lease ran out may have started its
+			// work: it counts until it expires, and a takeover replaces it.
+			mustClaim(t, st, inGroup(inProgress(lapsed, "c4", "fp"), "g"))
+			c.Advance(testLease + time.Second)
+			wantCount(t, st, "g", "", 3)
+			if res := mustClaim(t, st, inGroup(inProgress(lapsed, "c5", "fp"), "g")); res.Replayed || res.Record.ClaimID != "c5" {
+				t.Fatalf("takeover = %+v", res)
+			}
+			wantCount(t, st, "g", "", 3)
+			c.Advance(testTTL + time.Second)
+			wantCount(t, st, "g", "", 0)
+		},
+		"a revived record finishes out of its group": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-group-revived")
+			mustClaim(t, st, inGroup(pending(id, "c1", "fp", `{}`), "g"))
+			c.Advance(testTTL + time.Second)
+			wantCount(t, st, "g", "", 0)
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); err != nil {
+				t.Fatal(err)
+			}
+			wantCount(t, st, "g", "", 0)
 		},
 		"tenants never share a key": func(t *testing.T, st idempotency.Store, c *clock) {
 			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")

@@ -24,13 +24,23 @@ import (
 // ErrInProgress meanwhile, and a function that dies mid-way leaves a lease
 // that runs out, so the next retry takes the claim over (the orphaned S3
 // upload is aborted by the bucket's lifecycle rule).
+//
+// The claim joins the tenant's group of multipart uploads, and a fresh one
+// is admitted only under Config.MaxPendingMultipart (see admitMultipart):
+// after the claim, so that a replay is answered from its record, never
+// refused and at no extra cost; before S3, so that a refused create made
+// nothing.
 func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Result, error) {
+	claim.Group = multipartGroup(claim.Tenant)
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
 		return Result{}, s.claimError(ctx, err)
 	}
 	if res.Replayed {
 		return s.replay(ctx, res.Record)
+	}
+	if err := s.admitMultipart(ctx, claim); err != nil {
+		return Result{}, err
 	}
 	log := s.opts.Logger.With("upload_id", claim.ClaimID)
 	out, err := s.objects.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{

@@ -64,6 +64,12 @@ type Config struct {
 	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
+	// MaxPendingMultipart caps each tenant's multipart uploads that are
+	// neither completed, aborted nor expired: a create past it fails with
+	// ErrTooManyUploads. 0 sets no cap. With a cap, the store must be an
+	// idempotency.GroupCounter on a table with the group index
+	// (idempotency.Schema.GroupIndex).
+	MaxPendingMultipart int
 	// AllowedContentTypes are lower-case media types ("image/png") or
 	// wildcards ("image/*"); empty allows any valid type.
 	AllowedContentTypes []string

@@ -268,6 +268,11 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted."), telemetry.OutcomeInvalid
 	case errors.As(err, &missing):
 		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again."), telemetry.OutcomeInvalid
+	case errors.Is(err, upload.ErrTooManyUploads):
+		// No Retry-After: a place frees only when one of the tenant's
+		// uploads ends, which no wait promises.
+		return errorResponse(http.StatusTooManyRequests, api.CodeTooManyUploads,
+			"You have as many multipart uploads in progress as this service allows. Complete or abort some of them, then create this one again."), telemetry.OutcomeLimited
 	case errors.Is(err, idempotency.ErrKeyReused):
 		return errorResponse(http.StatusUnprocessableEntity, api.CodeKeyReuse,
 			"This Idempotency-Key was already used for a different request."), telemetry.OutcomeKeyReuse

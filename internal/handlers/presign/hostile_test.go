@@ -20,7 +20,7 @@ var statusOf = map[string]int{
 	"unauthenticated": 401, "not_found": 404, "idempotency_in_progress": 409,
 	"upload_not_pending": 409, "upload_completed": 409, "parts_missing": 409,
 	"request_too_large": 413, "file_too_large": 413, "unsupported_media_type": 415,
-	"idempotency_key_reuse": 422, "internal_error": 500, "service_unavailable": 503,
+	"idempotency_key_reuse": 422, "too_many_uploads": 429, "internal_error": 500, "service_unavailable": 503,
 }
 
 // goErrorText is text of Go or SDK errors that must never reach a client.
