@@ -81,6 +81,8 @@ func printMarkdown(w io.Writer, rep report) {
 	rt := rep.RoundTrips
 	oneEach := rt.Create == 1 && rt.ReplayPending == 1 && rt.ReplayCompleted == 1 && rt.Status == 1 && rt.Finalize == 1
 	fmt.Fprintf(w, "| 1 DynamoDB call per create, replay, status, finalize record | %s | %s |\n", rt.Line(), verdict(oneEach))
+	fmt.Fprintf(w, "| exactly 1 HeadObject per finalize record (S3 confirms the object), no other S3 call | finalize: %v | %s |\n",
+		rt.ByPath["finalize"], verdict(rt.FinalizeS3 == 1 && rt.ByPath["finalize"]["HeadObject"] == 1))
 	for _, b := range rep.HotPath {
 		if b.Name == "Create" {
 			fmt.Fprintf(w, "| presign hot path < 25 µs/op | %.1f µs/op | %s |\n", b.NsPerOp/1000, verdict(b.NsPerOp < 25000))

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/onceupload/onceupload/internal/callcount"
@@ -23,19 +25,25 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// RoundTrips are the calls (DynamoDB and S3 together) one request of each
-// kind sends. The design's budget is exactly one DynamoDB call each and no
-// S3 call; a status of a pending upload whose event was lost adds one
+// RoundTrips are the DynamoDB calls one request of each kind sends, and the
+// S3 calls where there are any. The design's budget is exactly one DynamoDB
+// call each; no S3 call for a create, a replay or a status, and exactly
+// one HeadObject for a finalize record (S3 confirms the object before it
+// is recorded); a status of a pending upload whose event was lost adds one
 // HeadObject (and one UpdateItem to complete it).
 type RoundTrips struct {
+	// DynamoDB calls of each path.
 	Create, ReplayPending, ReplayCompleted, Status, Finalize int
-	// StatusHeal is a status that finds the object in S3 and completes it.
+	// FinalizeS3 is the S3 calls of a finalize record: its HeadObject.
+	FinalizeS3 int
+	// StatusHeal is the calls (DynamoDB and S3) of a status that finds the
+	// object in S3 and completes it.
 	StatusHeal int
-	// ByPath has the calls by operation for each path.
+	// ByPath has the calls (DynamoDB and S3) by operation for each path.
 	ByPath map[string]map[string]int
 }
 
-// Line renders the report line scripts read.
+// Line renders the report line scripts read: DynamoDB calls per path.
 func (r RoundTrips) Line() string {
 	return fmt.Sprintf("round-trips: create=%d replay-pending=%d replay-completed=%d status=%d finalize=%d",
 		r.Create, r.ReplayPending, r.ReplayCompleted, r.Status, r.Finalize)
@@ -45,26 +53,34 @@ func (r RoundTrips) Line() string {
 // bucket on the DynamoDB and S3 servers at the endpoints, with the service
 // the functions build (wiring.Service) and every attempt counted.
 func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket string) (RoundTrips, error) {
-	var calls callcount.Counter
+	// calls counts every call by operation; s3Calls the S3 client's only.
+	var calls, s3Calls callcount.Counter
 	env := map[string]string{"TABLE_NAME": table, "BUCKET_NAME": bucket, "S3_FORCE_PATH_STYLE": "true"}
 	local := services.AWSConfig()
 	svc, _, err := wiring.Service(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		slog.New(slog.NewTextHandler(io.Discard, nil)),
-		wiring.Local(dynamoURL, s3URL, local.Credentials, local.Region, calls.Middleware))
+		wiring.Local(dynamoURL, s3URL, local.Credentials, local.Region, calls.Middleware),
+		func(o *wiring.Options) {
+			o.S3 = append(o.S3, func(o *s3.Options) { o.APIOptions = append(o.APIOptions, s3Calls.Middleware) })
+		})
 	if err != nil {
 		return RoundTrips{}, err
 	}
+	reset := func() { calls.Reset(); s3Calls.Reset() }
 
 	rt := RoundTrips{ByPath: map[string]map[string]int{}}
-	measure := func(path string, dst *int, fn func() error) error {
-		calls.Reset()
+	// measure runs fn and adds its DynamoDB calls to dst, its S3 calls to
+	// s3dst if not nil.
+	measure := func(path string, dst, s3dst *int, fn func() error) error {
+		reset()
 		if err := fn(); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		ops := calls.Ops()
-		rt.ByPath[path] = ops
-		for _, n := range ops {
-			*dst += n
+		rt.ByPath[path] = calls.Ops()
+		s3n := s3Calls.Total()
+		*dst += calls.Total() - s3n
+		if s3dst != nil {
+			*s3dst += s3n
 		}
 		return nil
 	}
@@ -73,41 +89,41 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 	req := api.CreateRequest{Filename: "rt.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
 	var created api.Upload
 	steps := []struct {
-		path string
-		dst  *int
-		fn   func() error
+		path       string
+		dst, s3dst *int
+		fn         func() error
 	}{
-		{"create", &rt.Create, func() error {
+		{"create", &rt.Create, nil, func() error {
 			r, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
 			if err == nil {
 				err = json.Unmarshal(r.Body, &created)
 			}
 			return err
 		}},
-		{"replay-pending", &rt.ReplayPending, func() error {
+		{"replay-pending", &rt.ReplayPending, nil, func() error {
 			_, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
 			return err
 		}},
-		{"finalize", &rt.Finalize, func() error {
+		{"finalize", &rt.Finalize, &rt.FinalizeS3, func() error {
 			if err := put(ctx, created, content); err != nil {
 				return err
 			}
-			calls.Reset() // the PUT is the client's, not the service's
+			reset() // the PUT is the client's, not the service's
 			out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: bucket, Key: created.StorageKey, Size: int64(len(content)), ETag: "e", Time: time.Now()})
 			if err == nil && out != upload.OutcomeCompleted {
 				err = fmt.Errorf("outcome %s", out)
 			}
 			return err
 		}},
-		{"replay-completed", &rt.ReplayCompleted, func() error {
+		{"replay-completed", &rt.ReplayCompleted, nil, func() error {
 			_, err := svc.Create(ctx, "bench", "round-trip-key-0001", req)
 			return err
 		}},
-		{"status", &rt.Status, func() error {
+		{"status", &rt.Status, nil, func() error {
 			_, err := svc.Status(ctx, "bench", created.UploadID)
 			return err
 		}},
-		{"status-heal", &rt.StatusHeal, func() error {
+		{"status-heal", &rt.StatusHeal, &rt.StatusHeal, func() error { // both: all its calls
 			r, err := svc.Create(ctx, "bench", "round-trip-key-0002", req)
 			var u api.Upload
 			if err == nil {
@@ -116,7 +132,7 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 			if err == nil {
 				err = put(ctx, u, content)
 			}
-			calls.Reset()
+			reset()
 			if err == nil {
 				_, err = svc.Status(ctx, "bench", u.UploadID)
 			}
@@ -124,7 +140,7 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 		}},
 	}
 	for _, s := range steps {
-		if err := measure(s.path, s.dst, s.fn); err != nil {
+		if err := measure(s.path, s.dst, s.s3dst, s.fn); err != nil {
 			return rt, err
 		}
 	}

@@ -1,6 +1,7 @@
 // Package upload is the upload service: it validates and fingerprints
 // create requests, claims their idempotency key, presigns the S3 PUT,
-// records completion from S3 events, and reports status.
+// records completion from S3 events (each confirmed by S3 itself), and
+// reports status.
 //
 // Object keys are the configured prefix followed by the upload id, which
 // starts with the hash that addresses the idempotency record: finalize and

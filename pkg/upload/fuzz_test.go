@@ -24,6 +24,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -276,15 +277,22 @@ func FuzzParseUploadID(f *testing.F) {
 	})
 }
 
-// absentObjects is an S3 bucket without objects; its multipart methods
-// are not used.
-type absentObjects struct{ ObjectAPI }
-
-func (absentObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &s3types.NotFound{}
+// heldObject is an S3 bucket holding at most one object: size bytes at key
+// (none when key is ""); its multipart methods are not used.
+type heldObject struct {
+	ObjectAPI
+	key  string
+	size int64
 }
 
-func (absentObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+func (h heldObject) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	if h.key == "" || aws.ToString(in.Key) != h.key {
+		return nil, &s3types.NotFound{}
+	}
+	return &s3.HeadObjectOutput{ContentLength: aws.Int64(h.size), ETag: aws.String(`"etag"`)}, nil
+}
+
+func (heldObject) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
 	return &s3.DeleteObjectOutput{}, nil
 }
 
@@ -300,15 +308,15 @@ const (
 
 var fuzzFinalizePrefixes = []string{"uploads/", "", "in box+/é/"}
 
-// newFinalizeFixture is a service on an in-memory store with the live
-// upload created; it returns the upload id.
-func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string) (*Service, *idempotency.MemoryStore, string) {
+// newFinalizeFixture is a service on an in-memory store and the bucket
+// objects, with the live upload created; it returns the upload id.
+func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string, objects ObjectAPI) (*Service, *idempotency.MemoryStore, string) {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
 	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
 	cfg := Config{Bucket: fuzzFinalizeBucket, Prefix: prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
-	svc := New(store, presigner, absentObjects{}, cfg, func(o *Options) {
+	svc := New(store, presigner, objects, cfg, func(o *Options) {
 		o.Now, o.Random = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16))
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -320,10 +328,12 @@ func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string) (*Serv
 	return svc, store, reply.UploadID
 }
 
-// FuzzFinalizeObjectKey feeds Finalize arbitrary object keys and sizes:
-// only the exact key prefix+uploadId of the live claim in the right bucket
-// touches it, with the claimed size completing it; everything else is
-// skipped without an error.
+// FuzzFinalizeObjectKey feeds Finalize arbitrary object keys and sizes, of
+// objects S3 holds: only the exact key prefix+uploadId of the live claim in
+// the right bucket touches it, with the claimed size completing it;
+// everything else is skipped without an error. The same event for an object
+// S3 does not hold (forged, or stale) is skipped and leaves the claim
+// pending.
 func FuzzFinalizeObjectKey(f *testing.F) {
 	live := string(idempotency.NewID(fuzzFinalizeTenant, fuzzFinalizeKey)) + strings.Repeat("ab", 16)
 	for _, seed := range []string{
@@ -342,7 +352,7 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string, size int64, sameBucket bool) {
 		ctx := context.Background()
 		for _, prefix := range fuzzFinalizePrefixes {
-			svc, store, uploadID := newFinalizeFixture(t, presigner, prefix)
+			svc, store, uploadID := newFinalizeFixture(t, presigner, prefix, heldObject{key: key, size: size})
 			if uploadID != live {
 				t.Fatalf("live upload id %s, want %s", uploadID, live)
 			}
@@ -377,6 +387,14 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 				if again, err := svc.Finalize(ctx, obj); err != nil || again != OutcomeDuplicate {
 					t.Fatalf("prefix %q: repeated event = %s, %v; want duplicate", prefix, again, err)
 				}
+			}
+
+			svc, store, _ = newFinalizeFixture(t, presigner, prefix, heldObject{})
+			if outcome, err := svc.Finalize(ctx, obj); err != nil || outcome != OutcomeSkipped {
+				t.Fatalf("prefix %q: Finalize(%s %q, %d) of an object S3 does not hold = %s, %v; want skipped", prefix, bucket, key, size, outcome, err)
+			}
+			if rec, err := store.Get(ctx, idempotency.ID(live[:idempotency.IDLen])); err != nil || rec.State != idempotency.StatePending {
+				t.Fatalf("prefix %q: after an event without an object the record is %s, %v; want pending", prefix, rec.State, err)
 			}
 		}
 	})

@@ -143,8 +143,9 @@ func TestPresignedPutOnRealS3(t *testing.T) {
 	}
 	e.wantCalls(t, "create", map[string]int{"PutItem": 1}, map[string]int{})
 	u := decode(t, reply.Body)
-	if _, listed := u.Upload.Headers["Content-Length"]; listed || u.Upload.Headers["Content-Type"] != "application/pdf" || u.Upload.Headers["x-amz-checksum-sha256"] == "" {
-		t.Fatalf("headers = %v: want Content-Type and x-amz-checksum-sha256, never Content-Length", u.Upload.Headers)
+	if _, listed := u.Upload.Headers["Content-Length"]; listed || u.Upload.Headers["Content-Type"] != "application/pdf" || u.Upload.Headers["x-amz-checksum-sha256"] == "" ||
+		u.Upload.Headers["If-None-Match"] != "*" || len(u.Upload.Headers) != 3 {
+		t.Fatalf("headers = %v: want Content-Type, x-amz-checksum-sha256 and If-None-Match: *, never Content-Length", u.Upload.Headers)
 	}
 
 	wrongBytes := bytes.Clone(content)
@@ -158,6 +159,7 @@ func TestPresignedPutOnRealS3(t *testing.T) {
 		"longer":           {append(bytes.Clone(content), '!'), nil},
 		"shorter":          {content[1:], nil},
 		"no checksum":      {content, func(r *http.Request) { r.Header.Del("x-amz-checksum-sha256") }},
+		"no If-None-Match": {content, func(r *http.Request) { r.Header.Del("If-None-Match") }},
 		"tampered address": {content, func(r *http.Request) { r.URL.Path += "x" }},
 	}
 	for name, tc := range refused {
@@ -171,8 +173,10 @@ func TestPresignedPutOnRealS3(t *testing.T) {
 	if code := put(t, u, content, nil); code != http.StatusOK {
 		t.Fatalf("right bytes: S3 answered %d", code)
 	}
-	if code := put(t, u, content, nil); code != http.StatusOK {
-		t.Fatalf("the same PUT again (a client retry): %d", code)
+	// A client retry whose first answer was lost: the object is stored, and
+	// the URL never overwrites it.
+	if code := put(t, u, content, nil); code != http.StatusPreconditionFailed {
+		t.Fatalf("the same PUT again (a client retry): %d, want 412", code)
 	}
 	head := e.head(t, u.StorageKey)
 	if aws.ToInt64(head.ContentLength) != int64(len(content)) || aws.ToString(head.ContentType) != "application/pdf" {
@@ -265,12 +269,13 @@ func TestFinalizeAndReplayCompleted(t *testing.T) {
 	if out, err := e.svc.Finalize(ctx, obj); err != nil || out != upload.OutcomeCompleted {
 		t.Fatalf("Finalize = %s, %v", out, err)
 	}
-	e.wantCalls(t, "finalize", map[string]int{"UpdateItem": 1}, map[string]int{})
+	// One DynamoDB call, and the HeadObject that confirms the object.
+	e.wantCalls(t, "finalize", map[string]int{"UpdateItem": 1}, map[string]int{"HeadObject": 1})
 	e.resetCounts()
 	if out, err := e.svc.Finalize(ctx, obj); err != nil || out != upload.OutcomeDuplicate {
 		t.Fatalf("duplicate Finalize = %s, %v", out, err)
 	}
-	e.wantCalls(t, "duplicate finalize", map[string]int{"UpdateItem": 1}, map[string]int{})
+	e.wantCalls(t, "duplicate finalize", map[string]int{"UpdateItem": 1}, map[string]int{"HeadObject": 1})
 
 	e.resetCounts()
 	replay, err := e.svc.Create(ctx, "tenant", "key-finalize-000001", req)
@@ -372,7 +377,8 @@ func TestLateEventCannotCompleteANewClaim(t *testing.T) {
 }
 
 // An object whose size differs from the claim is not recorded and is
-// removed; one replaced since by the right object is kept.
+// removed; one replaced since by the right object is kept, and recorded:
+// the size checked is the one S3 reports, never the event's.
 func TestSizeMismatchIsRejectedAndRemoved(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
@@ -393,12 +399,17 @@ func TestSizeMismatchIsRejectedAndRemoved(t *testing.T) {
 	if n := e.objectCount(t); n != 0 {
 		t.Fatalf("mismatched object kept (%d objects)", n)
 	}
-	// Now the right bytes arrive, then the stale mismatch event again.
+	// The record is still pending: the client's PUT is not refused.
+	if got := e.statusOf(t, "tenant", u.UploadID); got.Status != api.StatusPending {
+		t.Fatalf("status after the rejection: %s, want pending", got.Status)
+	}
+	// Now the right bytes arrive, then the stale mismatch event again: S3
+	// holds the right object, and that is what is recorded.
 	if code := put(t, u, content, nil); code != http.StatusOK {
 		t.Fatal(code)
 	}
-	if out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()}); err != nil || out != upload.OutcomeRejected {
-		t.Fatalf("stale mismatch event = %s, %v", out, err)
+	if out, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()}); err != nil || out != upload.OutcomeCompleted {
+		t.Fatalf("stale mismatch event = %s, %v; want the right object recorded", out, err)
 	}
 	if n := e.objectCount(t); n != 1 {
 		t.Fatalf("the right object was removed by a stale event (%d objects)", n)
@@ -412,25 +423,35 @@ func TestSizeMismatchIsRejectedAndRemoved(t *testing.T) {
 func TestFinalizeSkipsWhatIsNotAnUpload(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
-	// What is not an upload costs no call. An unknown claim costs the
-	// conditional update plus the consistent read the store falls back to when a
-	// failed condition returns no item: from outside, a missing item and a
-	// server that ignores ALL_OLD look the same. S3 is never touched.
+	// What is not an upload costs no call. An upload id without an object
+	// costs the HeadObject that finds none, and nothing else. An unknown
+	// claim whose object exists costs that, the conditional update, and
+	// the consistent read the store falls back to when a failed condition
+	// returns no item: from outside, a missing item and a server that
+	// ignores ALL_OLD look the same.
+	stray := "uploads/" + strings.Repeat("b", 64)
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &stray, Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		obj    upload.ObjectCreated
-		dynamo map[string]int
+		obj        upload.ObjectCreated
+		dynamo, s3 map[string]int
 	}{
-		{upload.ObjectCreated{Bucket: e.bucket, Key: "elsewhere/file.txt", Size: 1}, map[string]int{}},
-		{upload.ObjectCreated{Bucket: e.bucket, Key: "uploads/not-an-id", Size: 1}, map[string]int{}},
-		{upload.ObjectCreated{Bucket: e.bucket, Key: "uploads/" + strings.Repeat("a", 64), Size: 1}, map[string]int{"UpdateItem": 1, "GetItem": 1}},
-		{upload.ObjectCreated{Bucket: "another-bucket", Key: "uploads/" + strings.Repeat("a", 64), Size: 1}, map[string]int{}},
+		{upload.ObjectCreated{Bucket: e.bucket, Key: "elsewhere/file.txt", Size: 1}, map[string]int{}, map[string]int{}},
+		{upload.ObjectCreated{Bucket: e.bucket, Key: "uploads/not-an-id", Size: 1}, map[string]int{}, map[string]int{}},
+		{upload.ObjectCreated{Bucket: e.bucket, Key: "uploads/" + strings.Repeat("a", 64), Size: 1}, map[string]int{}, map[string]int{"HeadObject": 1}},
+		{upload.ObjectCreated{Bucket: e.bucket, Key: stray, Size: 1}, map[string]int{"UpdateItem": 1, "GetItem": 1}, map[string]int{"HeadObject": 1}},
+		{upload.ObjectCreated{Bucket: "another-bucket", Key: "uploads/" + strings.Repeat("a", 64), Size: 1}, map[string]int{}, map[string]int{}},
 	} {
 		e.resetCounts()
 		out, err := e.svc.Finalize(ctx, tc.obj)
 		if err != nil || out != upload.OutcomeSkipped {
 			t.Errorf("Finalize(%s/%s) = %s, %v; want skipped", tc.obj.Bucket, tc.obj.Key, out, err)
 		}
-		e.wantCalls(t, "skip "+tc.obj.Bucket+"/"+tc.obj.Key, tc.dynamo, map[string]int{})
+		e.wantCalls(t, "skip "+tc.obj.Bucket+"/"+tc.obj.Key, tc.dynamo, tc.s3)
+	}
+	if n := e.objectCount(t); n != 1 {
+		t.Fatalf("%d objects; an object of no live claim is left alone", n)
 	}
 }
 
@@ -456,8 +477,8 @@ func TestConcurrentCreatesOneUpload(t *testing.T) {
 	}
 }
 
-// replacingObjects stores the right bytes right after the mismatch check
-// reads the wrong ones: the window between finalize's check and its delete.
+// replacingObjects stores the right bytes right after finalize's check
+// reads the wrong ones: the window between that check and its delete.
 type replacingObjects struct {
 	upload.ObjectAPI
 	replace func()
@@ -472,7 +493,9 @@ func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInpu
 
 // A correct object that lands between finalize's check of a wrong-size
 // object and its delete survives: the delete is conditional on the checked
-// ETag.
+// ETag. (A URL never overwrites, so the replacement is written by someone
+// with write access to the bucket, or through a URL signed before URLs
+// carried If-None-Match.)
 func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
@@ -486,8 +509,8 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	racing := &replacingObjects{ObjectAPI: e.objectsClient, replace: func() {
-		if code := put(t, u, content, nil); code != http.StatusOK {
-			t.Errorf("the right bytes: %d", code)
+		if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: bytes.NewReader(content), ContentType: aws.String("text/plain")}); err != nil {
+			t.Errorf("the right bytes: %v", err)
 		}
 	}}
 	svc := e.withObjects(racing)

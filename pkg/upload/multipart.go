@@ -277,10 +277,12 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
 	}
+	// The object is the one this Complete made, with what the service
+	// chose: no HeadObject needed.
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
 		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: aws.ToString(out.ETag),
-		Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
-	})
+		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
+	}, nil)
 	return completion(rec, done, outcome, err)
 }
 
@@ -317,7 +319,8 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
 	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(rec.ObjectKey, head, true))
+	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj, foreign)
 	return completion(rec, done, outcome, err)
 }
 

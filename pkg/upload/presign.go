@@ -44,13 +44,19 @@ func NewPresigner(client *s3.Client, bucket string) *S3Presigner {
 	return &S3Presigner{client: s3.NewPresignClient(client), bucket: bucket}
 }
 
-// PresignPutObject presigns the PUT of an object.
+// PresignPutObject presigns the PUT of an object, with If-None-Match: *
+// signed, so the URL only ever creates the object.
 func (p *S3Presigner) PresignPutObject(ctx context.Context, in *PresignInput) (*v4.PresignedHTTPRequest, error) {
 	if in.Key == "" || in.Expires <= 0 {
 		return nil, errors.New("presign: a key and an expiry are required")
 	}
 	put := &s3.PutObjectInput{
 		Bucket: aws.String(p.bucket), Key: aws.String(in.Key), ContentLength: aws.Int64(in.ContentLength),
+		// A URL never overwrites: signed, If-None-Match makes S3 refuse
+		// (412) a PUT once the key holds an object, so a second PUT
+		// through the URL cannot change what was stored, nor announce it
+		// again.
+		IfNoneMatch: aws.String("*"),
 	}
 	if in.ContentType != "" {
 		put.ContentType = aws.String(in.ContentType)

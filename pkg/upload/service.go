@@ -354,17 +354,49 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 }
 
 // objectFromHead is the object a HeadObject (with checksums) found at key,
-// as finalize records it: completed when S3 last modified it, and with
-// S3's composite checksum for a multipart object.
-func (s *Service) objectFromHead(key string, head *s3.HeadObjectOutput, multipart bool) ObjectCreated {
+// as finalize records it: S3's size and ETag, completed when S3 last
+// modified it, and S3's composite checksum for a multipart object. It also
+// names the stored headers the server did not choose (foreignHeaders).
+func (s *Service) objectFromHead(key string, head *s3.HeadObjectOutput) (ObjectCreated, []string) {
 	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: aws.ToInt64(head.ContentLength), ETag: aws.ToString(head.ETag), Time: aws.ToTime(head.LastModified)}
 	if obj.Time.IsZero() {
 		obj.Time = s.opts.Now()
 	}
-	if multipart {
-		obj.Checksum = aws.ToString(head.ChecksumSHA256)
+	// A composite checksum reads "base64-N"; base64 has no '-'. A single
+	// PUT's is the file's own SHA-256, which its body already states.
+	if sum := aws.ToString(head.ChecksumSHA256); strings.Contains(sum, "-") {
+		obj.Multipart, obj.Checksum = true, sum
 	}
-	return obj
+	return obj, foreignHeaders(head)
+}
+
+// foreignHeaders names the headers S3 stored with an object that the
+// server did not choose. S3 keeps these five with an object and sends them
+// to whoever reads it (a Content-Disposition with a file name of the
+// uploader's choice, a Content-Encoding that makes a browser decode the
+// bytes, caching and language), and a presigned PUT cannot forbid them: a
+// signature only covers the headers it names, so a client may add any of
+// them. The server chooses none (it signs no Content-Disposition: how to
+// serve an object is for whoever serves it), so an object carrying one is
+// not what the server decided, and finalize rejects it as it rejects a
+// wrong size.
+func foreignHeaders(head *s3.HeadObjectOutput) []string {
+	var names []string
+	for _, h := range []struct {
+		name  string
+		value *string
+	}{
+		{"Content-Disposition", head.ContentDisposition},
+		{"Content-Encoding", head.ContentEncoding},
+		{"Cache-Control", head.CacheControl},
+		{"Expires", head.ExpiresString}, // as stored, parseable or not
+		{"Content-Language", head.ContentLanguage},
+	} {
+		if aws.ToString(h.value) != "" {
+			names = append(names, h.name)
+		}
+	}
+	return names
 }
 
 // headObject asks S3 for key's object with its checksum.
@@ -373,8 +405,10 @@ func (s *Service) headObject(ctx context.Context, key string) (*s3.HeadObjectOut
 }
 
 // healFromS3 completes a pending record whose object exists, with one
-// HeadObject. An S3 failure leaves the record pending: the event may still
-// come, and the client can ask again.
+// HeadObject, as finalize would: an object of the wrong size or with a
+// header the server did not choose is removed instead. An S3 failure
+// leaves the record pending: the event may still come, and the client can
+// ask again.
 func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	if err != nil {
@@ -383,7 +417,8 @@ func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 		}
 		return rec, nil
 	}
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, s.objectFromHead(rec.ObjectKey, head, rec.multipart()))
+	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
+	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj, foreign)
 	if err != nil {
 		return rec, err
 	}
@@ -396,7 +431,9 @@ func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	return rec, nil
 }
 
-// ObjectCreated is one object that S3 reports as stored.
+// ObjectCreated is one object that S3 reports as stored. Finalize takes
+// only its bucket, key and time from an event: whether the object exists,
+// and its size, ETag, kind and checksum, it asks S3.
 type ObjectCreated struct {
 	Bucket string
 	Key    string // decoded, as stored
@@ -405,8 +442,7 @@ type ObjectCreated struct {
 	Time   time.Time
 	// Multipart is true for an object made by CompleteMultipartUpload.
 	Multipart bool
-	// Checksum is a multipart object's composite SHA-256 ("base64-N"), if
-	// known; Finalize reads it from S3 when it is not.
+	// Checksum is a multipart object's composite SHA-256 ("base64-N").
 	Checksum string
 }
 
@@ -421,9 +457,15 @@ const (
 	OutcomeRejected  Outcome = "rejected"  // the object does not match its claim
 )
 
-// Finalize records that obj was stored. It returns an error only when a
-// retry can help (the store is unavailable); everything else is an
-// Outcome, because an error makes Lambda re-deliver the event in vain.
+// Finalize records that obj was stored, once S3 confirms it: an event is
+// an announcement, not a proof (it may be forged, duplicated, or stale:
+// delivered after its object was removed), so one HeadObject asks S3 what
+// the key holds, and that object is what the one conditional UpdateItem
+// records or rejects: its size (never the event's), ETag, checksum and
+// stored headers. Without an object, nothing is recorded, and an expired
+// claim is not revived. It returns an error only when a retry can help
+// (S3 or the store is unavailable); everything else is an Outcome,
+// because an error makes Lambda re-deliver the event in vain.
 func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, error) {
 	uploadID, ok := strings.CutPrefix(obj.Key, s.cfg.Prefix)
 	id, err := ParseUploadID(uploadID)
@@ -432,32 +474,40 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		s.opts.Logger.InfoContext(ctx, "finalize: skipped an object that is not an upload", "bucket", obj.Bucket, "key_sha256", keyHash(obj.Key))
 		return OutcomeSkipped, nil
 	}
-	if obj.Multipart && obj.Checksum == "" {
-		// Events do not carry checksums; the completed body of a multipart
-		// upload shows S3's composite one, whoever records it.
-		head, err := s.headObject(ctx, obj.Key)
-		switch {
-		case isNotFound(err):
-			s.opts.Logger.InfoContext(ctx, "finalize: skipped, the object is gone", "upload_id", uploadID)
-			return OutcomeSkipped, nil
-		case err != nil:
-			return "", fmt.Errorf("finalize %s: read checksum: %w", uploadID, err)
-		}
-		obj.Checksum = aws.ToString(head.ChecksumSHA256)
+	head, err := s.headObject(ctx, obj.Key)
+	switch {
+	case isNotFound(err):
+		s.opts.Logger.InfoContext(ctx, "finalize: skipped, S3 holds no object for this upload", "upload_id", uploadID)
+		return OutcomeSkipped, nil
+	case err != nil:
+		return "", fmt.Errorf("finalize %s: check the object: %w", uploadID, idempotency.Classify(err))
 	}
-	_, outcome, err := s.complete(ctx, id, uploadID, obj)
+	found, foreign := s.objectFromHead(obj.Key, head)
+	if !obj.Time.IsZero() {
+		// When the event says S3 stored it: a multipart object's
+		// LastModified is when its upload began.
+		found.Time = obj.Time
+	}
+	_, outcome, err := s.complete(ctx, id, uploadID, found, foreign)
 	return outcome, err
 }
 
 // complete moves the pending claim of obj to completed with one conditional
-// UpdateItem that also requires the claimed size.
-func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated) (stored, Outcome, error) {
+// UpdateItem that also requires the claimed size. An object carrying
+// foreign headers (see foreignHeaders) matches no claim: its update
+// requires size 0, which no claim has, so it is refused and handled as an
+// object of the wrong size, with the record the refusal returns.
+func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
 	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
 	if err != nil {
 		return stored{}, "", err
 	}
-	size, err := attributevalue.Marshal(obj.Size)
+	required := obj.Size
+	if len(foreign) > 0 {
+		required = 0
+	}
+	size, err := attributevalue.Marshal(required)
 	if err != nil {
 		return stored{}, "", fmt.Errorf("encode size: %w", err)
 	}
@@ -467,7 +517,8 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		Require:       map[string]dynamotypes.AttributeValue{attrSize: size},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never
-		// outlives the claim; only its announcement may come later.
+		// outlives the claim; only its announcement may come later. (Every
+		// caller has seen the object in S3 first.)
 		Revive: true,
 	})
 	var conflict *idempotency.ConflictError
@@ -501,36 +552,38 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		log.InfoContext(ctx, "finalize: duplicate event")
 		return existing, OutcomeDuplicate, nil
 	case errors.Is(err, idempotency.ErrMismatch):
-		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj)
+		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj, foreign)
 	default:
 		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
 	}
 }
 
-// removeMismatch deletes an object whose size is not the claimed one, after
-// checking that the object there now is still the wrong one: an event can
-// be late, and a correct PUT may have replaced the object since. The delete
-// is conditional on the ETag that was checked, so a correct object landing
-// between the check and the delete is never the one removed.
-func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stored, obj ObjectCreated) error {
-	log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Size, "stored", obj.Size)
-	head, err := s.objects.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key)})
+// removeMismatch deletes an object that does not match its claim (its
+// size, or headers the server did not choose), as S3 reported it before
+// the update; the record stays pending, so the client can PUT again. The
+// delete is conditional on the ETag that was checked, so an object of other
+// bytes that replaced it since is never the one removed. (A URL never
+// overwrites, so only a writer with access to the bucket, or a URL signed
+// before URLs carried If-None-Match, can replace it.)
+func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stored, obj ObjectCreated, foreign []string) error {
+	if len(foreign) > 0 {
+		log.ErrorContext(ctx, "finalize: the object carries headers the server did not choose", "headers", strings.Join(foreign, ","))
+	} else {
+		log.ErrorContext(ctx, "finalize: object size does not match the claim", "claimed", rec.Size, "stored", obj.Size)
+	}
+	if obj.ETag == "" {
+		log.ErrorContext(ctx, "finalize: S3 gave the mismatched object no ETag to remove it by; kept")
+		return nil
+	}
+	_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: aws.String(quoteETag(obj.ETag))})
 	switch {
+	case apiErrorCode(err) == "PreconditionFailed":
+		log.InfoContext(ctx, "finalize: the object was replaced since it was checked; kept")
+		return nil
 	case isNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("finalize %s: check mismatched object: %w", rec.ClaimID, err)
-	case aws.ToInt64(head.ContentLength) == rec.Size:
-		log.InfoContext(ctx, "finalize: the object has since been replaced by one of the right size")
-		return nil
-	}
-	_, err = s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: head.ETag})
-	switch {
-	case apiErrorCode(err) == "PreconditionFailed":
-		log.InfoContext(ctx, "finalize: the object was replaced while it was checked; kept")
-		return nil
-	case err != nil:
-		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, err)
+		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, idempotency.Classify(err))
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -24,14 +25,18 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// emptyBucket is an S3 bucket without objects.
-type emptyBucket struct{ upload.ObjectAPI } // multipart methods unused here
+// liveBucket is an S3 bucket holding the live upload's object, of its
+// claimed size, and nothing else.
+type liveBucket struct{ upload.ObjectAPI } // multipart methods unused here
 
-func (emptyBucket) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &types.NotFound{}
+func (liveBucket) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	if aws.ToString(in.Key) != fuzzLiveKey {
+		return nil, &types.NotFound{}
+	}
+	return &s3.HeadObjectOutput{ContentLength: aws.Int64(fuzzLiveSize), ETag: aws.String(`"e"`)}, nil
 }
 
-func (emptyBucket) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+func (liveBucket) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
 	return &s3.DeleteObjectOutput{}, nil
 }
 
@@ -45,14 +50,14 @@ const (
 )
 
 // liveService is the real upload service on an in-memory store (which is
-// never unavailable) with one pending upload.
+// never unavailable) with one pending upload, whose object S3 holds.
 func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
 	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
 	cfg := upload.Config{Bucket: fuzzBucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
-	svc := upload.New(store, presigner, emptyBucket{}, cfg, func(o *upload.Options) {
+	svc := upload.New(store, presigner, liveBucket{}, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16)), quiet()
 	})
 	reply, err := svc.Create(context.Background(), "tenant-a", "fuzz-finalize-key-0001", api.CreateRequest{
