@@ -249,11 +249,7 @@ func TestCreateFirstReplayAndFinalized(t *testing.T) {
 	}
 
 	// After finalize, the replay is the completed response.
-	if _, err := f.svc.Finalize(context.Background(), upload.ObjectCreated{
-		Bucket: "uploads-test", Key: created.StorageKey, Size: 48213, ETag: "d41d8cd98f00b204e9800998ecf8427e", Time: f.clock.Now().Add(-time.Second),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.finalizedAt(t, created, f.clock.Now().Add(-time.Second))
 	done := f.do(t, post(key, photo))
 	wantStatus(t, done, 201, "")
 	golden(t, "create-201-completed", done.Body)

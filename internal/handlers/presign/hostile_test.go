@@ -184,6 +184,16 @@ func TestHostileInput(t *testing.T) {
 		{"filename 10,000 chars", post(key, body(`"`+strings.Repeat("a", 10000)+`"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
 		{"filename 10,000 escaped chars", post(key, body(`"`+strings.Repeat(`\u0061`, 2500)+`"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
 		{"filename not a string", post(key, body(`{"$ne":null}`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename lone high surrogate escape", post(key, body(`"a\ud800.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename lone low surrogate escape", post(key, body(`"a\udfff.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename surrogates out of order", post(key, body(`"a\ude00\ud83d.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"base64 filename lone surrogate escape", base64Post(key, body(`"a\ud800.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename right-to-left override", post(key, body(`"\u202egpj.exe"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename raw right-to-left override", post(key, body("\"\u202egpj.exe\"", `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename right-to-left isolate", post(key, body(`"a\u2067b.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename zero-width joiner", post(key, body(`"a\u200db.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename zero-width space", post(key, body("\"a\u200bb.jpg\"", `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename byte order mark", post(key, body(`"\ufeffa.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
 
 		// contentType that is no media type, or not one a header can carry.
 		{"contentType text", post(key, body(`"a.jpg"`, `"text"`)), 400, "invalid_request", "contentType"},
@@ -196,6 +206,10 @@ func TestHostileInput(t *testing.T) {
 		{"contentType non-ASCII", post(key, body(`"a.jpg"`, `"image/pñg"`)), 400, "invalid_request", "contentType"},
 		{"contentType empty", post(key, body(`"a.jpg"`, `""`)), 400, "invalid_request", "contentType"},
 		{"contentType 10,000 chars", post(key, body(`"a.jpg"`, `"image/`+strings.Repeat("p", 10000)+`"`)), 400, "invalid_request", "contentType"},
+		{"contentType leading space", post(key, body(`"a.jpg"`, `" image/jpeg"`)), 400, "invalid_request", "contentType"},
+		{"contentType trailing space", post(key, body(`"a.jpg"`, `"image/jpeg "`)), 400, "invalid_request", "contentType"},
+		{"contentType trailing space after a parameter", post(key, body(`"a.jpg"`, `"image/jpeg; q=1 "`)), 400, "invalid_request", "contentType"},
+		{"contentType lone surrogate escape", post(key, body(`"a.jpg"`, `"image/jpeg\udc00"`)), 400, "invalid_request", "contentType"},
 		{"contentType valid but not allowed", post(key, body(`"a.jpg"`, `"text/html"`)), 415, "unsupported_media_type", ""},
 		{"contentType allowed type, other case", post(key, body(`"a.jpg"`, `"TEXT/HTML"`)), 415, "unsupported_media_type", ""},
 
@@ -227,6 +241,44 @@ func TestHostileInput(t *testing.T) {
 			}
 			if n := f.store.Len(); n != 0 {
 				t.Errorf("a refused request stored %d records", n)
+			}
+		})
+	}
+}
+
+// Text that would read two ways is refused, with a message naming the
+// field, rather than read one way: a lone surrogate escape (which a lenient
+// decoder reads as U+FFFD, so "a\ud800.jpg" would replay "a\udfff.jpg"), a
+// format character that makes a filename show other than it is, and a
+// contentType whose white space a header would drop. Neither of two such
+// requests under one key is taken for the other: both are refused.
+func TestTextThatReadsTwoWays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ golden, first, second string }{
+		{"error-filename-lone-surrogate", body(`"a\ud800.jpg"`, `"image/jpeg"`), body(`"a\udfff.jpg"`, `"image/jpeg"`)},
+		{"error-filename-format-character", body(`"\u202egpj.exe"`, `"image/jpeg"`), body(`"exe.jpg"`, `"image/jpeg"`)},
+		{"error-contentType-white-space", body(`"a.jpg"`, `" image/jpeg"`), body(`"a.jpg"`, `"image/jpeg"`)},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			resp := f.do(t, post(key, tc.first))
+			wantStatus(t, resp, 400, "invalid_request")
+			checkResponse(t, resp)
+			golden(t, tc.golden, resp.Body)
+			if f.store.Len() != 0 {
+				t.Fatalf("a refused request stored %d records", f.store.Len())
+			}
+			// The key is still free: the other request is its first.
+			second := f.do(t, post(key, tc.second))
+			if tc.golden == "error-filename-lone-surrogate" {
+				wantStatus(t, second, 400, "invalid_request")
+				golden(t, tc.golden, second.Body)
+				return
+			}
+			wantStatus(t, second, 201, "")
+			if _, ok := second.Headers["Idempotent-Replay"]; ok {
+				t.Fatalf("the first request to be accepted was answered as a replay: %v", second.Headers)
 			}
 		})
 	}

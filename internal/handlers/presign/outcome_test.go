@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -84,9 +85,23 @@ func (f *fixture) created(t *testing.T, body string) api.Upload {
 // finalized records u's object as S3 would announce it.
 func (f *fixture) finalized(t *testing.T, u api.Upload) {
 	t.Helper()
-	outcome, err := f.svc.Finalize(context.Background(), upload.ObjectCreated{
+	f.finalizedAt(t, u, f.clock.Now())
+}
+
+// finalizedAt records u's object, announced as stored at at. Finalize asks
+// S3 before it records anything, so it runs on a service whose S3 holds
+// the object (and the fixture's store).
+func (f *fixture) finalizedAt(t *testing.T, u api.Upload, at time.Time) {
+	t.Helper()
+	head := &s3.HeadObjectOutput{ContentLength: aws.Int64(u.Bytes), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)}
+	if u.Multipart != nil {
+		head.ChecksumSHA256 = aws.String("bm90IGEgcmVhbCBjaGVja3N1bQ==-1")
+	}
+	svc := upload.New(f.store, nil, fakeObjects{object: head}, upload.Config{Bucket: "uploads-test", Prefix: "uploads/"},
+		func(o *upload.Options) { o.Now, o.Logger = f.clock.Now, slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	outcome, err := svc.Finalize(context.Background(), upload.ObjectCreated{
 		Bucket: "uploads-test", Key: u.StorageKey, Size: u.Bytes, ETag: "d41d8cd98f00b204e9800998ecf8427e",
-		Time: f.clock.Now(), Multipart: u.Multipart != nil, Checksum: "bm90IGEgcmVhbCBjaGVja3N1bQ==-1",
+		Time: at, Multipart: u.Multipart != nil,
 	})
 	if err != nil || outcome != upload.OutcomeCompleted {
 		t.Fatalf("finalize: %s, %v", outcome, err)
