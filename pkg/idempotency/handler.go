@@ -25,10 +25,18 @@ var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
 // indexes joined by dots, "body.orderId", "headers.Idempotency-Key",
 // "items.0.sku". A segment names an object member (the exact name, else
 // the one member that matches it ignoring case, since HTTP clients choose
-// a header's case) or an array index. A string that holds a JSON object or
-// array, as API Gateway delivers a body, is decoded where a path goes into
-// it or ends on it, so its whitespace and member order never count. A
-// base64-encoded body is not decoded.
+// a header's case) or an array index.
+//
+// A string of the request that holds a JSON object or array, as API
+// Gateway delivers a body, is embedded JSON: a path goes into it as into
+// that value, and where a key or fingerprint takes it whole it counts as
+// its canonical JSON, so its whitespace and member order never count. It
+// still counts as a string: {"body":"[1]"} and {"body":[1]} are different
+// requests. Strings within that JSON are its values and count as written
+// ({"note":"[1, 2]"} in a body is not {"note":"[1,2]"}); a path decodes
+// one only where it goes into it. Embedded JSON must be valid I-JSON (RFC
+// 7493: UTF-8, no lone surrogate escape, no member name twice), or the
+// string counts as written. A base64-encoded body is not decoded.
 //
 // Member paths are not JMESPath, which Powertools' paths are:
 // powertools_json(body).orderId is body.orderId here, and
@@ -37,8 +45,8 @@ var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
 // error that is not ErrMissingKey, even with OptionalKey.
 type HandlerOptions[Req, Resp any] struct {
 	// KeyPath is the path of the request's idempotency key. A string is the
-	// key as it is; a number or boolean its JSON text; an object or array
-	// its canonical JSON. Used when Key is nil. Defaults to "": the whole
+	// key as it is; a number or boolean its JSON text; an object, an array
+	// or embedded JSON (a whole body) its canonical JSON. Used when Key is nil. Defaults to "": the whole
 	// request, canonicalized, is the key, as in Powertools without an
 	// eventKeyJmesPath.
 	KeyPath string
@@ -208,12 +216,12 @@ func (o *HandlerOptions[Req, Resp]) identify(ctx context.Context, req Req) (key,
 			if err != nil {
 				return nil, fmt.Errorf("idempotency: encode the request: %w", err)
 			}
-			if doc, err = decodeJSON(raw); err != nil {
+			// Embedded bodies are decoded once, for the key and the
+			// fingerprint both.
+			if doc, err = decodeRequest(raw); err != nil {
 				return nil, fmt.Errorf("idempotency: decode the request: %w", err)
 			}
-			// Decode embedded bodies once, for the key and the fingerprint
-			// both; lookup and canonical then find nothing left to decode.
-			doc, decoded = normalize(doc), true
+			decoded = true
 		}
 		return doc, nil
 	}

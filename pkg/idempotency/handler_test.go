@@ -97,6 +97,17 @@ func TestMakeIdempotent(t *testing.T) {
 				t.Fatalf("err = %v after %d runs, want ErrKeyReused and 1 run", err, h.runs.Load())
 			}
 		},
+		"a string holding JSON in a body is not that JSON": func(t *testing.T) {
+			h := newHarness(t)
+			h.mustCall(t, newOrder("k-1", `{"orderId":"o-1","items":"[1]"}`))
+			_, err := h.call(ctx, newOrder("k-1", `{"orderId":"o-1","items":[1]}`))
+			if !errors.Is(err, idempotency.ErrKeyReused) || h.runs.Load() != 1 {
+				t.Fatalf("err = %v after %d runs, want ErrKeyReused and 1 run", err, h.runs.Load())
+			}
+			if got := h.mustCall(t, newOrder("k-1", `{ "items": "[1]", "orderId": "o-1" }`)); got.Run != 1 {
+				t.Fatalf("the first body respelled = %+v, want a replay of run 1", got)
+			}
+		},
 		"a concurrent request is in progress for the invocation's remaining time": func(t *testing.T) {
 			h := newHarness(t)
 			entered, finish := make(chan struct{}), make(chan struct{})
@@ -297,4 +308,35 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 			t.Fatalf("err = %v, ran = %v; want the store's error and no run", err, ran)
 		}
 	})
+}
+
+// Under the default fingerprint (the whole request), a string that holds
+// JSON counts as that JSON's canonical text, still a string: white space
+// and member order inside it do not count, but {"x":"[1]"} is never taken
+// for {"x":[1]}, nor a lone surrogate escape for another.
+func TestDefaultFingerprintEmbeddedJSON(t *testing.T) {
+	ctx := context.Background()
+	runs := 0
+	call := idempotency.MakeIdempotent(idempotency.NewMemoryStore(), func(context.Context, map[string]any) (int, error) { runs++; return runs, nil },
+		func(o *idempotency.HandlerOptions[map[string]any, int]) { o.KeyPath, o.Logger = "key", quiet })
+	if got, err := call(ctx, map[string]any{"key": "k-1", "x": "[1]"}); err != nil || got != 1 {
+		t.Fatalf("first = %d, %v", got, err)
+	}
+	if got, err := call(ctx, map[string]any{"key": "k-1", "x": " [ 1 ]\n"}); err != nil || got != 1 {
+		t.Fatalf("the same JSON respelled = %d, %v; want a replay of run 1", got, err)
+	}
+	for _, x := range []any{[]any{1}, `"[1]"`, "[2]", "\u00a0[1]"} {
+		if _, err := call(ctx, map[string]any{"key": "k-1", "x": x}); !errors.Is(err, idempotency.ErrKeyReused) {
+			t.Errorf("x = %#v: err = %v, want ErrKeyReused", x, err)
+		}
+	}
+	if got, err := call(ctx, map[string]any{"key": "k-2", "x": `{"a":"\ud800"}`}); err != nil || got != 2 {
+		t.Fatalf("first under k-2 = %d, %v", got, err)
+	}
+	if _, err := call(ctx, map[string]any{"key": "k-2", "x": `{"a":"\udfff"}`}); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Errorf("another lone surrogate escape: err = %v, want ErrKeyReused", err)
+	}
+	if runs != 2 {
+		t.Fatalf("%d runs, want 2", runs)
+	}
 }

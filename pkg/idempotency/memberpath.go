@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // A member path names a part of a request's JSON: object members' names
@@ -41,13 +43,27 @@ func parseMemberPath(path string) (memberPath, error) {
 	return segs, nil
 }
 
-// resolve finds the part of v at p; ok is false when p leads nowhere or to
-// null. A segment is the member of that name, else the one member whose
-// name matches it ignoring case, or an array index. A string holding a
-// JSON object or array is decoded where p goes into it or ends on it.
-func (p memberPath) resolve(v any) (any, bool) {
+// resolve finds the part of doc (as decodeRequest returns it) at p; ok is
+// false when p leads nowhere or to null. A segment is the member of that
+// name, else the one member whose name matches it ignoring case, or an
+// array index. A path goes into a string that holds a JSON object or array
+// as into that value: a request's own such strings decodeRequest has
+// decoded, and one within their JSON is decoded where p goes into it. The
+// part p ends on comes back as it is: an embeddedJSON, or a string as
+// written.
+func (p memberPath) resolve(doc any) (any, bool) {
+	v := doc
 	for _, seg := range p {
-		switch node := embedded(v).(type) {
+		node := v
+		switch n := v.(type) {
+		case embeddedJSON:
+			node = n.v
+		case string:
+			if d, ok := decodeEmbedded(n); ok {
+				node = d
+			}
+		}
+		switch node := node.(type) {
 		case map[string]any:
 			next, ok := node[seg]
 			if !ok {
@@ -67,7 +83,6 @@ func (p memberPath) resolve(v any) (any, bool) {
 			return nil, false
 		}
 	}
-	v = embedded(v)
 	return v, v != nil
 }
 
@@ -99,38 +114,36 @@ func decodeJSON(raw []byte) (any, error) {
 	return v, nil
 }
 
-// embedded decodes a string that holds a JSON object or array (an API
-// Gateway body); any other value comes back unchanged.
-func embedded(v any) any {
-	s, ok := v.(string)
-	if !ok {
-		return v
-	}
-	t := strings.TrimSpace(s)
-	if t == "" || t[0] != '{' && t[0] != '[' {
-		return v
-	}
-	d, err := decodeJSON([]byte(t))
+// decodeRequest decodes the JSON form of a request (encoding/json's, so
+// valid) and replaces each of its strings that holds a JSON object or
+// array, such as API Gateway's body, by an embeddedJSON. Strings within
+// that JSON stay as they are: they are the body's values.
+func decodeRequest(raw []byte) (any, error) {
+	doc, err := decodeJSON(raw)
 	if err != nil {
-		return v
+		return nil, err
 	}
-	return d
+	return embedStrings(doc), nil
 }
 
-// normalize replaces, throughout v, every string that holds a JSON object
-// or array by its decoded value, so that a body's whitespace and member
-// order never reach a key or a fingerprint. It changes v's maps and slices
-// in place.
-func normalize(v any) any {
-	switch node := embedded(v).(type) {
+// embedStrings replaces, throughout v but not within an embeddedJSON,
+// every string that holds a JSON object or array by an embeddedJSON. It
+// changes v's maps and slices in place.
+func embedStrings(v any) any {
+	switch node := v.(type) {
+	case string:
+		if d, ok := decodeEmbedded(node); ok {
+			return embeddedJSON{d}
+		}
+		return node
 	case map[string]any:
 		for k, e := range node {
-			node[k] = normalize(e)
+			node[k] = embedStrings(e)
 		}
 		return node
 	case []any:
 		for i, e := range node {
-			node[i] = normalize(e)
+			node[i] = embedStrings(e)
 		}
 		return node
 	default:
@@ -138,17 +151,58 @@ func normalize(v any) any {
 	}
 }
 
-// canonical is v's JSON, normalized, with object members sorted by name
-// (as encoding/json writes maps) and numbers as they were written.
+// decodeEmbedded decodes s if it holds one JSON object or array, with JSON
+// white space around it at most: an API Gateway body. It must be RFC 7493
+// JSON (I-JSON): valid UTF-8, no lone surrogate escape, no member name
+// twice. Each of those would decode to a value that other text decodes to
+// as well ("\ud800" and "\udfff" both to U+FFFD, {"a":1,"a":2} to
+// {"a":2}), so that two bodies would count as one; such a string is left
+// as it is, and counts as written.
+func decodeEmbedded(s string) (any, bool) {
+	t := strings.Trim(s, jsonSpace)
+	if t == "" || t[0] != '{' && t[0] != '[' {
+		return nil, false
+	}
+	b := []byte(t)
+	if !jsontext.Value(b).IsValid() {
+		return nil, false
+	}
+	d, err := decodeJSON(b)
+	return d, err == nil
+}
+
+// jsonSpace is JSON's white space (RFC 8259), not Unicode's.
+const jsonSpace = " \t\r\n"
+
+// embeddedJSON is a string that held a JSON object or array, decoded. A
+// path goes into it as into its value. Its canonical form is a string, the
+// canonical text of its value: the body's white space and member order do
+// not count, but it never equals that value given as JSON ({"x":"[1]"} is
+// not {"x":[1]}), nor a string that is not JSON text.
+type embeddedJSON struct{ v any }
+
+// MarshalJSON writes e as a JSON string of its value's canonical JSON.
+func (e embeddedJSON) MarshalJSON() ([]byte, error) {
+	text, err := json.Marshal(e.v)
+	if err != nil {
+		return nil, err
+	}
+	return jsontext.AppendQuote(make([]byte, 0, len(text)+len(text)/4+2), text)
+}
+
+// canonical is v's JSON with object members sorted by name (as
+// encoding/json writes maps), numbers as they were written, and each
+// embeddedJSON a string of its value's canonical JSON.
 func canonical(v any) (string, error) {
-	b, err := json.Marshal(normalize(v))
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("idempotency: canonical JSON: %w", err)
 	}
 	return string(b), nil
 }
 
-// keyAt is the idempotency key found at the member path in doc, or
+// keyAt is the idempotency key found at the member path in doc (as
+// decodeRequest returns it), or
 // ErrMissingKey; a path that is not a member path is an error of its own,
 // never a missing key.
 func keyAt(doc any, path string) (string, error) {
@@ -163,6 +217,8 @@ func keyAt(doc any, path string) (string, error) {
 	switch k := v.(type) {
 	case string:
 		return k, nil
+	case embeddedJSON:
+		return canonical(k.v) // the body's canonical JSON, unquoted
 	case json.Number:
 		return k.String(), nil
 	case bool:
@@ -172,8 +228,9 @@ func keyAt(doc any, path string) (string, error) {
 	}
 }
 
-// fingerprintText is the canonical text of the parts of doc at the member
-// paths, in order (null for a part that is absent), or of the whole doc.
+// fingerprintText is the canonical text of the parts of doc (as
+// decodeRequest returns it) at the member paths, in order (null for a part
+// that is absent), or of the whole doc.
 func fingerprintText(doc any, paths []string) (string, error) {
 	if len(paths) == 0 {
 		return canonical(doc)

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -146,6 +147,13 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"filename":"a.jpg","filename":"b.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
 		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"} {}`,
 		`{"filename":"\ud800.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\udfff.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\ud83d\ude00\ud800\u0041.jpg","contentType":"image/jpeg\udc00","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","\ud800":1}`,
+		`{"filename":"a.jpg","contentType":" image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg; q=1 ","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\u200d\u2066.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		"{\"filename\":\"\u202egpj.exe\ufeff\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		"{\"filename\":\"\xff.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		`[` + strings.Repeat("[", 200) + `]`, `null`, `{}`, ``, `"x"`,
 		`{"filename":"big.mov","contentType":"video/quicktime","size":21474836480,"sha256":"` + fuzzDigest + `","partSize":16777216}`,
@@ -172,6 +180,11 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if !utf8.Valid(body) || !json.Valid(body) {
 			t.Fatalf("accepted a body that is not UTF-8 JSON: %q", body)
 		}
+		// Nor one that encoding/json/v2 finds invalid: a lone surrogate
+		// escape, which encoding/json reads as U+FFFD, or a name twice.
+		if !jsontext.Value(body).IsValid() {
+			t.Fatalf("accepted a body that is not RFC 7493 JSON: %q", body)
+		}
 		// The strings read without encoding/json (when unescaped) are the
 		// ones encoding/json reads.
 		var std api.CreateRequest
@@ -186,11 +199,15 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 
 		name := canon.Filename
 		if name == "" || len(name) > api.MaxFilenameLen || !utf8.ValidString(name) || name == "." || name == ".." ||
-			strings.ContainsAny(name, `/\`) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			strings.ContainsAny(name, `/\`) || strings.IndexFunc(name, unicode.IsControl) >= 0 ||
+			strings.IndexFunc(name, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) >= 0 {
 			t.Fatalf("accepted filename %q", name)
 		}
 		if canon.ContentType != req.ContentType {
 			t.Fatalf("contentType %q changed to %q; it is signed exactly as sent", req.ContentType, canon.ContentType)
+		}
+		if strings.Trim(canon.ContentType, " \t\r\n") != canon.ContentType {
+			t.Fatalf("accepted contentType %q: a header would not carry its white space", canon.ContentType)
 		}
 		mt, _, err := mime.ParseMediaType(canon.ContentType)
 		if err != nil || strings.Count(mt, "/") != 1 || len(canon.ContentType) > api.MaxMediaTypeLen || strings.ContainsAny(canon.ContentType, "\r\n\x00") {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"slices"
 	"strconv"
@@ -177,9 +178,11 @@ func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
 
 // decodeObject decodes body, one JSON object, into v, a struct of the
 // members named known, refusing what encoding/json would let through:
-// invalid UTF-8 (it would become U+FFFD), a name that matches only without
-// regard to case, a name given twice (at any depth), an unknown member, and
-// anything after the object. Its errors become messages for the client.
+// invalid UTF-8 and lone surrogate escapes ("\ud800" without its low half;
+// both would become U+FFFD, so that different bodies would read the same),
+// a name that matches only without regard to case, a name given twice (at
+// any depth), an unknown member, and anything after the object. Its errors
+// become messages for the client, naming the member where they can.
 //
 // github.com/go-json-experiment/json is encoding/json/v2 (Go 1.27's; the
 // module aliases the standard library's where it has one): it refuses all
@@ -199,6 +202,8 @@ func decodeObject(body []byte, v any, known []string) error {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return invalid("body", "the request body must be one JSON object") // null would decode as {}
 	}
+	// Never jsontext.AllowInvalidUTF8 (off by default): it would let lone
+	// surrogate escapes through as U+FFFD (TestLoneSurrogateEscapes).
 	err := json.Unmarshal(body, v, json.RejectUnknownMembers(true))
 	if err == nil {
 		return nil
@@ -211,19 +216,19 @@ func decodeObject(body []byte, v any, known []string) error {
 		at = syn.JSONPointer
 	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
 		at = sem.JSONPointer
+	case errors.As(err, &syn) && !errors.Is(syn.Err, io.ErrUnexpectedEOF) && surrogateEscapeAt(body, syn.ByteOffset):
+		// A lone surrogate escape, which encoding/json (v1) reads as
+		// U+FFFD, so that "a\ud800" and "a\udfff" would be one request.
+		// The decoder refuses it; say where: the pointer is the member
+		// whose value holds it, or none for a name at the top.
+		if name, within, depth := member(syn.JSONPointer); depth > 0 && slices.Contains(known, name) {
+			return invalid(name, "%s%s must not contain a lone surrogate escape (\\uD800 to \\uDFFF outside a high-low pair)", name, within)
+		}
+		return invalid("body", "the request body must not contain a lone surrogate escape (\\uD800 to \\uDFFF outside a high-low pair)")
 	default:
 		return invalid("body", "the request body must be one JSON object")
 	}
-	var name, within string // the member, and where in its value
-	depth := 0
-	for tok := range at.Tokens() {
-		switch depth++; {
-		case depth == 1:
-			name = tok
-		case depth == 2 && tok != "" && strings.Trim(tok, "0123456789") == "":
-			within = "[" + tok + "]" // an array index, not the client's text
-		}
-	}
+	name, within, depth := member(at)
 	switch {
 	case !slices.Contains(known, name):
 		return invalid("body", "unknown field %q", name)
@@ -232,6 +237,32 @@ func decodeObject(body []byte, v any, known []string) error {
 	default: // a duplicate within the member's value
 		return invalid(name, "%s%s holds a member name twice", name, within)
 	}
+}
+
+// member reads a pointer into a decoded body: the top-level member it is
+// in, where in that member's value ("[2]" for an array index, never the
+// client's text), and its depth (0 for the body itself).
+func member(at jsontext.Pointer) (name, within string, depth int) {
+	for tok := range at.Tokens() {
+		switch depth++; {
+		case depth == 1:
+			name = tok
+		case depth == 2 && tok != "" && strings.Trim(tok, "0123456789") == "":
+			within = "[" + tok + "]"
+		}
+	}
+	return name, within, depth
+}
+
+// surrogateEscapeAt reports whether body holds, at off, a \u escape of a
+// UTF-16 surrogate (U+D800 to U+DFFF). Where the decoder stops on one, it
+// is not half of a valid pair.
+func surrogateEscapeAt(body []byte, off int64) bool {
+	if off < 0 || off > int64(len(body))-6 || body[off] != '\\' || body[off+1] != 'u' {
+		return false
+	}
+	v, err := strconv.ParseUint(string(body[off+2:off+6]), 16, 16)
+	return err == nil && v >= 0xd800 && v <= 0xdfff
 }
 
 // jsonString reads the raw value of member name as a JSON string (null is
@@ -319,15 +350,37 @@ func validFilename(name string) error {
 		return invalid("filename", "filename must be a base name, without / or \\")
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
 		return invalid("filename", "filename must not contain control characters")
+	case strings.IndexFunc(name, isFormat) >= 0:
+		return invalid("filename", "filename must not contain invisible format characters such as U+202E (right-to-left override) or U+200D (zero-width joiner)")
 	}
 	return nil
 }
 
+// isFormat reports whether r is a Unicode format character (category Cf):
+// invisible, yet it changes how a name shows. The bidi controls (U+202A to
+// U+202E, U+2066 to U+2069, U+200E, U+200F, U+061C) reorder it, so that
+// "\u202egpj.exe" shows as "exe.jpg"; zero-width characters (U+200B to
+// U+200D, U+2060, U+FEFF) and the soft hyphen make two names that look
+// the same differ. The whole category, not a list of the known tricks: it
+// grows with Unicode. The price is a few names that use one for what it is
+// for (U+200C in Persian words, U+200D joining an emoji sequence); a
+// client can drop it, and the name still reads.
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
 // validMediaType checks contentType is a type/subtype (parameters allowed)
 // that can be sent as a header, and returns the lower-case type/subtype.
+// White space at either end is refused, not trimmed: a header cannot carry
+// it (HTTP drops white space around a field value, SigV4 trims it before
+// signing, so S3 stores "image/png" for " image/png"), and
+// mime.ParseMediaType ignores it, so " image/png" and "image/png" would be
+// two requests, with two fingerprints, for one object; the one form
+// accepted is the one recorded, signed and answered.
 func validMediaType(ct string) (string, error) {
 	if ct == "" || len(ct) > api.MaxMediaTypeLen {
 		return "", invalid("contentType", "contentType must be a media type of 1 to %d characters", api.MaxMediaTypeLen)
+	}
+	if strings.Trim(ct, " \t\r\n") != ct {
+		return "", invalid("contentType", "contentType must not begin or end with white space")
 	}
 	for i := 0; i < len(ct); i++ {
 		if ct[i] < 0x20 || ct[i] > 0x7e {
