@@ -18,13 +18,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 func invoke(t *testing.T, endpoint string, event any, out any) {

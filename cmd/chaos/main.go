@@ -35,8 +35,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -44,6 +42,7 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"

@@ -17,11 +17,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/wiring"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 

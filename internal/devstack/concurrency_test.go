@@ -18,10 +18,9 @@ import (
 
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

@@ -15,14 +15,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -28,6 +26,7 @@ import (
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

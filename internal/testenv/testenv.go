@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // Region, AccessKey and SecretKey are the local servers' static settings.

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,6 +24,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

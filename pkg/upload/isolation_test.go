@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 

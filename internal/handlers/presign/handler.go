@@ -14,12 +14,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/pkg/api"
-
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

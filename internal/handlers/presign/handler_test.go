@@ -19,15 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/telemetry"
-	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/telemetry"
-	"github.com/onceupload/onceupload/pkg/api"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
