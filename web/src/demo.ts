@@ -329,6 +329,11 @@ class Row {
           case "completing":
             this.setStatus("Confirming…");
             break;
+          case "completed":
+          case "paused":
+          case "failed":
+            // Said by the "completed" event, or by failed() when add() or upload() rejects.
+            break;
         }
         break;
       case "hash-progress":

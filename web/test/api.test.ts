@@ -22,7 +22,7 @@ type Call = { url: string; init: RequestInit };
 function fakeFetch(answer: (c: Call) => Response | Promise<Response>) {
   const calls: Call[] = [];
   const f: typeof fetch = async (input, init) => {
-    const c = { url: String(input), init: init ?? {} };
+    const c = { url: input instanceof Request ? input.url : String(input), init: init ?? {} };
     calls.push(c);
     return answer(c);
   };
@@ -49,7 +49,9 @@ describe("Api.create", () => {
     assert.equal(h.get("Idempotency-Key"), "key-0123456789abcdef");
     assert.equal(h.get("Content-Type"), "application/json");
     assert.equal(h.get("Content-Length"), null);
-    assert.deepEqual(JSON.parse(String(calls[0].init.body)), meta);
+    const body = calls[0].init.body;
+    assert.ok(typeof body === "string", "a JSON body");
+    assert.deepEqual(JSON.parse(body), meta);
     assert.equal(ans.body.uploadId, "u1");
     assert.equal(ans.replay, false);
   });
@@ -68,7 +70,9 @@ describe("Api.create", () => {
 
   it("turns error bodies into typed errors", async () => {
     const now = Date.UTC(2026, 0, 15, 9, 0, 0);
-    const cases: [Response, Partial<UploadError>][] = [
+    // The fields compared (an error's methods are not).
+    type Fields = Pick<UploadError, "kind" | "status" | "code" | "message" | "retryable" | "retryAfterMs">;
+    const cases: [Response, Partial<Fields>][] = [
       [json(422, { error: "idempotency_key_reuse", message: "key reused" }), { kind: "api", status: 422, code: "idempotency_key_reuse", message: "key reused", retryable: false }],
       [json(400, { error: "invalid_request", message: "sha256: want 64 hex" }), { status: 400, code: "invalid_request", retryable: false }],
       [json(409, { error: "idempotency_in_progress", message: "busy" }, { "Retry-After": "2" }), { status: 409, retryable: true, retryAfterMs: 2_000 }],
@@ -79,7 +83,7 @@ describe("Api.create", () => {
     ];
     for (const [res, want] of cases) {
       const err = await failure(new Api({ baseUrl: "https://api.test", fetch: async () => res.clone(), now: () => now }).create("k".repeat(16), meta));
-      for (const [k, v] of Object.entries(want)) assert.deepEqual(err[k as keyof UploadError], v, `${res.status} ${k}`);
+      for (const [k, v] of Object.entries(want)) assert.deepEqual(err[k as keyof Fields], v, `${res.status} ${k}`);
     }
   });
 

@@ -4,7 +4,7 @@ import { type UploadEvent } from "../src/client.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
 import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
-import { API, failure, until, world } from "./world.js";
+import { failure, until, world } from "./world.js";
 
 function keysOf(server: FakeServer): string[] {
   return server.creates.map((c) => c.key ?? "");

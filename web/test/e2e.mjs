@@ -55,6 +55,11 @@ function makeFile(name, mimeType, size) {
 
 /** @typedef {{ name: string, mimeType: string, buffer: Buffer, sha256: string, size: number }} TestFile */
 /** @typedef {{ url: string, method: string, requestHeaders: Record<string,string>, status?: number, responseHeaders?: Record<string,string> }} Preflight */
+/** @typedef {{ context: import("playwright-core").BrowserContext, page: import("playwright-core").Page }} Browser */
+/** A text a row's status line showed. @typedef {{ key: string, text: string }} StatusEntry */
+/** @typedef {{ start: number, duration: number }} LongTask */
+/** The page's window, with what the scenarios keep in it. @typedef {Window & { __statusLog?: StatusEntry[], __longTasks?: LongTask[] }} TestWindow */
+/** A trace event of Chromium's, the fields read here. @typedef {{ ph: string, name: string, pid: number, tid: number, dur?: number, args?: { name?: string } }} TraceEvent */
 
 /** Opens the demo and waits until it has listed its stored uploads. @param {import("playwright-core").Page} page */
 async function open(page) {
@@ -92,26 +97,37 @@ const newProfile = () => mkdtempSync(join(tmpdir(), "onceupload-chromium-"));
 /** Logs what the page showed, when a scenario fails. @param {import("playwright-core").Page} page */
 async function diagnose(page) {
   if (page.isClosed()) return;
-  log("rows when it failed:", JSON.stringify(await rows(page).catch((err) => String(err))));
-  log("status log:", JSON.stringify(await statusLog(page).catch((err) => String(err))));
+  log("rows when it failed:", JSON.stringify(await rows(page).catch((/** @type {unknown} */ err) => String(err))));
+  log("status log:", JSON.stringify(await statusLog(page).catch((/** @type {unknown} */ err) => String(err))));
 }
 
 /**
- * Runs fn with a fresh browser; on failure, logs what the page showed.
- * @template T
- * @param {(b: {context: import("playwright-core").BrowserContext, page: import("playwright-core").Page}) => Promise<T>} fn
- * @returns {Promise<T>}
+ * Runs fn with a fresh browser on a fresh profile; on failure, logs what the
+ * page showed. fn may restart() the browser: it is killed, as a crash would
+ * (see kill), and started again on the same profile; from then on the
+ * diagnosis and the close are the new browser's. Resolves with what fn
+ * reports. (Not generic: in a .mjs file TypeScript infers any for a type
+ * parameter from a callback whose parameters are typed by the context.)
+ * @param {(b: Browser & { restart: () => Promise<Browser> }) => Promise<object>} fn
+ * @returns {Promise<object>}
  */
 async function withBrowser(fn) {
   const profile = newProfile();
-  const { context, page } = await launch(profile);
+  let b = await launch(profile);
+  const restart = async () => {
+    await kill(b.context, profile);
+    log("browser killed");
+    b = await launch(profile);
+    log("browser started again");
+    return b;
+  };
   try {
-    return await fn({ context, page });
+    return await fn({ ...b, restart });
   } catch (e) {
-    await diagnose(page);
+    await diagnose(b.page);
     throw e;
   } finally {
-    await context.close();
+    await b.context.close();
     rmSync(profile, { recursive: true, force: true });
   }
 }
@@ -178,9 +194,9 @@ async function observe(context, page, obs = newObservations()) {
 
   // Every text a row's status line showed, in order (rows by their key).
   await context.addInitScript(() => {
-    /** @type {{key: string, text: string}[]} */
+    /** @type {StatusEntry[]} */
     const logged = [];
-    /** @type {any} */ (window).__statusLog = logged;
+    /** @type {TestWindow} */ (window).__statusLog = logged;
     /** @type {WeakMap<Element, string>} */
     const last = new WeakMap();
     const scan = () => {
@@ -227,26 +243,29 @@ function rows(page) {
 
 /** @param {import("playwright-core").Page} page */
 function statusLog(page) {
-  return page.evaluate(() => /** @type {{key: string, text: string}[]} */ (/** @type {any} */ (window).__statusLog ?? []));
+  return page.evaluate(() => /** @type {TestWindow} */ (window).__statusLog ?? []);
 }
 
 /** Records left in the page's IndexedDB. @param {import("playwright-core").Page} page */
 function storedRecords(page) {
   return page.evaluate(
     () =>
-      new Promise((resolve, reject) => {
-        const open = indexedDB.open("onceupload", 1);
-        open.onerror = () => reject(open.error);
-        open.onsuccess = () => {
-          const db = open.result;
-          const req = db.transaction("uploads").objectStore("uploads").getAll();
-          req.onsuccess = () => {
-            resolve(req.result.map((/** @type {any} */ r) => ({ key: r.key, phase: r.phase, uploadId: r.uploadId ?? "", hasFile: !!r.file })));
-            db.close();
+      /** @type {Promise<{key: string, phase: string, uploadId: string, hasFile: boolean}[]>} */ (
+        new Promise((resolve, reject) => {
+          const open = indexedDB.open("onceupload", 1);
+          open.onerror = () => reject(open.error ?? new Error("indexedDB.open failed"));
+          open.onsuccess = () => {
+            const db = open.result;
+            const req = db.transaction("uploads").objectStore("uploads").getAll();
+            req.onsuccess = () => {
+              const records = /** @type {import("../src/store.js").UploadRecord[]} */ (req.result);
+              resolve(records.map((r) => ({ key: r.key, phase: r.phase, uploadId: r.uploadId ?? "", hasFile: !!r.file })));
+              db.close();
+            };
+            req.onerror = () => reject(req.error ?? new Error("getAll failed"));
           };
-          req.onerror = () => reject(req.error);
-        };
-      }),
+        })
+      ),
   );
 }
 
@@ -303,6 +322,17 @@ async function kill(context, profile) {
 const throttle = (/** @type {import("playwright-core").CDPSession} */ cdp, /** @type {number} */ bytesPerSecond) =>
   cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: bytesPerSecond });
 
+/** The status the API gives an upload (GET /uploads/{id}). @param {string} uploadId */
+async function uploadStatus(uploadId) {
+  const res = await fetch(new URL(`/uploads/${uploadId}`, APP_URL));
+  /** @type {unknown} */
+  const body = await res.json();
+  if (typeof body !== "object" || body === null || !("status" in body) || typeof body.status !== "string") {
+    throw new Error(`GET /uploads/${uploadId}: HTTP ${res.status}, no status in ${JSON.stringify(body)}`);
+  }
+  return body.status;
+}
+
 /**
  * Starts a 1 MiB upload on a throttled network, interrupts it in the middle
  * of the PUT (reloads the page, or kills the browser and starts it again), then
@@ -310,9 +340,7 @@ const throttle = (/** @type {import("playwright-core").CDPSession} */ cdp, /** @
  * @param {"reload" | "restart"} how
  */
 async function interruptAndResume(how) {
-  const profile = newProfile();
-  let { context, page } = await launch(profile);
-  try {
+  return withBrowser(async ({ context, page, restart }) => {
     let { obs, cdp } = await observe(context, page);
     log("browser started");
     await open(page);
@@ -335,10 +363,7 @@ async function interruptAndResume(how) {
       await page.reload();
       await page.locator("html[data-ready=true]").waitFor();
     } else {
-      await kill(context, profile);
-      log("browser killed");
-      ({ context, page } = await launch(profile));
-      log("browser started again");
+      ({ context, page } = await restart());
       ({ cdp } = await observe(context, page, obs));
       await open(page);
     }
@@ -348,8 +373,7 @@ async function interruptAndResume(how) {
     await page.screenshot({ path: join(OUT_DIR, `${how}-interrupted.png`), fullPage: true });
     const storedAfterReload = await storedRecords(page);
     // The server has no object for it yet (GET /uploads/{id} would complete it if S3 had one).
-    const statusRes = await fetch(new URL(`/uploads/${before.uploadId}`, APP_URL));
-    const serverAfterReload = /** @type {{status: string}} */ (await statusRes.json()).status;
+    const serverAfterReload = await uploadStatus(before.uploadId);
 
     await throttle(cdp, -1);
     const resume = page.locator("li.upload").getByRole("button", { name: /^Resume upload of big\.bin$/ });
@@ -368,13 +392,7 @@ async function interruptAndResume(how) {
       stored: await storedRecords(page),
       ...obs,
     };
-  } catch (e) {
-    await diagnose(page);
-    throw e;
-  } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
+  });
 }
 
 /** The large file the Go test wrote, as the scenario reports it. */
@@ -430,9 +448,9 @@ async function shot(page, state) {
  * @param {import("playwright-core").CDPSession} cdp
  */
 async function traceMainThread(cdp) {
-  /** @type {any[]} */
+  /** @type {TraceEvent[]} */
   const events = [];
-  cdp.on("Tracing.dataCollected", (e) => events.push(...e.value));
+  cdp.on("Tracing.dataCollected", (e) => events.push(.../** @type {TraceEvent[]} */ (/** @type {unknown} */ (e.value))));
   await cdp.send("Tracing.start", { traceConfig: { includedCategories: ["disabled-by-default-devtools.timeline", "devtools.timeline", "toplevel"] }, transferMode: "ReportEvents" });
   return {
     async stop() {
@@ -654,9 +672,9 @@ Object.assign(scenarios, {
       const { obs, cdp } = await observe(context, page);
       await open(page);
       await page.evaluate(() => {
-        /** @type {{start: number, duration: number}[]} */
+        /** @type {LongTask[]} */
         const seen = [];
-        /** @type {any} */ (window).__longTasks = seen;
+        /** @type {TestWindow} */ (window).__longTasks = seen;
         new PerformanceObserver((l) => {
           for (const e of l.getEntries()) seen.push({ start: e.startTime, duration: e.duration });
         }).observe({ type: "longtask" });
@@ -675,8 +693,7 @@ Object.assign(scenarios, {
       // Ending the trace makes the renderer flush it, in long tasks of its
       // own: those after the hashing are not the page's and are left out.
       const mainThread = await trace.stop();
-      /** @type {{start: number, duration: number}[]} */
-      const all = await page.evaluate(() => /** @type {any} */ (window).__longTasks);
+      const all = await page.evaluate(() => /** @type {TestWindow} */ (window).__longTasks ?? []);
       const longTasks = all.filter((t) => t.start >= from && t.start <= to);
       log(`hashed in ${hashMs} ms; main thread: ${JSON.stringify(mainThread)}; long tasks while hashing: ${JSON.stringify(longTasks)}, after: ${JSON.stringify(all.filter((t) => t.start > to))}`);
       await page.locator("li.upload").getByRole("button", { name: `Cancel upload of ${file.name}` }).click();

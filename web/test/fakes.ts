@@ -132,7 +132,7 @@ export class FakeServer {
   }
 
   fetch: typeof fetch = async (input, init) => {
-    const url = new URL(String(input));
+    const url = new URL(input instanceof Request ? input.url : input);
     const method = init?.method ?? "GET";
     const headers = new Headers(init?.headers);
     const signal = init?.signal ?? undefined;
