@@ -180,3 +180,53 @@ func TestAlreadyUploadedSendsNothing(t *testing.T) {
 		t.Errorf("after the window: stderr %q; want a new key, not the expired one", errOut.String())
 	}
 }
+
+// The API refuses a new upload in parts with 429 too_many_uploads: one
+// request, no retry (whatever its Retry-After), exit 3 with what to do and
+// the unfinished uploads the state file knows, and the file's entry gone
+// (the create was refused for good: a rerun starts afresh).
+func TestTooManyUploadsEndsTheRun(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_ = json.NewEncoder(w).Encode(api.Error{Error: "too_many_uploads", Message: "You have as many multipart uploads in progress as this service allows. Complete or abort some of them, then create this one again."})
+	}))
+	defer srv.Close()
+	statePath := filepath.Join(t.TempDir(), "s.json")
+	st := &stateFile{path: statePath, window: time.Hour}
+	other := srv.URL + "|/data/other.bin|104857600|1"
+	done := time.Now().UTC()
+	if err := st.save(map[string]entry{
+		other:                                   {Key: "key-0123456789abcdef", UploadID: "u7", PartSize: 8 << 20},
+		srv.URL + "|/data/one-put.bin|100|1":    {Key: "key-1123456789abcdef", UploadID: "u8"},
+		srv.URL + "|/data/done.bin|104857600|1": {Key: "key-2123456789abcdef", UploadID: "u9", PartSize: 8 << 20, Completed: &done},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", srv.URL, "--state", statePath, "--part-size", "5MiB", tempFile(t, 10)}, &out, &errOut, nil)
+	msg := errOut.String()
+	if code != exitRejected || requests.Load() != 1 {
+		t.Fatalf("exit %d after %d requests, stderr %q; want %d after one", code, requests.Load(), msg, exitRejected)
+	}
+	for _, want := range []string{"429 too_many_uploads", "Finish some", "abort them", "/data/other.bin (upload u7)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr %q; want it to say %q", msg, want)
+		}
+	}
+	for _, not := range []string{"one-put.bin", "done.bin", "run the same command again"} {
+		if strings.Contains(msg, not) {
+			t.Errorf("stderr %q; want no %q", msg, not)
+		}
+	}
+	entries, err := st.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entries[other]; !ok || len(entries) != 3 {
+		t.Errorf("state %v; want the three other entries only", entries)
+	}
+}

@@ -261,6 +261,17 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		case !contact.contacted() && errors.Is(err, syscall.ECONNREFUSED):
 			fmt.Fprintf(stderr, "upload: nothing answers at %s (connection refused). Is the API running there? Point the command at yours with --api URL or ONCEUPLOAD_API=URL.\n", o.api)
 			return exitFailed
+		case errors.As(err, &e) && e.StatusCode == http.StatusTooManyRequests && e.Code == client.CodeTooManyUploads:
+			// Final: a place frees only when another upload in parts
+			// ends, never with time. Nothing was created, so the key is
+			// dropped, as for any refused create.
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			fmt.Fprintf(stderr, "upload: %s: not started: the server already holds as many unfinished uploads in parts for you as it allows, and retrying does not free a place. Finish some of them (run upload again on their files) or abort them (DELETE /uploads/{uploadId} on the API), then run this again.\n", file)
+			if open, err := state.unfinished(o.api); err == nil && len(open) > 0 {
+				fmt.Fprintf(stderr, "upload: unfinished uploads in parts that %s remembers (run upload again on them to finish them): %s\n", o.state, strings.Join(open, ", "))
+			}
+			_ = state.forget(id)
+			return exitRejected
 		case errors.As(err, &e) && e.Code == client.CodeUploadAborted:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			_ = state.forget(id) // a new run mints a new key

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/api"
@@ -181,4 +183,33 @@ func (s *stateFile) forget(id string) error {
 		delete(entries, id)
 		return ok
 	})
+}
+
+// unfinished names the uploads in parts to the API at apiURL that were
+// created and not completed, as "path (upload id)", sorted: the ones a
+// rerun on their files would finish.
+func (s *stateFile) unfinished(apiURL string) ([]string, error) {
+	var out []string
+	err := s.change(func(entries map[string]entry) bool {
+		for id, e := range entries {
+			if e.Completed != nil || e.UploadID == "" || e.PartSize == 0 {
+				continue
+			}
+			// id is "api|path|size|mtime" (identify).
+			rest, ok := strings.CutPrefix(id, apiURL+"|")
+			for range 2 {
+				if i := strings.LastIndexByte(rest, '|'); ok && i >= 0 {
+					rest = rest[:i]
+				} else {
+					ok = false
+				}
+			}
+			if ok {
+				out = append(out, fmt.Sprintf("%s (upload %s)", rest, e.UploadID))
+			}
+		}
+		return false
+	})
+	slices.Sort(out)
+	return out, err
 }

@@ -18,13 +18,18 @@
 //
 // Every request is retried by the same rules, the policy every onceupload
 // client shares (pkg/api/testdata/retry-policy.json; the tests read it):
-// network errors, timeouts, 408, 425, 429, 500, 502, 503, 504 and 409
-// idempotency_in_progress, with full-jitter exponential backoff (base
+// network errors, timeouts, 408, 425, 429 (but not too_many_uploads), 500,
+// 502, 503, 504, 409 idempotency_in_progress and S3's 409
+// ConditionalRequestConflict, with full-jitter exponential backoff (base
 // 250 ms, cap 20 s) or the server's Retry-After (seconds or an HTTP date,
 // capped at 60 s); never any other 4xx, which cannot succeed. Attempts are
 // not counted by default: a request stops retrying when its next wait would
 // end more than 5 minutes after its first attempt ended, so a network that drops
 // for a few seconds or minutes does not fail an upload. Waits end with the
 // context. A PUT refused with 403 (an expired URL) gets a
-// fresh URL by replaying the create with the same key.
+// fresh URL by replaying the create with the same key. A URL never
+// overwrites (it signs If-None-Match: *), so a PUT answered 412 finds the
+// object stored already, by an attempt whose answer was lost: not an
+// error (PutAlreadyStored); Upload confirms with the status route, as
+// after a 200.
 package client

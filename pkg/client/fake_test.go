@@ -19,8 +19,10 @@ import (
 
 // fakeAPI is the contract in memory, API and S3 in one server, with faults
 // a test can ask for. It checks what S3 checks of a part or a whole PUT:
-// its length and its signed SHA-256. A whole PUT completes its upload at
-// once, as the server records it when S3 tells it the object arrived.
+// its length and its signed SHA-256, and for a whole PUT the If-None-Match
+// its URL signs (412 once the object exists). A whole PUT completes its
+// upload at once, as the server records it when S3 tells it the object
+// arrived, unless lateRecord says otherwise.
 type fakeAPI struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -45,6 +47,19 @@ type fakeAPI struct {
 	refuse       map[int]int // part → status to answer, forever
 	dropAtFirst  []int       // parts S3 loses before the first complete
 	onStored     func(part int)
+	// Faults of whole PUTs: answers to lose after storing the object; 409
+	// ConditionalRequestConflict answers to give instead of taking it (a
+	// racing PUT of the same upload, which stores the object when
+	// racerStores); status answers that still say pending once the object
+	// is stored (the server has not recorded it yet).
+	loseWholeAnswer int
+	conflicts       int
+	racerStores     bool
+	lateRecord      int
+	tooManyUploads  bool // 429 too_many_uploads to multipart creates
+
+	wholeAnswers []int // the status of each whole PUT answered
+	statuses     int   // status requests
 }
 
 type fakeUpload struct {
@@ -99,6 +114,11 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 201, u.body)
 		return
 	}
+	if f.tooManyUploads && req.PartSize > 0 {
+		w.Header().Set("Retry-After", "1") // which must not make it retried
+		apiError(w, 429, CodeTooManyUploads, "Complete or abort some of your uploads, then create this one again.")
+		return
+	}
 	id := "u" + strconv.Itoa(len(f.byID)+1)
 	u := &fakeUpload{key: key, parts: map[int][]byte{}, body: api.Upload{
 		UploadID: id, Status: api.StatusPending, StorageKey: "uploads/" + id, Filename: req.Filename,
@@ -109,7 +129,7 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sum, _ := hex.DecodeString(req.SHA256)
 		u.body.Upload = &api.PutInstructions{Method: http.MethodPut, URL: f.srv.URL + "/s3/" + id,
-			Headers: map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(sum)}, ExpiresAt: "2030-01-01T00:00:00Z"}
+			Headers: map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(sum), "If-None-Match": "*"}, ExpiresAt: "2030-01-01T00:00:00Z"}
 	}
 	f.byKey[key], f.byID[id] = u, u
 	writeJSON(w, 201, u.body)
@@ -126,9 +146,19 @@ func (f *fakeAPI) upload(w http.ResponseWriter, r *http.Request) *fakeUpload {
 func (f *fakeAPI) status(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if u := f.upload(w, r); u != nil {
-		writeJSON(w, 200, u.body)
+	f.statuses++
+	u := f.upload(w, r)
+	if u == nil {
+		return
 	}
+	if u.whole != nil && u.body.Status == api.StatusPending {
+		if f.lateRecord > 0 {
+			f.lateRecord--
+		} else {
+			f.recordWholeLocked(u)
+		}
+	}
+	writeJSON(w, 200, u.body)
 }
 
 func (f *fakeAPI) sign(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +312,8 @@ func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(200)
 }
 
-// putWhole is S3 taking the object of a single-PUT upload.
+// putWhole is S3 taking the object of a single-PUT upload: once, when the
+// PUT sends If-None-Match: * as its URL signs; after that, 412.
 func (f *fakeAPI) putWhole(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	u := f.upload(w, r)
@@ -295,19 +326,62 @@ func (f *fakeAPI) putWhole(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	answer := func(status int, xmlBody string) {
+		f.mu.Lock()
+		f.wholeAnswers = append(f.wholeAnswers, status)
+		f.mu.Unlock()
+		if status == 200 {
+			w.Header().Set("ETag", `"etag-1"`)
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, xmlBody)
+	}
 	sum := sha256.Sum256(body)
 	if int64(len(body)) != u.body.Bytes || r.Header.Get("x-amz-checksum-sha256") != base64.StdEncoding.EncodeToString(sum[:]) {
-		w.WriteHeader(400)
-		_, _ = io.WriteString(w, `<Error><Code>BadDigest</Code></Error>`)
+		answer(400, `<Error><Code>BadDigest</Code></Error>`)
+		return
+	}
+	if r.Header.Get("If-None-Match") != "*" {
+		answer(403, `<Error><Code>SignatureDoesNotMatch</Code></Error>`) // the URL signs it
 		return
 	}
 	f.mu.Lock()
+	if f.conflicts > 0 {
+		f.conflicts--
+		if f.racerStores && u.whole == nil {
+			u.whole = body // the other PUT, with the same bytes, wins
+		}
+		f.mu.Unlock()
+		answer(409, `<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>`)
+		return
+	}
+	if u.whole != nil {
+		f.mu.Unlock()
+		answer(412, `<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message><Condition>If-None-Match</Condition></Error>`)
+		return
+	}
 	u.whole = body
 	f.received += int64(len(body))
-	u.body.Status, u.body.Upload, u.body.ETag, u.body.CompletedAt = api.StatusCompleted, nil, `"etag-1"`, "2026-11-29T12:00:00Z"
+	if f.lateRecord == 0 {
+		f.recordWholeLocked(u)
+	}
+	lose := f.loseWholeAnswer > 0
+	if lose {
+		f.loseWholeAnswer--
+	}
 	f.mu.Unlock()
-	w.Header().Set("ETag", `"etag-1"`)
-	w.WriteHeader(200)
+	if lose {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return
+	}
+	answer(200, "")
+}
+
+// recordWholeLocked is the server recording the object of a single-PUT
+// upload: completed.
+func (f *fakeAPI) recordWholeLocked(u *fakeUpload) {
+	u.body.Status, u.body.Upload, u.body.ETag, u.body.CompletedAt = api.StatusCompleted, nil, `"etag-1"`, "2026-11-29T12:00:00Z"
 }
 
 // object is the stored object of the upload with key, or nil while it is

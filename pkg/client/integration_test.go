@@ -381,3 +381,63 @@ func serve(t *testing.T, srv *http.Server) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + l.Addr().String()
 }
+
+// Two processes upload one file with one key at once: the URL signs
+// If-None-Match: *, so S3 stores the object once and the PUT that comes
+// second is refused (412, or 409 ConditionalRequestConflict while the
+// first is in flight, which is retried into a 412); both end completed,
+// with the same upload, and the bucket holds one object.
+func TestConcurrentPutsOfOneUpload(t *testing.T) {
+	st := startStack(t, nil)
+	path := writeFile(t, "same.bin", 4<<20)
+	key := client.NewKey()
+	var mu sync.Mutex
+	var answers []int
+	transport := roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && r.Method == http.MethodPut {
+			mu.Lock()
+			answers = append(answers, resp.StatusCode)
+			mu.Unlock()
+		}
+		return resp, err
+	})
+	results := make([]*client.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) { o.HTTPClient = &http.Client{Transport: transport} })
+			results[i], errs[i] = c.Upload(context.Background(), path, client.UploadInput{Key: key})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+	}
+	a, b := results[0].Upload, results[1].Upload
+	if a.Status != api.StatusCompleted || b.Status != api.StatusCompleted || a.UploadID != b.UploadID {
+		t.Fatalf("results %+v and %+v; want one upload, completed", a, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("PUTs answered %v", answers)
+	stored := 0
+	for _, s := range answers {
+		switch s {
+		case http.StatusOK:
+			stored++
+		case http.StatusPreconditionFailed, http.StatusConflict:
+		default:
+			t.Errorf("a PUT answered %d", s)
+		}
+	}
+	if stored != 1 || objectCount(t, st) != 1 {
+		t.Fatalf("PUTs answered %v; %d objects; want one 200 and one object", answers, objectCount(t, st))
+	}
+	if !bytes.Equal(objectAt(t, st, a.StorageKey), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+}

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // policy is pkg/api/testdata/retry-policy.json: the one retry policy of
@@ -26,7 +30,16 @@ type policy struct {
 	Retryable []struct {
 		Status int
 		Code   string
+		From   string // "S3": the code is in S3's XML error body
 		Retry  bool
+	}
+	// Outcomes are answers that are neither success nor failure.
+	Outcomes []struct {
+		Request string // "PUT upload.url": a single PUT
+		Status  int
+		From    string
+		Retry   bool
+		Outcome string // "stored": the object is there; confirm with the status route
 	}
 	Backoff []struct {
 		Retry  int
@@ -50,7 +63,7 @@ func loadPolicy(t *testing.T) policy {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Retryable) == 0 || len(p.Backoff) == 0 || len(p.RetryAfter) == 0 {
+	if len(p.Retryable) == 0 || len(p.Outcomes) == 0 || len(p.Backoff) == 0 || len(p.RetryAfter) == 0 {
 		t.Fatalf("the policy file has an empty table: %+v", p)
 	}
 	return p
@@ -97,12 +110,91 @@ func TestCheckRetryFollowsThePolicy(t *testing.T) {
 				err = &url.Error{Op: "Put", URL: "http://127.0.0.1:1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}}
 			} else {
 				resp = &http.Response{StatusCode: row.Status, Header: http.Header{}}
-				if row.Code != "" {
-					body = fmt.Appendf(nil, `{"error":%q,"message":"x"}`, row.Code)
-				}
+				body = errorBody(t, row.From, row.Code)
 			}
 			if got := DefaultCheckRetry(resp, body, err); got != row.Retry {
 				t.Errorf("DefaultCheckRetry = %v, want %v", got, row.Retry)
+			}
+		})
+	}
+}
+
+// errorBody is an error answer's body with code: the API's JSON, or S3's
+// XML when from is "S3"; none without a code.
+func errorBody(t *testing.T, from, code string) []byte {
+	t.Helper()
+	switch {
+	case code == "":
+		return nil
+	case from == "S3":
+		return fmt.Appendf(nil, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<Error><Code>%s</Code><Message>x</Message><RequestId>r</RequestId></Error>`, code)
+	case from == "":
+		return fmt.Appendf(nil, `{"error":%q,"message":"x"}`, code)
+	}
+	t.Fatalf("a row from %q: the test knows the API's errors and S3's", from)
+	return nil
+}
+
+// Each outcome row, acted out on the fake API and S3: a single PUT that
+// sends If-None-Match: * (as its URL signs) is stored, but its answer is
+// lost; the retry gets the row's status, which ends the PUT without an
+// error, unretried; the status route still says pending twice (the server
+// has not recorded the object yet), then completed, and Upload returns
+// that. A PUT without If-None-Match answered so is an error, not retried.
+func TestOutcomesFollowThePolicy(t *testing.T) {
+	t.Parallel()
+	for _, row := range loadPolicy(t).Outcomes {
+		t.Run(fmt.Sprintf("%s %d", row.Request, row.Status), func(t *testing.T) {
+			t.Parallel()
+			if row.Request != "PUT upload.url" || row.Outcome != "stored" || row.From != "S3" {
+				t.Fatalf("the test knows the outcome \"stored\" of S3's answer to a single PUT, not %+v", row)
+			}
+			resp := &http.Response{StatusCode: row.Status, Header: http.Header{}}
+			if got := DefaultCheckRetry(resp, errorBody(t, row.From, "PreconditionFailed"), nil); got != row.Retry {
+				t.Errorf("DefaultCheckRetry = %v, want %v", got, row.Retry)
+			}
+
+			f := newFakeAPI(t)
+			f.loseWholeAnswer, f.lateRecord = 1, 2
+			data := randomBytes(t, 1000)
+			res, err := mpClient(t, f).UploadReader(context.Background(), bytes.NewReader(data), int64(len(data)), UploadInput{Filename: "a.bin", PartSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			answers, statuses := f.wholeAnswers, f.statuses
+			f.mu.Unlock()
+			if res.Upload.Status != api.StatusCompleted || !bytes.Equal(f.object(res.Key), data) {
+				t.Fatalf("upload %+v; want completed with the bytes", res.Upload)
+			}
+			if len(answers) != 1 || answers[0] != row.Status || statuses != 3 {
+				t.Errorf("PUTs answered %v (the first answer lost), %d status requests; want [%d] and 3 (pending, pending, completed)", answers, statuses, row.Status)
+			}
+
+			// Put on its own: the outcome, typed.
+			again := newFakeAPI(t)
+			c := mpClient(t, again)
+			created, err := c.Create(context.Background(), NewKey(), api.CreateRequest{Filename: "a.bin", ContentType: "application/octet-stream", Size: int64(len(data)), SHA256: hexSum(data)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := created.Upload
+			for i, want := range []PutOutcome{PutStored, PutAlreadyStored} {
+				if got, err := c.Put(context.Background(), &u, bytes.NewReader(data), int64(len(data)), PutOptions{}); got != want || err != nil {
+					t.Errorf("PUT %d: %v, %v; want %v", i+1, got, err, want)
+				}
+			}
+			// Only a PUT that sent If-None-Match reads the answer so.
+			delete(u.Upload.Headers, "If-None-Match")
+			noIf := roundTrip(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: row.Status, Header: http.Header{}, Request: r,
+					Body: io.NopCloser(bytes.NewReader(errorBody(t, row.From, "PreconditionFailed")))}, nil
+			})
+			plain, _ := New(again.srv.URL, noWait, func(o *Options) { o.HTTPClient = &http.Client{Transport: noIf} })
+			_, err = plain.Put(context.Background(), &u, bytes.NewReader(data), int64(len(data)), PutOptions{})
+			var e *Error
+			if !errors.As(err, &e) || e.StatusCode != row.Status || e.Attempts != 1 {
+				t.Errorf("without If-None-Match: %v; want a %d error after one attempt", err, row.Status)
 			}
 		})
 	}

@@ -31,25 +31,41 @@ func FullJitter(attempt int, base, maxDelay time.Duration, random float64) time.
 type CheckRetry func(resp *http.Response, body []byte, err error) bool
 
 // DefaultCheckRetry retries what can succeed later: network errors and
-// timeouts, 408, 425, 429, 500, 502, 503, 504, 409 with
-// idempotency_in_progress, and S3's 400 RequestTimeout (an upload
-// connection that stalled). Every other answer is final: retrying a 400 or
-// a 422 cannot succeed.
+// timeouts, 408, 425, 429 (but not too_many_uploads), 500, 502, 503, 504,
+// 409 with idempotency_in_progress, S3's 409 ConditionalRequestConflict
+// (two PUTs of one upload raced; the retry is stored or finds the object
+// stored) and S3's 400 RequestTimeout (an upload connection that stalled).
+// Every other answer is final: retrying a 400 or a 422 cannot succeed, nor
+// a 429 too_many_uploads, which waits for uploads to end, not for time.
 func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
 	if err != nil {
 		return retryableError(err)
 	}
 	switch resp.StatusCode {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
+	case http.StatusTooManyRequests:
+		return errorCode(body) != CodeTooManyUploads
+	case http.StatusRequestTimeout, http.StatusTooEarly,
 		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	case http.StatusConflict:
-		return errorCode(body) == "idempotency_in_progress"
+		code := errorCode(body)
+		return code == "idempotency_in_progress" || code == s3ConditionalRequestConflict
 	case http.StatusBadRequest:
 		return errorCode(body) == "RequestTimeout"
 	}
 	return false
 }
+
+// CodeTooManyUploads is the API's 429 refusal to create an upload in parts
+// (api.CodeTooManyUploads): the tenant holds as many unfinished multipart
+// uploads as the server allows. It is never retried: a place frees only
+// when one of them completes or is aborted. Nothing was created, so the
+// create may be made again, with any key, once one has.
+const CodeTooManyUploads = "too_many_uploads"
+
+// s3ConditionalRequestConflict is S3's 409 to a conditional write (a PUT
+// with If-None-Match) that raced another write of the same key.
+const s3ConditionalRequestConflict = "ConditionalRequestConflict"
 
 // retryableError: the request may not have completed, so it may be sent
 // again (every request this client sends is idempotent by its key or by

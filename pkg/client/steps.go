@@ -107,20 +107,57 @@ type PutOptions struct {
 	RateLimit int64
 }
 
-// Put sends size bytes of body to the upload's presigned URL with the
-// signed headers, retrying as any request (S3 PUTs are idempotent). A 403
-// usually means the URL expired: Upload then replays the create.
-func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size int64, po PutOptions) error {
-	if u.Upload == nil {
-		return &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
+// PutOutcome is how a Put that returned no error ended: either way the
+// upload's object is in S3, and the upload completes once the server has
+// recorded it (Status or Wait tells).
+type PutOutcome int
+
+const (
+	// PutStored: S3 took the bytes of this call (a 2xx).
+	PutStored PutOutcome = iota + 1
+	// PutAlreadyStored: S3 answered 412 PreconditionFailed to a PUT that
+	// sent If-None-Match: * (the server signs it, so a URL only ever
+	// creates its object): the object was there already, stored through
+	// this upload's URL, which also signs the bytes' length and SHA-256 —
+	// by an earlier attempt whose answer was lost, or by another PUT of
+	// the same upload (another process with the same key) that won.
+	PutAlreadyStored
+)
+
+func (o PutOutcome) String() string {
+	switch o {
+	case PutStored:
+		return "stored"
+	case PutAlreadyStored:
+		return "already stored"
 	}
+	return fmt.Sprintf("PutOutcome(%d)", int(o))
+}
+
+// Put sends size bytes of body to the upload's presigned URL with the
+// signed headers, retrying as any request. A URL that signs If-None-Match
+// never overwrites, so a retry whose first attempt was stored (its answer
+// lost) gets S3's 412: that is PutAlreadyStored, not an error; confirm with
+// Status or Wait as after PutStored. A 403 usually means the URL expired:
+// Upload then replays the create.
+func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size int64, po PutOptions) (PutOutcome, error) {
+	if u.Upload == nil {
+		return 0, &Error{Op: "put", Message: "the upload has no PUT instructions (status " + u.Status + ")"}
+	}
+	createOnly := false
+	for k, v := range u.Upload.Headers {
+		if http.CanonicalHeaderKey(k) == "If-None-Match" && strings.TrimSpace(v) == "*" {
+			createOnly = true
+		}
+	}
+	stored := func(resp *http.Response) bool { return createOnly && resp.StatusCode == http.StatusPreconditionFailed }
 	// One part's worth of the multipart tracker: a new attempt takes back
 	// the bytes of the one before.
 	var prog *partProgress
 	if po.Progress != nil || po.RateLimit > 0 {
 		prog = newPartProgress(size, 0, po.Progress, po.RateLimit)
 	}
-	_, _, err := c.do(ctx, "put", func() (*http.Request, error) {
+	resp, _, err := c.doUntil(ctx, "put", stored, func() (*http.Request, error) {
 		var r io.Reader = io.NewSectionReader(body, 0, size)
 		if prog != nil {
 			r = prog.reader(ctx, 1, r)
@@ -135,7 +172,17 @@ func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size 
 		}
 		return req, nil
 	})
-	return err
+	if err != nil {
+		return 0, err
+	}
+	if stored(resp) {
+		if prog != nil {
+			prog.done(1, size) // all of it is in S3, whatever this attempt sent
+		}
+		c.opts.Logger.InfoContext(ctx, "the object is stored already (S3 answered 412 to If-None-Match)", "upload_id", u.UploadID)
+		return PutAlreadyStored, nil
+	}
+	return PutStored, nil
 }
 
 // urlExpired reports whether S3 refused a PUT because its URL no longer

@@ -124,7 +124,7 @@ func TestStalledPutIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &api.Upload{Upload: &api.PutInstructions{Method: http.MethodPut, URL: srv.URL + "/bucket/key"}}
-	if err := c.Put(context.Background(), u, bytes.NewReader(body), int64(len(body)), PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), u, bytes.NewReader(body), int64(len(body)), PutOptions{}); err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	if n := attempts.Load(); n != 2 {

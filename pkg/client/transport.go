@@ -102,6 +102,14 @@ func (e *Error) Unwrap() error { return e.Err }
 // body starts over, and retries per the policy. It returns the successful
 // response's body.
 func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	return c.doUntil(ctx, op, nil, build)
+}
+
+// doUntil is do for a request that some answers besides a 2xx end (a
+// single PUT's 412: its object is stored already): when answered (if not
+// nil) says so of a response, it is returned, with its body, as a success,
+// never retried whatever CheckRetry says.
+func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Response) bool, build func() (*http.Request, error)) (*http.Response, []byte, error) {
 	var firstEnded time.Time
 	for attempt := 1; ; attempt++ {
 		req, err := build()
@@ -118,7 +126,7 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 		if attempt == 1 {
 			firstEnded = c.opts.now()
 		}
-		if err == nil && resp.StatusCode < 300 {
+		if err == nil && (resp.StatusCode < 300 || answered != nil && answered(resp)) {
 			return resp, body, nil
 		}
 		fail := &Error{Op: op, Attempts: attempt, Err: err}

@@ -171,7 +171,9 @@ func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name str
 	}
 	// An expired URL is refreshed by replaying the create with the same key.
 	for refreshes := 0; res.Upload.Status == api.StatusPending; refreshes++ {
-		err := c.Put(ctx, &res.Upload, r, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
+		// Stored or already stored (a 412), the object is there: the
+		// status route says when the server has recorded it.
+		_, err := c.Put(ctx, &res.Upload, r, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
 		if err == nil {
 			break
 		}
