@@ -77,7 +77,7 @@ fuzz:
 # Browser client and demo (web/): pinned npm tools, build web/dist, unit
 # tests. go test ./web then drives Chromium against the local stack.
 web:
-	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build && npm test
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run lint && npm run build && npm test
 
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing.
