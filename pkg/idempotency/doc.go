@@ -6,7 +6,7 @@
 // Lambda, in two layers.
 //
 // [MakeIdempotent] wraps any handler, func(ctx, Req) (Resp, error): it
-// takes the key from the request (a JSON path such as
+// takes the key from the request (a member path such as
 // "headers.Idempotency-Key", or a function), checks that a retry repeats the
 // request (its canonical JSON, or the parts named by paths), claims the key
 // for the invocation's remaining time, records the JSON-encoded response,
