@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/bench"
@@ -104,7 +106,15 @@ func run(ctx context.Context, count int, out string) error {
 	defer st.Close()
 
 	fmt.Fprintln(os.Stderr, "bench: round trips")
-	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.Table, st.S3URL, st.Bucket); err != nil {
+	// The round trips run on a bucket of their own: the dev stack's finalize
+	// records only its own bucket's objects, so it cannot record the measured
+	// upload before the measured finalize does (which made it a duplicate).
+	rtBucket := "roundtrips-bench"
+	s3c := s3.NewFromConfig(services.AWSConfig(), func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(st.S3URL), true })
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(rtBucket)}); err != nil {
+		return fmt.Errorf("round trips: create bucket: %w", err)
+	}
+	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.Table, st.S3URL, rtBucket); err != nil {
 		return err
 	}
 
