@@ -30,12 +30,23 @@ build:
 tools:
 	@bash scripts/install-tools.sh
 
-# The local stack. DEV_RIE=true runs the real bootstraps (built here for this
-# machine's architecture) under the Lambda Runtime Interface Emulator.
-dev: tools
-	@[ -f web/dist/index.html ] || $(MAKE) --no-print-directory web
+# What make dev needs, and no more: no linters, no test browser.
+dev-tools:
+	@bash scripts/install-tools.sh --dev
+
+# The browser demo (web/dist) without the lint and unit tests of make web.
+web-build:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+.PHONY: dev-tools web-build
+
+# The local stack, on Linux and macOS. DEV_RIE=true (Linux only) runs the
+# real bootstraps (built here for this machine's architecture) under the
+# Lambda Runtime Interface Emulator; elsewhere .build/dev refuses it.
+dev: dev-tools
+	@[ -f web/dist/index.html ] || $(MAKE) --no-print-directory web-build
 	$(GO) build -o .build/dev ./cmd/dev
-	@if [ "$${DEV_RIE:-false}" = true ]; then $(MAKE) --no-print-directory build LAMBDA_ARCH=$$($(GO) env GOARCH); fi
+	@if [ "$${DEV_RIE:-false}" = true ] && [ "$$(uname -s)" = Linux ]; then $(MAKE) --no-print-directory build LAMBDA_ARCH=$$($(GO) env GOARCH); fi
 	BOOTSTRAP_DIR=$(CURDIR)/.build/$$($(GO) env GOARCH) .build/dev
 
 GOTOOL := $(GO) tool -modfile=tools/go.mod

@@ -2,45 +2,125 @@
 # Installs the pinned local servers into .tools/bin (git-ignored). Safe to run
 # again: npm tools are reinstalled only when their lock file changes, and Go
 # tools are rebuilt from Go's build cache (the first build takes minutes).
-#   dynoxide   DynamoDB-compatible server (npm, static binary)
-#   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm)
-#   redocly    Redocly CLI, lints openapi.yaml in make lint (npm)
-#   prism      Stoplight Prism, the OpenAPI validating proxy of the contract tests (npm)
+#   install-tools.sh         everything make test needs
+#   install-tools.sh --dev   only what make dev needs: no linters, no Chromium
+# Runs on Linux and macOS, x64 and arm64 (scripts/platform.sh has the choices).
+#   dynoxide   DynamoDB-compatible server (static binary): the npm package
+#              built for this machine, into .tools/dynoxide, where one is
+#              published; make dev uses dynalite when it is missing
+#   dynalite   DynamoDB-compatible server that ignores ALL_OLD (npm, JavaScript)
+#   redocly    Redocly CLI, lints openapi.yaml in make lint (npm, not with --dev)
+#   prism      Stoplight Prism, the OpenAPI validating proxy of the contract
+#              tests (npm, not with --dev)
 #   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
-#   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool)
+#   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool; Linux only:
+#              it runs the Linux bootstraps, for DEV_RIE=true and the tests)
 # Go tools are pinned by the tool directives of tools/go.mod (kept out of the
 # root go.mod, whose requirements every importer of the library inherits);
 # the linters among them (staticcheck, goimports) run with go tool.
-#   chromium        Debian's Chromium, for the browser tests (apt, as root)
+#   chromium        Debian's Chromium, for the browser tests (apt, as root;
+#                   not with --dev)
+# Written for bash 3.2 too (macOS's /bin/bash).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TOOLS=${TOOLS_DIR:-$ROOT/.tools}
+. scripts/platform.sh
+
+dev=false
+case "${1:-}" in
+  "") ;;
+  --dev) dev=true ;;
+  *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
+esac
+os=$(uname -s)
+arch=$(uname -m)
 mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 
 # stamp NAME VERSION: true when NAME is already installed at VERSION.
 stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")" = "$2" ]; }
 
-npm_pin=$(cat tools/package.json tools/package-lock.json | sha256sum | cut -c1-16)
-if ! stamp npm "$npm_pin" || [ ! -x "$TOOLS/bin/dynoxide" ] || [ ! -x "$TOOLS/bin/prism" ]; then
-  echo "install-tools: npm tools (dynoxide, dynalite, redocly, prism) from tools/package-lock.json"
+# npm tools: dependencies (make dev) and devDependencies (lint, tests). A full
+# install serves make dev too; one made with --dev is completed by a full run.
+npm_pin=$(cat tools/package.json tools/package-lock.json | sha256_hex | cut -c1-16)
+npm_bin=$TOOLS/npm/node_modules/.bin
+if $dev; then
+  { stamp npm "$npm_pin full" || stamp npm "$npm_pin dev"; } && [ -x "$npm_bin/dynalite" ] && npm_ok=true || npm_ok=false
+else
+  stamp npm "$npm_pin full" && [ -x "$npm_bin/dynalite" ] && [ -x "$npm_bin/redocly" ] && [ -x "$npm_bin/prism" ] && npm_ok=true || npm_ok=false
+fi
+if ! $npm_ok; then
+  if $dev; then
+    echo "install-tools: npm tools for make dev (dynalite) from tools/package-lock.json"
+    omit=--omit=dev
+  else
+    echo "install-tools: npm tools (dynalite, redocly, prism) from tools/package-lock.json"
+    omit=
+  fi
+  rm -f "$TOOLS/bin/.npm.version"
   cp tools/package.json tools/package-lock.json "$TOOLS/npm/"
-  (cd "$TOOLS/npm" && npm ci --no-audit --no-fund --loglevel=error)
-  ln -sf "$TOOLS/npm/node_modules/@dynoxide/linux-x64/dynoxide" "$TOOLS/bin/dynoxide"
-  ln -sf "$TOOLS/npm/node_modules/.bin/dynalite" "$TOOLS/bin/dynalite"
-  ln -sf "$TOOLS/npm/node_modules/.bin/redocly" "$TOOLS/bin/redocly"
-  ln -sf "$TOOLS/npm/node_modules/.bin/prism" "$TOOLS/bin/prism"
-  echo "$npm_pin" > "$TOOLS/bin/.npm.version"
+  (cd "$TOOLS/npm" && npm ci ${omit:+"$omit"} --no-audit --no-fund --loglevel=error)
+  ln -sf "$npm_bin/dynalite" "$TOOLS/bin/dynalite"
+  if $dev; then
+    rm -f "$TOOLS/bin/redocly" "$TOOLS/bin/prism"
+    echo "$npm_pin dev" > "$TOOLS/bin/.npm.version"
+  else
+    ln -sf "$npm_bin/redocly" "$TOOLS/bin/redocly"
+    ln -sf "$npm_bin/prism" "$TOOLS/bin/prism"
+    echo "$npm_pin full" > "$TOOLS/bin/.npm.version"
+  fi
 fi
 
-echo "install-tools: versitygw, aws-lambda-rie (pinned in tools/go.mod)"
-(cd tools && go build -o "$TOOLS/bin/" \
-  github.com/versity/versitygw/cmd/versitygw \
-  github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie)
+# dynoxide: its package differs by platform, so it is chosen here, not in the
+# lock file, and installed (exact version) into a folder of its own. Where
+# that fails (a registry without the package), the stamp says so and later
+# runs use dynalite without asking again.
+if pkg=$(dynoxide_package "$os" "$arch"); then
+  want="$pkg@$DYNOXIDE_VERSION"
+  if { stamp dynoxide "$want" && [ -x "$TOOLS/bin/dynoxide" ]; } || stamp dynoxide "unavailable $want"; then
+    :
+  else
+    echo "install-tools: dynoxide $DYNOXIDE_VERSION ($pkg)"
+    rm -rf "$TOOLS/dynoxide" "$TOOLS/bin/dynoxide" "$TOOLS/bin/.dynoxide.version"
+    mkdir -p "$TOOLS/dynoxide"
+    if npm install --prefix "$TOOLS/dynoxide" --no-save --no-audit --no-fund --loglevel=error "$want" &&
+      "$TOOLS/dynoxide/node_modules/$pkg/dynoxide" --version >/dev/null; then
+      ln -sf "$TOOLS/dynoxide/node_modules/$pkg/dynoxide" "$TOOLS/bin/dynoxide"
+      echo "$want" > "$TOOLS/bin/.dynoxide.version"
+    else
+      rm -rf "$TOOLS/dynoxide"
+      echo "unavailable $want" > "$TOOLS/bin/.dynoxide.version"
+    fi
+  fi
+  why="$want did not install or run here; to try again: rm $TOOLS/bin/.dynoxide.version"
+else
+  rm -rf "$TOOLS/dynoxide" "$TOOLS/bin/dynoxide" "$TOOLS/bin/.dynoxide.version"
+  why="dynoxide publishes no build for $os $arch"
+fi
+if [ -x "$TOOLS/bin/dynoxide" ]; then
+  echo "install-tools: DynamoDB for make dev: dynoxide $DYNOXIDE_VERSION ($pkg)"
+else
+  echo "install-tools: DynamoDB for make dev: dynalite ($why)"
+  echo "install-tools: dynalite drops ALL_OLD, so a conflicting claim costs one more GetItem"
+  if ! $dev; then
+    echo "install-tools: the integration tests need dynoxide; they run on Linux x64 in CI" >&2
+  fi
+fi
+
+if [ "$os" = Linux ]; then
+  echo "install-tools: versitygw, aws-lambda-rie (pinned in tools/go.mod)"
+  (cd tools && go build -o "$TOOLS/bin/" \
+    github.com/versity/versitygw/cmd/versitygw \
+    github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie)
+else
+  echo "install-tools: versitygw (pinned in tools/go.mod); no aws-lambda-rie on $os: it runs Linux bootstraps (DEV_RIE=true is Linux-only)"
+  (cd tools && go build -o "$TOOLS/bin/" github.com/versity/versitygw/cmd/versitygw)
+fi
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
-# test tool). Installed here when running as root with apt, as on CI.
-if [ ! -x /usr/bin/chromium ] && [ "${INSTALL_CHROMIUM:-1}" = 1 ]; then
+# test tool). Installed here when running as root with apt, as on CI; make
+# dev needs no browser.
+if ! $dev && [ ! -x /usr/bin/chromium ] && [ "${INSTALL_CHROMIUM:-1}" = 1 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "install-tools: chromium (apt-get)"
     apt-get update -qq

@@ -8,7 +8,9 @@
 // functions' own variables (IDEMPOTENCY_TTL=5s make dev).
 // STATIC_DIR (web/dist) is served at / for the browser demo. --rie, or
 // DEV_RIE=true, runs the built bootstraps under the Runtime Interface
-// Emulator instead of in-process.
+// Emulator instead of in-process: on Linux only, as the bootstraps are
+// Linux binaries. DynamoDB is dynoxide where install-tools.sh installed it,
+// else dynalite (services.StartDynamoDB).
 package main
 
 import (
@@ -18,18 +20,25 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/onceupload/onceupload/internal/devstack"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/telemetry"
 )
 
 func main() {
 	rie := flag.Bool("rie", env("DEV_RIE", "false") == "true", "run the bootstraps in "+env("BOOTSTRAP_DIR", ".build/amd64")+" under the Lambda Runtime Interface Emulator")
 	flag.Parse()
+	if err := checkRIE(*rie, runtime.GOOS); err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(2)
+	}
 	// The functions' metric lines are tallied for a live view (in-process
 	// mode; under the emulator they go to the functions' log files).
 	var tally telemetry.Tally
@@ -56,18 +65,42 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
 	}
+	dynamo, _ := services.DynamoDBServer()
 	fmt.Printf(`onceupload is running locally (functions: %s)
   API        %s     POST /uploads, GET|DELETE /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
-  DynamoDB   %s     table %s
+  demo       %s
+  CLI        go run ./cmd/upload --api %s FILE
+  DynamoDB   %s     table %s (%s)
   S3         %s     bucket %s (path style, access key %s, secret %s)
   data, logs %s
 A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
-`, st.Mode, st.APIURL, st.DynamoURL, st.Table, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, cfg.DataDir)
+`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, cfg.DataDir)
 	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	st.Close()
+}
+
+// checkRIE refuses the emulator mode on an OS other than Linux: it runs the
+// functions' bootstraps, which are Linux binaries.
+func checkRIE(rie bool, goos string) error {
+	if rie && goos != "linux" {
+		return fmt.Errorf("DEV_RIE=true (--rie) runs the functions' Linux bootstraps under the Lambda Runtime Interface Emulator, which needs Linux; this is %s. Run make dev without it: the functions then run in-process", goos)
+	}
+	return nil
+}
+
+// demo is where the browser demo is: the API's address, which serves
+// staticDir for GET requests that match no route, or how to build it.
+func demo(apiURL, staticDir string) string {
+	if staticDir == "" {
+		return "none (STATIC_DIR is empty)"
+	}
+	if _, err := os.Stat(filepath.Join(staticDir, "index.html")); err != nil {
+		return fmt.Sprintf("none: %s has no index.html (make web-build)", staticDir)
+	}
+	return apiURL + "/"
 }
 
 // showTally prints the metrics' tally every interval while it changes.

@@ -153,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	}()
 	logs := func(name string) string { return filepath.Join(cfg.DataDir, "logs", name+".log") }
 
-	ddb, err := services.StartDynoxide(ctx, services.Options{Port: cfg.DynamoPort, LogPath: logs("dynoxide"), DBPath: filepath.Join(cfg.DataDir, "dynamodb.sqlite")})
+	ddb, err := services.StartDynamoDB(ctx, services.Options{Port: cfg.DynamoPort, LogPath: logs("dynamodb"), DBPath: filepath.Join(cfg.DataDir, "dynamodb.sqlite")})
 	if err != nil {
 		return st, err
 	}

@@ -1,7 +1,9 @@
 // Package services starts and stops the local servers the project runs
 // against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
-// dynalite (a DynamoDB that ignores ALL_OLD), moto (SQS), the Lambda Runtime
-// Interface Emulator and Prism (an OpenAPI validating proxy). It is the one
+// dynalite (a DynamoDB that ignores ALL_OLD, and the local stack's DynamoDB
+// where no dynoxide build is published: [StartDynamoDB]), moto (SQS), the
+// Lambda Runtime Interface Emulator and Prism (an OpenAPI validating
+// proxy). It is the one
 // place that starts servers; the dev stack and package testenv use it. The binaries are
 // installed by scripts/install-tools.sh into the git-ignored .tools folder;
 // moto_server, a Python program, may instead be on PATH.
@@ -33,12 +35,18 @@ type Process struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	logFile  *os.File
+	// front, if set, is an in-process server in front of the process that
+	// Endpoint names (StartDynamoDB's for dynalite).
+	front *http.Server
 }
 
 // Stop ends the server (SIGTERM, then SIGKILL after 3 s) and waits for it.
 func (p *Process) Stop() error {
 	if p == nil || p.cmd.Process == nil {
 		return nil
+	}
+	if p.front != nil {
+		_ = p.front.Close()
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
@@ -143,7 +151,7 @@ func startEnv(ctx context.Context, name string, port int, logPath string, env []
 func startReady(ctx context.Context, name string, port int, logPath string, env []string, ready func(context.Context, *Process) error, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	p := &Process{Name: name, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
 	if logPath != "" {
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -201,8 +209,9 @@ func StartDynoxide(ctx context.Context, o Options) (*Process, error) {
 	return start(ctx, "dynoxide", port, o.LogPath, bin, args...)
 }
 
-// StartDynalite starts an in-memory dynalite, which (unlike DynamoDB) returns
-// no item on a failed condition even when ALL_OLD is asked for.
+// StartDynalite starts a dynalite, which (unlike DynamoDB) returns no item on
+// a failed condition even when ALL_OLD is asked for. It keeps its data in
+// memory, or in a LevelDB directory at o.DBPath.
 func StartDynalite(ctx context.Context, o Options) (*Process, error) {
 	bin, err := Binary("dynalite")
 	if err != nil {
@@ -212,8 +221,12 @@ func StartDynalite(ctx context.Context, o Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(ctx, "dynalite", port, o.LogPath, bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
+	if o.DBPath != "" {
+		args = append(args, "--path", o.DBPath)
+	}
+	return start(ctx, "dynalite", port, o.LogPath, bin, args...)
 }
 
 // StartMoto starts moto's server (moto_server), which serves SQS among
