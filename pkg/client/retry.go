@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // Backoff returns how long to wait before retry number attempt (0 for the
@@ -61,7 +63,7 @@ func DefaultCheckRetry(resp *http.Response, body []byte, err error) bool {
 // uploads as the server allows. It is never retried: a place frees only
 // when one of them completes or is aborted. Nothing was created, so the
 // create may be made again, with any key, once one has.
-const CodeTooManyUploads = "too_many_uploads"
+const CodeTooManyUploads = api.CodeTooManyUploads
 
 // s3ConditionalRequestConflict is S3's 409 to a conditional write (a PUT
 // with If-None-Match) that raced another write of the same key.

@@ -634,9 +634,24 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
+	// Before that age, the status of an upload without an object is pending.
+	oldID := decode(t, old.Body).UploadID
+	if st, err := lifecycle.Status(ctx, "tenant", oldID); err != nil || decode(t, st.Body).Status != api.StatusPending {
+		t.Fatalf("status before the lifecycle age: %v %s, want pending", err, st.Body)
+	}
 	e.Advance(31 * time.Minute)
-	if _, err := lifecycle.Complete(ctx, "tenant", decode(t, old.Body).UploadID); !errors.Is(err, upload.ErrNotPending) {
+	if _, err := lifecycle.Complete(ctx, "tenant", oldID); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("gone past the lifecycle age: %v, want not pending (aborted)", err)
+	}
+	// Past it, the status route settles it too: no object, the S3 upload
+	// aborted by the rule.
+	other, err := e.svc.Create(ctx, "tenant", "key-mid-complete-03", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Advance(31 * time.Minute)
+	if st, err := lifecycle.Status(ctx, "tenant", decode(t, other.Body).UploadID); err != nil || decode(t, st.Body).Status != api.StatusAborted {
+		t.Fatalf("status past the lifecycle age: %v %s, want aborted", err, st.Body)
 	}
 }
 

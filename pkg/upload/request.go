@@ -184,8 +184,8 @@ func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
 // any depth), an unknown member, and anything after the object. Its errors
 // become messages for the client, naming the member where they can.
 //
-// github.com/go-json-experiment/json is encoding/json/v2 (Go 1.27's; the
-// module aliases the standard library's where it has one): it refuses all
+// github.com/go-json-experiment/json is the basis of encoding/json/v2
+// (the standard library's under GOEXPERIMENT=jsonv2): it refuses all
 // of these by default but the unknown member, which RejectUnknownMembers
 // adds. It replaced a hand-written member splitter because it is also
 // faster on the hot path. Measured on the create body (same machine, the

@@ -59,8 +59,8 @@ type Config struct {
 	// Defaults to 24 hours.
 	KeyTTL time.Duration
 	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
-	// it began S3 aborts an unfinished multipart upload. Defaults to 7
-	// days.
+	// it began S3 aborts an unfinished multipart upload. Defaults to KeyTTL
+	// in whole days plus one, as the template's rule.
 	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
@@ -118,7 +118,8 @@ func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Co
 		cfg.KeyTTL = idempotency.DefaultTTL
 	}
 	if cfg.AbortIncompleteAfter <= 0 {
-		cfg.AbortIncompleteAfter = 7 * 24 * time.Hour
+		const day = 24 * time.Hour
+		cfg.AbortIncompleteAfter = (cfg.KeyTTL+day-1)/day*day + day
 	}
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }
@@ -162,8 +163,9 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // (EffectReplayed). The record holds the answer's body, the bytes every
 // replay returns; how to answer is the caller's choice. Errors:
 // *ValidationError, ErrFileTooLarge, ErrNeedsParts, ErrUnsupportedMedia,
-// and the store's ErrKeyReused, ErrInProgress and ErrUnavailable (test
-// with errors.Is).
+// ErrTooManyUploads (a new multipart upload past the tenant's cap), and the
+// store's ErrKeyReused, ErrInProgress and ErrUnavailable (test with
+// errors.Is).
 func (s *Service) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (Result, error) {
 	r, err := canonical(req, &s.cfg)
 	if err != nil {
@@ -411,7 +413,11 @@ func (s *Service) headObject(ctx context.Context, key string) (*s3.HeadObjectOut
 // ask again.
 func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
-	if err != nil {
+	switch {
+	case isNotFound(err) && rec.multipart() && s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter:
+		// No object, and the bucket's rule has aborted the S3 upload by now.
+		return s.markAborted(ctx, rec)
+	case err != nil:
 		if !isNotFound(err) {
 			s.opts.Logger.WarnContext(ctx, "status: cannot check the object", "upload_id", rec.ClaimID, "error", err)
 		}
@@ -542,11 +548,19 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		// An object made for an upload recorded as aborted (a Complete that
 		// raced the abort): aborted means no object, so it goes, if it is
 		// still the one announced.
-		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: aws.String(quoteETag(obj.ETag))})
-		if err != nil && apiErrorCode(err) != "PreconditionFailed" {
-			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
+		if obj.ETag == "" {
+			log.WarnContext(ctx, "finalize: an object made for an aborted upload, without an ETag to remove it by; kept")
+			return existing, OutcomeDuplicate, nil
 		}
-		log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
+		_, err := s.objects.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(obj.Bucket), Key: aws.String(obj.Key), IfMatch: aws.String(quoteETag(obj.ETag))})
+		switch {
+		case apiErrorCode(err) == "PreconditionFailed":
+			log.InfoContext(ctx, "finalize: the object of an aborted upload was replaced since; kept")
+		case err != nil:
+			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
+		default:
+			log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
+		}
 		return existing, OutcomeDuplicate, nil
 	case errors.Is(err, idempotency.ErrAlreadyCompleted):
 		log.InfoContext(ctx, "finalize: duplicate event")
