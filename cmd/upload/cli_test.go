@@ -230,3 +230,25 @@ func TestTooManyUploadsEndsTheRun(t *testing.T) {
 		t.Errorf("state %v; want the three other entries only", entries)
 	}
 }
+
+// API Gateway's authorizer refusing the token is told as such (not as a
+// foreign URL): exit 3, and the key kept for a rerun with a valid token.
+func TestAuthorizerRefusal(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"message":"Unauthorized"}`)
+	}))
+	defer srv.Close()
+	statePath := filepath.Join(t.TempDir(), "s.json")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", srv.URL, "--state", statePath, "--token", "expired", tempFile(t, 10)}, &out, &errOut, nil)
+	msg := errOut.String()
+	if code != exitRejected || !strings.Contains(msg, "refused the token") || !strings.Contains(msg, "Unauthorized") || strings.Contains(msg, "not a onceupload API") {
+		t.Errorf("exit %d, stderr %q; want %d saying the authorizer refused the token", code, msg, exitRejected)
+	}
+	raw, _ := os.ReadFile(statePath)
+	if !strings.Contains(string(raw), `"key"`) {
+		t.Errorf("state %s; want the key kept", raw)
+	}
+}

@@ -261,6 +261,15 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		case !contact.contacted() && errors.Is(err, syscall.ECONNREFUSED):
 			fmt.Fprintf(stderr, "upload: nothing answers at %s (connection refused). Is the API running there? Point the command at yours with --api URL or ONCEUPLOAD_API=URL.\n", o.api)
 			return exitFailed
+		case errors.As(err, &e) && e.NotOnceupload:
+			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
+			if e.Op == "create" {
+				_ = state.forget(id) // nothing was created
+			}
+			return exitFailed
+		case errors.As(err, &e) && e.Gateway && e.StatusCode == http.StatusUnauthorized:
+			fmt.Fprintf(stderr, "upload: %s: the API's authorizer refused the token (%v). Check --token; run the same command again with a valid token to resume (key %s)\n", file, err, key)
+			return exitRejected
 		case errors.As(err, &e) && e.StatusCode == http.StatusTooManyRequests && e.Code == client.CodeTooManyUploads:
 			// Final: a place frees only when another upload in parts
 			// ends, never with time. Nothing was created, so the key is

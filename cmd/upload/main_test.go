@@ -224,6 +224,24 @@ func TestCLIEndToEnd(t *testing.T) {
 	if err := cli(tooBig).Run(); exitCode(err) != exitRejected {
 		t.Errorf("too large: %v, want exit %d", err, exitRejected)
 	}
+
+	// Pointed at something that is not the API (a wrong path, S3): one
+	// line saying so and what answered, exit 1, and no entry left behind.
+	other := file("other.bin", 1000)
+	for _, wrong := range []struct{ url, answered string }{{st.APIURL + "/v1", "404"}, {st.S3URL, "PreconditionFailed"}} {
+		var errOut bytes.Buffer
+		cmd := exec.Command(bin, "--api", wrong.url, "--state", state, "--retry-budget", "1s", other)
+		cmd.Stderr = &errOut
+		err := cmd.Run()
+		msg := errOut.String()
+		if exitCode(err) != exitFailed || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, wrong.url+" is not a onceupload API") || !strings.Contains(msg, wrong.answered) {
+			t.Errorf("--api %s: %v, stderr %q; want exit %d and one line saying it is not a onceupload API, with %q", wrong.url, err, msg, exitFailed, wrong.answered)
+		}
+		raw, _ := os.ReadFile(state)
+		if strings.Contains(string(raw), wrong.url+"|") {
+			t.Errorf("--api %s: state %s keeps an entry for it", wrong.url, raw)
+		}
+	}
 }
 
 // buildCLI builds the command into dir, to run it as a user does.

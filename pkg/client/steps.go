@@ -46,7 +46,7 @@ func (c *Client) Create(ctx context.Context, key string, req api.CreateRequest) 
 	}
 	out := &Created{Replayed: resp.Header.Get("Idempotent-Replay") == "true"}
 	if err := json.Unmarshal(body, &out.Upload); err != nil {
-		return nil, &Error{Op: "create", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+		return nil, unreadable("create", resp, body, err)
 	}
 	if field := mismatch(&out.Upload, req); field != "" {
 		return nil, &Error{Op: "create", StatusCode: resp.StatusCode, Code: CodeAnswerMismatch,
@@ -94,7 +94,7 @@ func (c *Client) Status(ctx context.Context, uploadID string) (*api.Upload, erro
 	}
 	var u api.Upload
 	if err := json.Unmarshal(body, &u); err != nil {
-		return nil, &Error{Op: "status", StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+		return nil, unreadable("status", resp, body, err)
 	}
 	return &u, nil
 }

@@ -73,16 +73,41 @@ type Error struct {
 	Exhausted bool
 	// Err is the transport or context error, if any.
 	Err error
+	// NotOnceupload is true when the answer to an API request was not the
+	// API's (no error body with one of its codes, nor one of API Gateway's
+	// own answers): the base URL points at something else. Answer says what
+	// answered. errors.Is(err, ErrNotOnceupload) tests it.
+	NotOnceupload bool
+	// Gateway is true when API Gateway answered itself, before the API's
+	// code ran (its authorizer's 401 {"message":"Unauthorized"}, a 429,
+	// 503 or 504 with {"message": …}); Message is its message.
+	Gateway bool
+	// Answer describes a foreign answer: status, Server header, media type
+	// and the first bytes of the body.
+	Answer string
 }
+
+// Is makes errors.Is(err, ErrNotOnceupload) true for a foreign answer.
+func (e *Error) Is(target error) bool { return target == ErrNotOnceupload && e.NotOnceupload }
 
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", e.Op)
+	if e.NotOnceupload {
+		fmt.Fprintf(&b, ": not a onceupload API: it answered %s", e.Answer)
+		if e.Exhausted {
+			fmt.Fprintf(&b, " (gave up after %d attempts)", e.Attempts)
+		}
+		return b.String()
+	}
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, ": %d", e.StatusCode)
 	}
 	if e.Code != "" {
 		fmt.Fprintf(&b, " %s", e.Code)
+	}
+	if e.Gateway {
+		fmt.Fprintf(&b, " from API Gateway")
 	}
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
@@ -133,6 +158,16 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 		if err == nil {
 			fail.StatusCode = resp.StatusCode
 			fail.Code, fail.Message = describe(body)
+			if isAPIOp(op) {
+				var msg string
+				fail.Gateway, msg, fail.NotOnceupload = classify(resp, body)
+				if fail.Gateway {
+					fail.Message = msg
+				}
+				if fail.NotOnceupload {
+					fail.Code, fail.Message, fail.Answer = "", "", describeAnswer(resp, body)
+				}
+			}
 		}
 		if ctx.Err() != nil {
 			fail.Err, fail.Exhausted = ctx.Err(), true
@@ -178,7 +213,7 @@ func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, 
 		return err
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return &Error{Op: op, StatusCode: resp.StatusCode, Message: "unreadable response", Err: err}
+		return unreadable(op, resp, body, err)
 	}
 	return nil
 }
