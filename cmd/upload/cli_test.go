@@ -35,6 +35,7 @@ func (b *recordingBar) Set64(n int64) error {
 }
 func (b *recordingBar) Finish() error { b.mu.Lock(); b.finished = true; b.mu.Unlock(); return nil }
 func (b *recordingBar) Exit() error   { b.mu.Lock(); b.exit = true; b.mu.Unlock(); return nil }
+func (b *recordingBar) Clear() error  { return nil }
 
 func tempFile(t *testing.T, size int) string {
 	t.Helper()
@@ -250,5 +251,148 @@ func TestAuthorizerRefusal(t *testing.T) {
 	raw, _ := os.ReadFile(statePath)
 	if !strings.Contains(string(raw), `"key"`) {
 		t.Errorf("state %s; want the key kept", raw)
+	}
+}
+
+// A missing file, a directory or an empty file is refused before anything
+// is sent, with every bad file named: exit 2, no request, no state entry.
+func TestBadFilesAreRefusedFirst(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); w.WriteHeader(500) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(dir, "s.json")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", srv.URL, "--state", statePath, tempFile(t, 10), filepath.Join(dir, "missing.bin"), dir, empty}, &out, &errOut, nil)
+	msg := errOut.String()
+	if code != exitUsage || requests.Load() != 0 {
+		t.Errorf("exit %d after %d requests; want %d and none", code, requests.Load(), exitUsage)
+	}
+	for _, want := range []string{"missing.bin: no such file", dir + ": is a directory", "empty.txt: is empty", "nothing uploaded"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr %q; want %q", msg, want)
+		}
+	}
+	if _, err := os.Stat(statePath); err == nil {
+		t.Errorf("a state file was written")
+	}
+}
+
+// fakeAPI is a whole API for one-PUT uploads: create (after the scripted
+// failures), PUT, and status.
+type fakeAPI struct {
+	srv      *httptest.Server
+	failures []func(w http.ResponseWriter)
+	creates  atomic.Int32
+}
+
+func newFakeAPI(t *testing.T, failures ...func(w http.ResponseWriter)) *fakeAPI {
+	f := &fakeAPI{failures: failures}
+	var up api.Upload
+	var mu sync.Mutex
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost:
+			if n := int(f.creates.Add(1)); n <= len(f.failures) {
+				f.failures[n-1](w)
+				return
+			}
+			var req api.CreateRequest
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			up = api.Upload{UploadID: "u1", Status: api.StatusPending, Filename: req.Filename, ContentType: req.ContentType,
+				Bytes: req.Size, SHA256: req.SHA256, Upload: &api.PutInstructions{Method: http.MethodPut, URL: f.srv.URL + "/s3/u1", Headers: map[string]string{}}}
+			w.WriteHeader(201)
+			_ = json.NewEncoder(w).Encode(up)
+		case r.Method == http.MethodPut:
+			_, _ = io.Copy(io.Discard, r.Body)
+			up.Status, up.Upload = api.StatusCompleted, nil
+		default:
+			_ = json.NewEncoder(w).Encode(up)
+		}
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func answer(status int, retryAfter, body string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// A retry is told as it happens, with its wait and why; once the bytes are
+// sent, the command says it completes. (Retry-After: 0: no real wait.)
+func TestRetriesAndCompletionAreTold(t *testing.T) {
+	f := newFakeAPI(t,
+		answer(503, "0", `{"error":"service_unavailable","message":"busy"}`),
+		answer(429, "0", `{"message":"Too Many Requests"}`))
+	file := tempFile(t, 100)
+	var out, errOut bytes.Buffer
+	bar := &recordingBar{}
+	code := run(context.Background(), []string{"--api", f.srv.URL, "--state", filepath.Join(t.TempDir(), "s.json"), file}, &out, &errOut, func(total int64, _ string, _ io.Writer) meter {
+		bar.total = total
+		return bar
+	})
+	msg := errOut.String()
+	want := "upload: " + file + ": retrying in 0 s: the API answered 503 service_unavailable\n" +
+		"upload: " + file + ": retrying in 0 s: API Gateway answered 429 Too Many Requests\n" +
+		"upload: " + file + ": all bytes sent; completing the upload\n"
+	if code != exitOK || msg != want || !bar.finished || bar.total != 100 {
+		t.Errorf("exit %d, stderr %q, bar %+v; want %d, stderr %q, the bar filled", code, msg, bar, exitOK, want)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"--api", f.srv.URL, "--quiet", "--state", filepath.Join(t.TempDir(), "s.json"), file}, &out, &errOut, nil); code != exitOK || errOut.Len() != 0 {
+		t.Errorf("--quiet: exit %d, stderr %q; want nothing said", code, errOut.String())
+	}
+}
+
+// A create refused for good leaves no entry (a rerun starts afresh); one
+// that got no answer, a 5xx, or a refused token keeps its key, since the
+// server may hold an upload with it.
+func TestWhichFailedCreatesKeepTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		exit   int
+		keep   bool
+	}{
+		{"400", answer(400, "", `{"error":"invalid_request","message":"no"}`), exitRejected, false},
+		{"415", answer(415, "", `{"error":"unsupported_media_type","message":"no"}`), exitRejected, false},
+		{"503", answer(503, "0", `{"error":"service_unavailable","message":"busy"}`), exitExhausted, true},
+		{"lost", func(w http.ResponseWriter) { conn, _, _ := w.(http.Hijacker).Hijack(); conn.Close() }, exitExhausted, true},
+		{"401", answer(401, "", `{"error":"unauthenticated","message":"no principal"}`), exitRejected, true},
+		{"403", answer(403, "", `{"message":"Forbidden"}`), exitRejected, true},
+	} {
+		f := newFakeAPI(t, tc.answer, tc.answer, tc.answer)
+		statePath := filepath.Join(t.TempDir(), "s.json")
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"--api", f.srv.URL, "--state", statePath, "--max-attempts", "2", "--retry-budget", "0", tempFile(t, 10)}, &out, &errOut, nil)
+		raw, _ := os.ReadFile(statePath)
+		if kept := strings.Contains(string(raw), `"key"`); code != tc.exit || kept != tc.keep {
+			t.Errorf("%s: exit %d, key kept %v (stderr %q); want %d, kept %v", tc.name, code, kept, errOut.String(), tc.exit, tc.keep)
+		}
+	}
+}
+
+func TestUnits(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 700 << 20: "700 MiB", 30 << 20: "30 MiB", 1536 << 20: "1.5 GiB"} {
+		if got := iec(n); got != want {
+			t.Errorf("iec(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0 s", 4 * time.Second: "4 s", 340 * time.Millisecond: "0.3 s", 19500 * time.Millisecond: "20 s"} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

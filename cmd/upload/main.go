@@ -10,7 +10,9 @@
 // parts S3 lacks. A completed file is remembered for the idempotency
 // window: running again on it prints "already uploaded" and sends
 // nothing. Exit codes:
-// 0 all uploaded, 1 other failure (a file cannot be read, …), 2 usage,
+// 0 all uploaded, 1 other failure (a file cannot be read, the URL is not
+// an onceupload API, …), 2 usage (a FILE that is missing, a directory or
+// empty is refused before anything is sent),
 // 3 rejected by the server (a 4xx that no retry can fix), 4 retries or the
 // deadline ran out (safe to run again), 130 interrupted.
 package main
@@ -22,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,6 +33,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -79,6 +83,9 @@ type meter interface {
 	// interrupt, where filling it would claim bytes S3 does not have).
 	Finish() error
 	Exit() error
+	// Clear erases the bar from its line, for a message; the next Set64
+	// draws it again.
+	Clear() error
 }
 
 // run is the command; ctx ends on Ctrl-C. newBar makes progress bars
@@ -123,8 +130,14 @@ Examples:
   upload --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$JWT" *.pdf
   upload --json report.pdf | jq .upload.uploadId
 
-Exit codes: 0 done, 1 failed, 2 usage, 3 rejected by the server,
-4 gave up retrying (safe to run again), 130 interrupted.
+While it works it says so on stderr (unless --quiet): each retry and its
+wait, a resume (how many parts S3 holds already; the bar, its speed and
+time left count only what this run sends), and completion once every byte
+is sent. Sizes are in 1024-based units (KiB, MiB, GiB).
+
+Exit codes: 0 done, 1 failed, 2 usage (also a FILE that is missing, a
+directory or empty: refused before anything is sent), 3 rejected by the
+server, 4 gave up retrying (safe to run again), 130 interrupted.
 
 Flags:
 `)
@@ -171,8 +184,12 @@ Flags:
 		transport.Proxy = http.ProxyURL(u)
 	}
 	contact := &firstContact{next: transport}
+	scr := &screen{w: stderr, quiet: o.quiet}
 	c, err := client.New(o.api, func(co *client.Options) {
 		co.MaxAttempts, co.RetryBudget, co.Deadline, co.Logger = o.maxAttempts, o.retryBudget, o.deadline, logger
+		co.OnRetry = func(_ string, _ int, wait time.Duration, reason string) {
+			scr.say("retrying in %s: %s", seconds(wait), reason)
+		}
 		co.HTTPClient = &http.Client{Transport: contact}
 		co.CheckRetry = contact.checkRetry
 		if o.token != "" {
@@ -181,6 +198,9 @@ Flags:
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "upload: --api: %v\n", err)
+		return exitUsage
+	}
+	if bad := refuseFiles(files, stderr); bad {
 		return exitUsage
 	}
 	state := &stateFile{path: o.state, window: o.window}
@@ -193,7 +213,7 @@ Flags:
 	}
 	worst := exitOK
 	for _, file := range files {
-		code := uploadOne(ctx, c, state, file, o, partSize, contact, stdout, stderr)
+		code := uploadOne(ctx, c, state, file, o, partSize, contact, scr, stdout, stderr)
 		worst = max(worst, code)
 		if ctx.Err() != nil {
 			return exitInterrupted
@@ -202,17 +222,18 @@ Flags:
 	return worst
 }
 
-func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, partSize int64, contact *firstContact, stdout, stderr io.Writer) int {
+func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, partSize int64, contact *firstContact, scr *screen, stdout, stderr io.Writer) int {
 	id, err := identify(o.api, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "upload: %v\n", err)
 		return exitFailed
 	}
 	key := o.key
+	minted := false // the key is this run's: no earlier run sent it
 	if key == "" {
 		// Minted once and stored before the first request, so that a rerun
 		// after a crash resumes with it.
-		e, err := state.entryFor(id, client.NewKey)
+		e, err := state.entryFor(id, func() string { minted = true; return client.NewKey() })
 		if err != nil {
 			fmt.Fprintf(stderr, "upload: state file: %v\n", err)
 			return exitFailed
@@ -227,24 +248,39 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		}
 	}
 	in := client.UploadInput{Key: key, ContentType: o.contentType, RateLimit: o.limitRate, PartSize: partSize, Parallel: o.parallel}
+	createdNow := false
 	if o.key == "" {
 		in.OnCreated = func(_ string, u *api.Upload) {
+			createdNow = true
 			if err := state.created(id, u); err != nil {
 				fmt.Fprintf(stderr, "upload: state file: %v\n", err)
 			}
 		}
 	}
-	var bar meter
+	scr.start(file)
+	defer scr.start("")
+	// The bar counts this run's bytes only (a resumed upload's held parts
+	// are announced, not counted), so its speed and time left are true.
+	var base int64
+	in.OnResume = func(held, parts int, heldBytes, total int64) {
+		base = heldBytes
+		scr.say("resuming: %d of %d parts are stored (%s of %s); sending the other %s", held, parts, iec(heldBytes), iec(total), iec(total-heldBytes))
+	}
+	var completing bool
+	in.OnCompleting = func() {
+		if !completing {
+			completing = true
+			scr.finishBar()
+			scr.say("all bytes sent; completing the upload")
+		}
+	}
 	if o.newBar != nil {
 		in.Progress = func(sent, total int64) {
-			if bar == nil {
-				bar = o.newBar(total, filepath.Base(file), stderr)
-			}
-			_ = bar.Set64(sent)
+			scr.progress(max(sent-base, 0), total-base, func(total int64) meter { return o.newBar(total, filepath.Base(file), stderr) })
 		}
 	}
 	res, err := c.Upload(ctx, file, in)
-	if bar != nil {
+	if bar := scr.takeBar(); bar != nil {
 		if err == nil {
 			_ = bar.Finish()
 		} else {
@@ -291,13 +327,21 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			return exitExhausted
 		case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
-			if e.Op == "create" {
+			if e.Op == "create" && e.StatusCode != http.StatusUnauthorized && e.StatusCode != http.StatusForbidden {
 				// The API refused the request itself: the same one will be
 				// refused again. A refusal later on (S3's, a part's) keeps
-				// the key, so a rerun resumes rather than starting over.
+				// the key, so a rerun resumes rather than starting over; so
+				// does a refused token (401, 403), which says nothing of
+				// the request: an earlier run may have created the upload,
+				// and a rerun with a valid token resumes it.
 				_ = state.forget(id)
 			}
 			return exitRejected
+		}
+		if minted && !createdNow && !errors.As(err, &e) && !errors.Is(err, context.DeadlineExceeded) {
+			// Failed before any request (the file could not be read, say):
+			// no server has seen this key.
+			_ = state.forget(id)
 		}
 		fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 		return exitFailed
@@ -370,7 +414,7 @@ func (f *firstContact) checkRetry(resp *http.Response, body []byte, err error) b
 func terminalBar(total int64, name string, w io.Writer) meter {
 	return progressbar.NewOptions64(total,
 		progressbar.OptionSetDescription(name), progressbar.OptionSetWriter(w),
-		progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount(),
+		progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount(),
 		progressbar.OptionSetWidth(10), progressbar.OptionThrottle(65*time.Millisecond), progressbar.OptionFullWidth(),
 		progressbar.OptionSpinnerType(14), progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
@@ -417,4 +461,128 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// refuseFiles says which files cannot be uploaded (missing, a directory,
+// not a regular file, empty), before anything is sent: true if any.
+func refuseFiles(files []string, stderr io.Writer) bool {
+	bad := false
+	for _, file := range files {
+		info, err := os.Stat(file)
+		why := ""
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			why = "no such file"
+		case err != nil:
+			why = err.Error()
+		case info.IsDir():
+			why = "is a directory"
+		case !info.Mode().IsRegular():
+			why = "not a regular file"
+		case info.Size() == 0:
+			why = "is empty (the API stores no empty files)"
+		}
+		if why != "" {
+			fmt.Fprintf(stderr, "upload: %s: %s\n", file, why)
+			bad = true
+		}
+	}
+	if bad {
+		fmt.Fprintln(stderr, "upload: nothing uploaded")
+	}
+	return bad
+}
+
+// screen is what the command says on stderr while it works: the progress
+// bar of the file being sent and, between its redraws, a line for each
+// retry, a resume and completion. Safe for concurrent use (parts are sent
+// in parallel).
+type screen struct {
+	mu       sync.Mutex
+	w        io.Writer
+	quiet    bool
+	file     string
+	bar      meter
+	finished bool
+}
+
+func (s *screen) start(file string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.file, s.bar, s.finished = file, nil, false
+}
+
+// say prints "upload: FILE: message" on a line of its own.
+func (s *screen) say(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.quiet {
+		return
+	}
+	if s.bar != nil && !s.finished {
+		_ = s.bar.Clear()
+	}
+	prefix := "upload: "
+	if s.file != "" {
+		prefix += s.file + ": "
+	}
+	fmt.Fprintf(s.w, prefix+format+"\n", args...)
+}
+
+// progress sets the bar, made by newBar on the first call.
+func (s *screen) progress(sent, total int64, newBar func(total int64) meter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bar == nil {
+		s.bar = newBar(total)
+	}
+	if !s.finished {
+		_ = s.bar.Set64(sent)
+	}
+}
+
+// finishBar fills the bar: every byte is in S3.
+func (s *screen) finishBar() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bar != nil && !s.finished {
+		_ = s.bar.Finish()
+		s.finished = true
+	}
+}
+
+// takeBar returns the bar if it is not finished yet, and forgets it.
+func (s *screen) takeBar() meter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bar := s.bar
+	if s.finished {
+		bar = nil
+	}
+	s.bar = nil
+	return bar
+}
+
+// seconds is a wait for people: "4 s", "0.3 s".
+func seconds(d time.Duration) string {
+	if d >= 10*time.Second {
+		return fmt.Sprintf("%d s", int(d.Round(time.Second)/time.Second))
+	}
+	return strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', -1, 64) + " s"
+}
+
+// iec is a byte count in 1024-based units, labelled so (as the bar is).
+func iec(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }

@@ -40,8 +40,8 @@ func TestUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want %d with a message", args, code, errOut.String(), exitUsage)
 		}
 	}
-	if code := run(ctx, []string{"--state", filepath.Join(t.TempDir(), "s.json"), "/no/such/file"}, &out, &errOut, nil); code != exitFailed {
-		t.Errorf("missing file: exit %d, want %d", code, exitFailed)
+	if code := run(ctx, []string{"--state", filepath.Join(t.TempDir(), "s.json"), "/no/such/file"}, &out, &errOut, nil); code != exitUsage {
+		t.Errorf("missing file: exit %d, want %d", code, exitUsage)
 	}
 }
 

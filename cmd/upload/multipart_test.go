@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +199,8 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "4", "--json", file}
 
 	first := exec.Command(bin, args...)
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +219,10 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	proxy.mu.Unlock()
 	if lostPartSends != 2 {
 		t.Errorf("part 3, whose answer was lost, was sent %d times; want 2", lostPartSends)
+	}
+	// The retry of part 3 was told, not silent.
+	if msg := firstErr.String(); !strings.Contains(msg, "big.bin: retrying in ") || !strings.Contains(msg, "s: no answer from S3") {
+		t.Errorf("first run's stderr %q; want the retry told", msg)
 	}
 	// What S3 holds now, through the API, by the upload id the state keeps.
 	raw, _ := os.ReadFile(state)
@@ -248,9 +256,19 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	proxy.mu.Lock()
 	proxy.holdFrom, proxy.partBytes, proxy.puts = 0, 0, map[int]int{}
 	proxy.mu.Unlock()
-	out, err := exec.Command(bin, args...).Output()
+	rerun := exec.Command(bin, args...)
+	var rerunErr bytes.Buffer
+	rerun.Stderr = &rerunErr
+	out, err := rerun.Output()
 	if err != nil {
 		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	// The resume says what S3 holds, in MiB, before it sends; then that
+	// it completes.
+	msg := rerunErr.String()
+	resuming := strings.Index(msg, "big.bin: resuming: 6 of 10 parts are stored (30 MiB of 50 MiB); sending the other 20 MiB\n")
+	if completing := strings.Index(msg, "big.bin: all bytes sent; completing the upload\n"); resuming < 0 || completing < resuming {
+		t.Errorf("rerun's stderr %q; want the resume told, then the completion", msg)
 	}
 	var line struct {
 		Key    string

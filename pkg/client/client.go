@@ -47,6 +47,12 @@ type Options struct {
 	CheckRetry CheckRetry
 	// Logger receives a line per retry. Defaults to discarding them.
 	Logger *slog.Logger
+	// OnRetry, if set, is called before each wait for a retry: the
+	// request (as Error.Op names it), the attempt that failed (1 for the
+	// first), the wait, and why, for people ("no answer from the API",
+	// "S3 answered 503 SlowDown"). Parts are sent in parallel, so it may
+	// be called from several goroutines at once.
+	OnRetry func(op string, attempt int, wait time.Duration, reason string)
 
 	// Injected in tests for exact delays.
 	random func() float64

@@ -98,6 +98,9 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res 
 	}
 	todo, heldBytes := partsToSend(d, held)
 	res.PartsHeld = len(d.Parts) - len(todo)
+	if res.PartsHeld > 0 && in.OnResume != nil {
+		in.OnResume(res.PartsHeld, len(d.Parts), heldBytes, d.Size)
+	}
 	prog := newPartProgress(d.Size, heldBytes, in.Progress, in.RateLimit)
 	parallel := in.Parallel
 	if parallel <= 0 {
@@ -108,6 +111,9 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res 
 			return nil, err
 		}
 		res.PartsSent += len(todo)
+		if in.OnCompleting != nil {
+			in.OnCompleting()
+		}
 		done, err := c.Complete(ctx, id)
 		var e *Error
 		if err != nil && errors.As(err, &e) && e.Code == api.CodePartsMissing && round < 2 {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -125,4 +126,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// retryReason says, for people, why the attempt that ended in fail is
+// retried: "no answer from the API", "S3 answered 503 SlowDown".
+func retryReason(op string, fail *Error) string {
+	who := "the API"
+	if !isAPIOp(op) {
+		who = "S3"
+	}
+	if fail.StatusCode == 0 {
+		return "no answer from " + who
+	}
+	what := fail.Code
+	if what == "" {
+		what = http.StatusText(fail.StatusCode)
+	}
+	if fail.Gateway {
+		who = "API Gateway"
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s answered %d %s", who, fail.StatusCode, what))
 }

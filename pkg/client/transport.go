@@ -185,6 +185,9 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 			fail.Exhausted = true
 			return nil, nil, fail
 		}
+		if c.opts.OnRetry != nil {
+			c.opts.OnRetry(op, attempt, wait, retryReason(op, fail))
+		}
 		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
 		if err := c.opts.sleep(ctx, wait); err != nil {
 			fail.Err, fail.Exhausted = err, true

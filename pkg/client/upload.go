@@ -53,6 +53,15 @@ type UploadInput struct {
 	// the upload (for example to persist the key, upload id and part size
 	// before sending bytes).
 	OnCreated func(key string, u *api.Upload)
+	// OnResume is called, before any byte is sent, when S3 already holds
+	// parts of an upload in parts (a resumed upload): how many of how many,
+	// and their bytes of the total. Progress then starts from bytesHeld.
+	OnResume func(partsHeld, parts int, bytesHeld, total int64)
+	// OnCompleting is called when every byte is in S3 and the client asks
+	// the server to complete the upload (in parts) or waits for it to
+	// record the object (one PUT). It may be called again if S3 turns out
+	// to lack parts.
+	OnCompleting func()
 }
 
 // Result is a finished upload.
@@ -188,6 +197,9 @@ func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name str
 		res.Upload = created.Upload
 	}
 	if res.Upload.Status != api.StatusCompleted {
+		if in.OnCompleting != nil {
+			in.OnCompleting()
+		}
 		done, err := c.Wait(ctx, res.Upload.UploadID)
 		if err != nil {
 			return nil, err
