@@ -69,6 +69,7 @@ func main() {
 
 type options struct {
 	api, token, contentType, key, state, proxy, partSize string
+	tokenCommand, tokenFile                              string
 	json, quiet, verbose                                 bool
 	maxAttempts, parallel                                int
 	deadline, retryBudget, window                        time.Duration
@@ -96,7 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newBar fu
 	fs := flag.NewFlagSet("upload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.api, "api", envOr("ONCEUPLOAD_API", "http://127.0.0.1:3000"), "API base URL (env ONCEUPLOAD_API)")
-	fs.StringVar(&o.token, "token", os.Getenv("ONCEUPLOAD_TOKEN"), "bearer token for the API's authorizer (env ONCEUPLOAD_TOKEN)")
+	fs.StringVar(&o.token, "token", os.Getenv("ONCEUPLOAD_TOKEN"), "bearer token for the API's authorizer (env ONCEUPLOAD_TOKEN); fixed for the whole run")
+	fs.StringVar(&o.tokenCommand, "token-command", "", "shell command that prints a bearer token; run again when the API refuses the token (401) or a JWT's exp is a minute away")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token, read again for every request (so a renewed file is followed)")
 	fs.StringVar(&o.contentType, "content-type", "", "media type of the files (default: from the extension, else sniffed)")
 	fs.StringVar(&o.key, "key", "", "Idempotency-Key to use (one file only; default: a new key, remembered until done)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON line per file with the server's final response")
@@ -124,10 +127,18 @@ a crash, a network that stays down), the same command sends only the parts
 S3 lacks. Run again on a file that completed, it prints "already uploaded"
 with the upload id and sends nothing.
 
+Tokens: --token is fixed for the run; a JWT typically lasts an hour, and
+one that expires mid-upload ends the run (exit 3). With --token-command
+(run again for a fresh token) or --token-file (read again), the command
+gets a fresh token when the API answers 401 and repeats that request once.
+Either way, running the same command again with a valid token resumes
+the upload where it stopped (same key; only the missing parts are sent).
+
 Examples:
   upload photo.jpg
   upload --parallel 8 video.mov
   upload --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$JWT" *.pdf
+  upload --token-command 'aws cognito-idp initiate-auth --auth-flow REFRESH_TOKEN_AUTH --client-id "$CLIENT_ID" --auth-parameters REFRESH_TOKEN="$REFRESH" --query AuthenticationResult.IdToken --output text' video.mov
   upload --json report.pdf | jq .upload.uploadId
 
 While it works it says so on stderr (unless --quiet): each retry and its
@@ -165,6 +176,16 @@ Flags:
 		}
 	}
 
+	tokenFlags := 0
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "token" || f.Name == "token-command" || f.Name == "token-file" {
+			tokenFlags++
+		}
+	})
+	if tokenFlags > 1 {
+		fmt.Fprintln(stderr, "upload: give one of --token, --token-command and --token-file")
+		return exitUsage
+	}
 	partSize, err := parseSize(o.partSize)
 	if err != nil {
 		fmt.Fprintf(stderr, "upload: --part-size: %v\n", err)
@@ -192,8 +213,13 @@ Flags:
 		}
 		co.HTTPClient = &http.Client{Transport: contact}
 		co.CheckRetry = contact.checkRetry
-		if o.token != "" {
-			co.Token = func(context.Context) (string, error) { return o.token, nil }
+		switch {
+		case o.tokenCommand != "":
+			co.Token = (&tokenSource{command: o.tokenCommand}).token
+		case o.tokenFile != "":
+			co.Token = (&tokenSource{file: o.tokenFile}).token
+		case o.token != "":
+			co.Token = (&tokenSource{fixed: o.token}).token
 		}
 	})
 	if err != nil {
@@ -303,8 +329,8 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 				_ = state.forget(id) // nothing was created
 			}
 			return exitFailed
-		case errors.As(err, &e) && e.Gateway && e.StatusCode == http.StatusUnauthorized:
-			fmt.Fprintf(stderr, "upload: %s: the API's authorizer refused the token (%v). Check --token; run the same command again with a valid token to resume (key %s)\n", file, err, key)
+		case errors.As(err, &e) && e.StatusCode == http.StatusUnauthorized && (e.Gateway || e.Code == api.CodeUnauthenticated):
+			fmt.Fprintf(stderr, "upload: %s: the API refused the token (%v). Run the same command again with a valid token (--token, --token-command or --token-file): it resumes where this run stopped (key %s)\n", file, err, key)
 			return exitRejected
 		case errors.As(err, &e) && e.StatusCode == http.StatusTooManyRequests && e.Code == client.CodeTooManyUploads:
 			// Final: a place frees only when another upload in parts

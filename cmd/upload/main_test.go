@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,6 +230,71 @@ func TestCLIEndToEnd(t *testing.T) {
 	tooBig := file("huge.bin", 3_000_001)
 	if err := cli(tooBig).Run(); exitCode(err) != exitRejected {
 		t.Errorf("too large: %v, want exit %d", err, exitRejected)
+	}
+
+	// Tokens that expire mid-upload. In front of the API, a gateway that
+	// takes JWT number 1 for the create only (it "expires" then).
+	jwt := func(n int) string {
+		enc := base64.RawURLEncoding.EncodeToString
+		return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":"cli-tokens","n":%d}`, n))) + ".sig"
+	}
+	target, _ := url.Parse(st.APIURL)
+	var refusals atomic.Int32
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/uploads" {
+			if r.Header.Get("Authorization") == "Bearer "+jwt(1) {
+				refusals.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"message":"Unauthorized"}`)
+				return
+			}
+		}
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer gateway.Close()
+	before := objects()
+	// --token-command: run again for a fresh token on the 401; the upload
+	// goes on.
+	counter := filepath.Join(dir, "token-count")
+	command := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q; case $n in 1) echo %[2]s;; *) echo %[3]s;; esac`, counter, jwt(1), jwt(2))
+	viaCommand := file("token-command.bin", 5000)
+	var errOut bytes.Buffer
+	cmd := exec.Command(bin, "--api", gateway.URL, "--state", state, "--token-command", command, viaCommand)
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil || refusals.Load() != 1 || !strings.Contains(errOut.String(), "the API refused the token (401); with a fresh one") || objects() != before+1 {
+		ran, _ := os.ReadFile(counter)
+		t.Errorf("--token-command: %v after %d refusals, command run %s times, stderr %q, %d new objects; want done after one refusal, the command run twice",
+			err, refusals.Load(), bytes.TrimSpace(ran), errOut.String(), objects()-before)
+	}
+	if ran, _ := os.ReadFile(counter); string(bytes.TrimSpace(ran)) != "2" {
+		t.Errorf("--token-command ran %s times; want 2 (once, then once for the fresh token)", bytes.TrimSpace(ran))
+	}
+	// --token, fixed: the 401 ends the run (exit 3, no repeat with the same
+	// token); run again with a new token, it resumes: the same key and
+	// upload, one object.
+	refusals.Store(0)
+	viaFixed := file("token-fixed.bin", 5000)
+	errOut.Reset()
+	cmd = exec.Command(bin, "--api", gateway.URL, "--state", state, "--token", jwt(1), viaFixed)
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); exitCode(err) != exitRejected || refusals.Load() != 1 || !strings.Contains(errOut.String(), "the same command again with a valid token") {
+		t.Errorf("--token expired: %v after %d refusals, stderr %q; want exit %d after one, with how to resume", err, refusals.Load(), errOut.String(), exitRejected)
+	}
+	var fixedKey string
+	raw, _ = os.ReadFile(state)
+	entries = nil
+	_ = json.Unmarshal(raw, &entries)
+	for id, e := range entries {
+		if strings.Contains(id, "token-fixed.bin") && e.Completed == nil {
+			fixedKey = e.Key
+		}
+	}
+	out, err := exec.Command(bin, "--api", gateway.URL, "--state", state, "--json", "--token", jwt(2), viaFixed).Output()
+	var l line
+	_ = json.Unmarshal(out, &l)
+	if err != nil || fixedKey == "" || l.Key != fixedKey || !l.Replayed || l.Upload.Status != "completed" || objects() != before+2 {
+		t.Errorf("rerun with a new token: %v, %s; want the kept key %q replayed and completed, one object", err, out, fixedKey)
 	}
 
 	// Pointed at something that is not the API (a wrong path, S3): one

@@ -20,7 +20,11 @@ type Options struct {
 	// gives up waiting for response headers after 60 seconds (no overall
 	// timeout, which would cut large uploads).
 	HTTPClient *http.Client
-	// Token, if set, supplies the bearer token for the API's authorizer.
+	// Token, if set, supplies the bearer token for the API's authorizer;
+	// it is asked before every API request. When the API answers 401, the
+	// client asks it once more, with FreshToken(ctx) true, and repeats
+	// that request once, at once (a token that expired mid-upload); a
+	// second 401 is final.
 	Token func(ctx context.Context) (string, error)
 	// MaxAttempts caps the attempts per request, the first one included;
 	// 0 is no cap (RetryBudget bounds the retries). Defaults to

@@ -41,6 +41,14 @@ type policy struct {
 		Retry   bool
 		Outcome string // "stored": the object is there; confirm with the status route
 	}
+	// Unauthorized are answers repeated once with a fresh token.
+	Unauthorized []struct {
+		Request      string
+		Status       int
+		RefreshToken bool
+		Repeat       int
+		WaitMs       int64
+	}
 	Backoff []struct {
 		Retry  int
 		Random float64
@@ -338,3 +346,103 @@ func TestRetryBudgetStartsWhenTheFirstAttemptEnds(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Each "unauthorized" row: an API request answered so is repeated, at
+// once, with a fresh token, as many times as the row says (once), whether
+// API Gateway's authorizer or the API answered; a 401 to the repeat is
+// final. Without a token source, and for S3's answers, there is no repeat.
+func TestUnauthorizedFollowsThePolicy(t *testing.T) {
+	t.Parallel()
+	rows := loadPolicy(t).Unauthorized
+	if len(rows) == 0 {
+		t.Fatal("no unauthorized rows")
+	}
+	for _, row := range rows {
+		if !row.RefreshToken || row.Repeat != 1 || row.WaitMs != 0 || row.Request != "any API request (not S3's presigned URLs)" {
+			t.Fatalf("the test knows one repeat at once with a fresh token of any API request, not %+v", row)
+		}
+		for _, body := range []string{`{"message":"Unauthorized"}`, `{"error":"unauthenticated","message":"The token has expired."}`} {
+			for _, still := range []bool{false, true} { // the fresh token is refused too
+				var mu sync.Mutex
+				var seen []string
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					seen = append(seen, r.Header.Get("Authorization"))
+					mu.Unlock()
+					if r.Header.Get("Authorization") != "Bearer fresh" || still {
+						w.WriteHeader(row.Status)
+						_, _ = io.WriteString(w, body)
+						return
+					}
+					w.WriteHeader(201)
+					_, _ = io.WriteString(w, created)
+				}))
+				var asked []bool
+				c, waits := testClient(t, srv.URL, func(o *Options) {
+					o.Token = func(ctx context.Context) (string, error) {
+						asked = append(asked, FreshToken(ctx))
+						if FreshToken(ctx) {
+							return "fresh", nil
+						}
+						return "old", nil
+					}
+				})
+				_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+				srv.Close()
+				wantSeen := []string{"Bearer old", "Bearer fresh"}
+				var e *Error
+				switch {
+				case still && (!errors.As(err, &e) || e.StatusCode != row.Status || e.Attempts != 1+row.Repeat):
+					t.Errorf("%s, refused again: %v; want a final %d after %d attempts", body, err, row.Status, 1+row.Repeat)
+				case !still && err != nil:
+					t.Errorf("%s: %v; want the repeat to succeed", body, err)
+				}
+				if fmt.Sprint(seen) != fmt.Sprint(wantSeen) || fmt.Sprint(asked) != "[false true]" || len(*waits) != 0 {
+					t.Errorf("%s (refused again %v): tokens sent %v, asked fresh %v, waits %v; want %v, [false true], no wait", body, still, seen, asked, *waits, wantSeen)
+				}
+			}
+		}
+		// A token source that gives the same token again (a fixed one):
+		// no repeat, the 401 is final at once.
+		for _, token := range []func(context.Context) (string, error){nil, func(context.Context) (string, error) { return "fixed", nil }} {
+			var n int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				n++
+				w.WriteHeader(row.Status)
+				_, _ = io.WriteString(w, `{"message":"Unauthorized"}`)
+			}))
+			c, _ := testClient(t, srv.URL, func(o *Options) { o.Token = token })
+			_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+			srv.Close()
+			var e *Error
+			if n != 1 || !errors.As(err, &e) || e.StatusCode != row.Status || !e.Gateway || e.Attempts != 1 {
+				t.Errorf("token %v: %d requests, %v; want 1 and a final %d", token != nil, n, err, row.Status)
+			}
+		}
+		// No token source: nothing to refresh, the 401 is final at once.
+		var n int
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			n++
+			w.WriteHeader(row.Status)
+			_, _ = io.WriteString(w, `{"message":"Unauthorized"}`)
+		}))
+		c, _ := testClient(t, srv.URL)
+		_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+		srv.Close()
+		if n != 1 || err == nil {
+			t.Errorf("without a token: %d requests, %v; want 1 and an error", n, err)
+		}
+		// S3's 401 to a PUT is S3's: no token to refresh there.
+		n = 0
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			n++
+			w.WriteHeader(row.Status)
+		}))
+		c, _ = testClient(t, "http://api.invalid", func(o *Options) { o.Token = func(context.Context) (string, error) { return "t", nil } })
+		_, _, err = c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
+		srv.Close()
+		if n != 1 || err == nil {
+			t.Errorf("S3 PUT: %d requests, %v; want 1 and an error", n, err)
+		}
+	}
+}

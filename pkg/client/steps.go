@@ -39,7 +39,7 @@ func (c *Client) Create(ctx context.Context, key string, req api.CreateRequest) 
 		}
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set("Idempotency-Key", key)
-		return r, c.authorize(ctx, r)
+		return r, nil // doUntil sets the token
 	})
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (c *Client) Status(ctx context.Context, uploadID string) (*api.Upload, erro
 		if err != nil {
 			return nil, err
 		}
-		return r, c.authorize(ctx, r)
+		return r, nil // doUntil sets the token
 	})
 	if err != nil {
 		return nil, err

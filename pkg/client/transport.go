@@ -136,11 +136,32 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 // never retried whatever CheckRetry says.
 func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Response) bool, build func() (*http.Request, error)) (*http.Response, []byte, error) {
 	var firstEnded time.Time
+	// A 401 from the API gets one repeat, at once, with a fresh token.
+	refreshed := false
+	var refused *Error // the 401 that asked for a fresh token
+	var lastAuth string
 	for attempt := 1; ; attempt++ {
 		req, err := build()
+		if err == nil && isAPIOp(op) {
+			tctx := ctx
+			if refused != nil {
+				tctx = WithFreshToken(ctx)
+			}
+			err = c.authorize(tctx, req)
+		}
 		if err != nil {
 			return nil, nil, &Error{Op: op, Attempts: attempt, Err: err}
 		}
+		if refused != nil {
+			if req.Header.Get("Authorization") == lastAuth {
+				return nil, nil, refused // no fresh token to be had (a fixed one)
+			}
+			if c.opts.OnRetry != nil {
+				c.opts.OnRetry(op, attempt-1, 0, "the API refused the token (401); with a fresh one")
+			}
+			refused = nil
+		}
+		lastAuth = req.Header.Get("Authorization")
 		resp, err := c.opts.HTTPClient.Do(req.WithContext(ctx))
 		var body []byte
 		if err == nil {
@@ -172,6 +193,12 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 		if ctx.Err() != nil {
 			fail.Err, fail.Exhausted = ctx.Err(), true
 			return nil, nil, fail
+		}
+		if err == nil && resp.StatusCode == http.StatusUnauthorized && isAPIOp(op) && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
+			// The token expired or was revoked: a fresh one may pass.
+			refreshed, refused = true, fail
+			c.opts.Logger.InfoContext(ctx, "asking for a fresh token", "op", op, "attempt", attempt)
+			continue
 		}
 		if !c.opts.CheckRetry(resp, body, err) {
 			return nil, nil, fail
@@ -210,7 +237,7 @@ func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, 
 		if payload != nil {
 			r.Header.Set("Content-Type", "application/json")
 		}
-		return r, c.authorize(ctx, r)
+		return r, nil
 	})
 	if err != nil {
 		return err
@@ -220,6 +247,24 @@ func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, 
 	}
 	return nil
 }
+
+// FreshToken reports whether Options.Token is asked for a fresh token:
+// the API refused the last one (401), and the request is repeated once
+// with the token Token now returns. A Token that caches its token (one
+// that runs a command, say) must then get a new one; one that reads the
+// current token each time needs no change.
+func FreshToken(ctx context.Context) bool {
+	fresh, _ := ctx.Value(freshTokenKey{}).(bool)
+	return fresh
+}
+
+// WithFreshToken returns ctx asking for a fresh token, as the client asks
+// Options.Token after a 401: for tests of a Token.
+func WithFreshToken(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshTokenKey{}, true)
+}
+
+type freshTokenKey struct{}
 
 // authorize sets the bearer token of an API request, if the client has a
 // Token.
