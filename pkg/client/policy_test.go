@@ -402,6 +402,35 @@ func TestUnauthorizedFollowsThePolicy(t *testing.T) {
 				}
 			}
 		}
+		// The repeat is not one of MaxAttempts: with 1, a 401 still gets
+		// its repeat; with 2, the repeat's 503 still gets its retry.
+		for _, maxAttempts := range []int{1, 2} {
+			var n int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n++
+				switch {
+				case n == 1:
+					w.WriteHeader(row.Status)
+					_, _ = io.WriteString(w, `{"message":"Unauthorized"}`)
+				case n == 2 && maxAttempts == 2:
+					w.WriteHeader(503)
+					_, _ = io.WriteString(w, `{"error":"service_unavailable","message":"busy"}`)
+				default:
+					w.WriteHeader(201)
+					_, _ = io.WriteString(w, created)
+				}
+			}))
+			k := 0
+			c, _ := testClient(t, srv.URL, func(o *Options) {
+				o.MaxAttempts = maxAttempts
+				o.Token = func(context.Context) (string, error) { k++; return fmt.Sprint("t", k), nil }
+			})
+			_, err := c.Create(context.Background(), "key-0123456789abcdef", req)
+			srv.Close()
+			if err != nil || n != maxAttempts+1 {
+				t.Errorf("MaxAttempts %d: %v after %d requests; want success after %d", maxAttempts, err, n, maxAttempts+1)
+			}
+		}
 		// A token source that gives the same token again (a fixed one):
 		// no repeat, the 401 is final at once.
 		for _, token := range []func(context.Context) (string, error){nil, func(context.Context) (string, error) { return "fixed", nil }} {

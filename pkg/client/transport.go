@@ -137,8 +137,8 @@ func (c *Client) do(ctx context.Context, op string, build func() (*http.Request,
 func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Response) bool, build func() (*http.Request, error)) (*http.Response, []byte, error) {
 	var firstEnded time.Time
 	// A 401 from the API gets one repeat, at once, with a fresh token.
-	refreshed := false
-	var refused *Error // the 401 that asked for a fresh token
+	refreshed, repeats := false, 0 // repeats: with a fresh token, outside MaxAttempts
+	var refused *Error             // the 401 that asked for a fresh token
 	var lastAuth string
 	for attempt := 1; ; attempt++ {
 		req, err := build()
@@ -196,14 +196,14 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 		}
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && isAPIOp(op) && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
 			// The token expired or was revoked: a fresh one may pass.
-			refreshed, refused = true, fail
+			refreshed, refused, repeats = true, fail, 1
 			c.opts.Logger.InfoContext(ctx, "asking for a fresh token", "op", op, "attempt", attempt)
 			continue
 		}
 		if !c.opts.CheckRetry(resp, body, err) {
 			return nil, nil, fail
 		}
-		if c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts {
+		if c.opts.MaxAttempts > 0 && attempt-repeats >= c.opts.MaxAttempts {
 			fail.Exhausted = true
 			return nil, nil, fail
 		}
