@@ -228,6 +228,10 @@ type result struct {
 	ServerAfterReload string   `json:"serverAfterReload"`
 	// several
 	Screenshot string `json:"screenshot"`
+	// too-many
+	Refused            row      `json:"refused"`
+	StoredRefused      []stored `json:"storedRefused"`
+	CreatesWhenRefused int      `json:"createsWhenRefused"`
 
 	// large files
 	Screenshots []string `json:"screenshots"`
@@ -498,10 +502,11 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("the status line never showed %q: %+v", want, res.StatusLog)
 			}
 		}
-		// The PUT carried the signed headers.
+		// The PUT carried the signed headers, If-None-Match: * among them.
 		sum, _ := hex.DecodeString(res.Files[0].SHA256)
 		if len(res.Puts) != 1 || res.Puts[0].Status != 200 || res.Puts[0].Headers["content-type"] != "text/plain" ||
-			res.Puts[0].Headers["x-amz-checksum-sha256"] != base64.StdEncoding.EncodeToString(sum) || !strings.HasPrefix(res.Puts[0].URL, st.S3URL+"/") {
+			res.Puts[0].Headers["x-amz-checksum-sha256"] != base64.StdEncoding.EncodeToString(sum) || res.Puts[0].Headers["if-none-match"] != "*" ||
+			!strings.HasPrefix(res.Puts[0].URL, st.S3URL+"/") {
 			t.Errorf("PUTs: %+v", res.Puts)
 		}
 	})
@@ -534,6 +539,60 @@ func TestBrowser(t *testing.T) {
 		// Idempotent-Replay is readable cross-origin (exposed by CORS).
 		if r.Replay != "true" {
 			t.Errorf("the page did not see Idempotent-Replay: true on the retried create (replay %q)", r.Replay)
+		}
+		// Only the create's answer was lost: one PUT, stored, and nothing
+		// the page took for a failure.
+		if len(res.Puts) != 1 || res.Puts[0].Status != 200 {
+			t.Errorf("PUTs: %+v; want one, answered 200", res.Puts)
+		}
+		if hasStatus(res, r.Key, regexp.MustCompile(`^Failed|HTTP 412`)) {
+			t.Errorf("the page reported a failure: %+v", res.StatusLog)
+		}
+	})
+
+	// The first PUT's answer is lost after S3 stored the object: the retry
+	// meets S3's 412 (the URL signs If-None-Match: *), which the page takes
+	// as stored, not as a failure, and the status route completes it.
+	t.Run("lost-put", func(t *testing.T) {
+		s3Host := hostOf(t, st.S3URL)
+		p := newNetProxy(t)
+		lost := false // read and set under the proxy's lock
+		p.loseAnswer = func(r *http.Request) bool {
+			if !lost && r.Method == http.MethodPut && r.URL.Host == s3Host && !r.URL.Query().Has("partNumber") {
+				lost = true
+				return true
+			}
+			return false
+		}
+		before := h.objects(t)
+		res := h.runWith(t, "lost-put", "", 90*time.Second, "PROXY_URL="+p.URL())
+		rows := h.checkFiles(t, res)
+		r := rows["lost-put.bin"]
+		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
+			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
+		}
+		var puts []proxied
+		for _, e := range p.seen() {
+			if e.Method == http.MethodPut && e.Host == s3Host {
+				puts = append(puts, e)
+			}
+		}
+		if len(puts) != 2 || puts[0].Status != 200 || !puts[0].Lost || puts[1].Status != http.StatusPreconditionFailed || puts[1].Lost {
+			t.Errorf("PUTs through the proxy: %+v; want one stored (200) with its answer lost, then one answered 412", puts)
+		}
+		if len(res.Puts) != 2 || res.Puts[1].Status != http.StatusPreconditionFailed || res.Puts[1].Headers["if-none-match"] != "*" {
+			t.Errorf("PUTs the page saw answered: %+v; want the lost one, then 412 to If-None-Match: *", res.Puts)
+		}
+		if len(res.Posts) != 1 {
+			t.Errorf("%d creates; want one (no URL refresh)", len(res.Posts))
+		}
+		for _, want := range []string{`^Retrying upload in \d+ s \(no answer from the server\)$`, `^Already stored; confirming…$`} {
+			if !hasStatus(res, r.Key, regexp.MustCompile(want)) {
+				t.Errorf("the status line never matched %s: %+v", want, res.StatusLog)
+			}
+		}
+		if hasStatus(res, r.Key, regexp.MustCompile(`^Failed|HTTP 412|Storage refused`)) {
+			t.Errorf("the page took the 412 for a failure: %+v", res.StatusLog)
 		}
 	})
 
@@ -603,7 +662,7 @@ func TestBrowser(t *testing.T) {
 		}
 		for _, w := range []want{
 			{"API", p.URL + "/uploads", "POST", []string{"idempotency-key", "content-type"}},
-			{"S3", st.S3URL + "/" + st.Bucket + "/", "PUT", []string{"content-type", "x-amz-checksum-sha256"}},
+			{"S3", st.S3URL + "/" + st.Bucket + "/", "PUT", []string{"content-type", "if-none-match", "x-amz-checksum-sha256"}},
 		} {
 			found := false
 			for _, pf := range res.Preflights {

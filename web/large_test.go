@@ -3,10 +3,11 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func bigFile(t *testing.T, dir, name string, size int64) (path, sum string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rng := rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24)})
+	rng := mrand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24)})
 	h := sha256.New()
 	w := bufio.NewWriterSize(f, mib)
 	buf := make([]byte, mib)
@@ -114,6 +115,50 @@ func createBodies(t *testing.T, res result) []struct {
 		out = append(out, b)
 	}
 	return out
+}
+
+// fillMultipartPlaces creates multipart uploads (as the page's tenant: no
+// token) until the API refuses one with 429 too_many_uploads, and returns
+// the ones it created. A cleanup aborts them.
+func (h *harness) fillMultipartPlaces(t *testing.T) []string {
+	t.Helper()
+	sum := sha256.Sum256([]byte("filler"))
+	body := `{"filename":"filler.bin","contentType":"application/octet-stream","size":11534336,"sha256":"` + hex.EncodeToString(sum[:]) + `","partSize":5242880}`
+	var ids []string
+	t.Cleanup(func() {
+		for _, id := range ids {
+			req, _ := http.NewRequest(http.MethodDelete, h.st.APIURL+"/uploads/"+id, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	})
+	for range 1000 {
+		req, _ := http.NewRequest(http.MethodPost, h.st.APIURL+"/uploads", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "browser-filler-"+rand.Text())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer struct{ UploadID, Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated && answer.UploadID != "":
+			ids = append(ids, answer.UploadID)
+		case resp.StatusCode == http.StatusTooManyRequests && answer.Error == "too_many_uploads":
+			if len(ids) == 0 {
+				t.Fatal("the first filler was refused: uploads of an earlier test hold every place")
+			}
+			t.Logf("%d multipart uploads created; the next one was refused with 429 too_many_uploads", len(ids))
+			return ids
+		default:
+			t.Fatalf("create of a filler: %d %+v", resp.StatusCode, answer)
+		}
+	}
+	t.Fatalf("%d multipart uploads created, none refused", len(ids))
+	return nil
 }
 
 // testLargeFiles: files over 64 MiB in parts, hashed in a worker, resumed
@@ -275,6 +320,39 @@ func testLargeFiles(t *testing.T, h *harness) {
 		resp.Body.Close()
 		if st.Status != "aborted" {
 			t.Errorf("GET /uploads/%s: %q, want aborted", id, st.Status)
+		}
+		screenshotsExist(t, res.Screenshots, 1)
+		noneLeft(t)
+	})
+
+	// The tenant holds as many unfinished multipart uploads as the stack
+	// allows: the page's create is refused with 429 too_many_uploads once,
+	// not retried; the row says to finish or discard uploads and offers Try
+	// again, which completes it once places are free.
+	t.Run("too-many-uploads", func(t *testing.T) {
+		fillers := h.fillMultipartPlaces(t)
+		p := newProxy(t, h.st.APIURL, false)
+		before := h.objects(t)
+		res := h.runWith(t, "too-many", p.URL, limit, append(fileEnv(path72, sum72), "FREE_UPLOAD_IDS="+strings.Join(fillers, ","))...)
+		rows := h.checkFiles(t, res)
+		r := rows["video-72m.mp4"]
+		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
+			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
+		}
+		f := res.Refused
+		if f.Key != r.Key || f.Phase != "failed" || !strings.HasPrefix(f.Status, "Not started: you have too many unfinished uploads. Finish or discard some of them") ||
+			!slices.Equal(f.Buttons, []string{"Try uploading video-72m.mp4 again", "Remove video-72m.mp4"}) {
+			t.Errorf("the refused row: %+v", f)
+		}
+		if len(res.StoredRefused) != 1 || res.StoredRefused[0].Key != r.Key || res.StoredRefused[0].Phase != "failed" {
+			t.Errorf("IndexedDB after the refusal: %+v", res.StoredRefused)
+		}
+		creates := proxyCreates(t, p, r.Key)
+		if res.CreatesWhenRefused != 1 || len(creates) != 2 || creates[0].Status != http.StatusTooManyRequests || creates[1].Status != http.StatusCreated || creates[1].Replay {
+			t.Errorf("creates: %d when refused; the proxy saw %+v; want one 429, then (Try again) one first-time 201", res.CreatesWhenRefused, creates)
+		}
+		if hasStatus(res, r.Key, regexp.MustCompile(`^Retrying`)) {
+			t.Errorf("the page retried: %+v", res.StatusLog)
 		}
 		screenshotsExist(t, res.Screenshots, 1)
 		noneLeft(t)

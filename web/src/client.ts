@@ -13,9 +13,9 @@ import { Api, type ApiAnswer, type ApiOptions, type CompletedUpload, type Create
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, hashFile, workerHasher } from "./hash.js";
 import { sendParts } from "./parts.js";
-import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, browserNetwork, retry, systemClock } from "./retry.js";
+import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
-import { type PutTransport, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
+import { type PutOutcome, type PutTransport, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
 
 /** What a retry was for: the create, a PUT (the file, or a part), a request for part URLs or the listing of parts, the completion. */
 export type Step = "create" | "put" | "parts" | "complete";
@@ -28,6 +28,13 @@ export type UploadEvent =
   | { type: "created"; uploadId: string; status: UploadResponse["status"]; replay: boolean }
   | ({ type: "retry"; step: Step; partNumber?: number } & RetryInfo)
   | { type: "refresh"; reason: "expired" | "forbidden"; partNumber?: number }
+  /**
+   * A single PUT ended without an error: "stored" (S3 took the bytes) or
+   * "already-stored" (S3 answered 412 to its If-None-Match: an earlier
+   * attempt, whose answer was lost, or another PUT of this upload stored
+   * them). Either way the upload is confirmed next with GET /uploads/{id}.
+   */
+  | { type: "stored"; outcome: PutOutcome }
   /** Multipart uploads: how many parts the storage holds (after listing them on resume, and after each part). */
   | { type: "parts"; done: number; total: number }
   | { type: "completed"; result: CompletedUpload }
@@ -253,8 +260,14 @@ export class UploadClient {
       let uploadId = rec.uploadId;
       if (!uploadId) {
         // The create's answer never arrived: replaying it with the same key says which upload the server holds.
-        const ans = await this.create(rec.key, this.createRequest(rec), opts);
-        uploadId = ans.body.uploadId;
+        try {
+          uploadId = (await this.create(rec.key, this.createRequest(rec), opts)).body.uploadId;
+        } catch (e) {
+          // Refused for too many unfinished uploads: the key holds none (it would be replayed).
+          if (toUploadError(e).code !== TOO_MANY_UPLOADS) throw e;
+          await this.remove(key);
+          return "forgotten";
+        }
       }
       try {
         const ans = await retry((ctx) => this.api.abort(uploadId, ctx), this.retryOptions("complete", opts));
@@ -344,6 +357,7 @@ export class UploadClient {
           continue;
         }
         try {
+          // Stored, or already stored (412): the status route confirms either.
           await this.put(created, blob, opts);
           break;
         } catch (e) {
@@ -373,7 +387,11 @@ export class UploadClient {
     } catch (e) {
       const err = toUploadError(e);
       const aborted = err.kind === "aborted";
-      await save({ phase: aborted ? "paused" : "failed", error: aborted ? undefined : err.toJSON() }).catch(() => undefined);
+      // A create refused for too many unfinished uploads created nothing
+      // (a key that holds an upload is replayed, never refused): the server
+      // holds nothing under this key, so Discard has nothing to delete.
+      const nothingHeld = err.code === TOO_MANY_UPLOADS && !rec.uploadId;
+      await save({ phase: aborted ? "paused" : "failed", error: aborted ? undefined : err.toJSON(), ...(nothingHeld ? { sent: false } : {}) }).catch(() => undefined);
       emit(opts, { type: "failed", error: err });
       throw err;
     }
@@ -512,24 +530,38 @@ export class UploadClient {
     return Number.isFinite(at) && at - this.clock.now() < EXPIRY_MARGIN_MS;
   }
 
-  private async put(p: PendingUpload, blob: Blob, opts: RunOptions): Promise<void> {
-    await retry(
+  /**
+   * The single PUT, retried. It ends on either outcome of the shared policy:
+   * S3 took the bytes (2xx), or, the URL signing If-None-Match: *, answered
+   * 412 because the object is stored already (an earlier attempt whose
+   * answer was lost stored it): not an error, not retried. Either way the
+   * caller confirms with GET /uploads/{id}.
+   */
+  private async put(p: PendingUpload, blob: Blob, opts: RunOptions): Promise<PutOutcome> {
+    const headers = p.upload.headers ?? {};
+    const createOnly = sendsIfNoneMatch(headers);
+    const outcome = await retry(
       async (ctx) => {
         emit(opts, { type: "upload-progress", loaded: 0, total: blob.size });
         const res = await this.transport({
           url: p.upload.url,
           method: p.upload.method ?? "PUT",
-          headers: p.upload.headers ?? {},
+          headers,
           body: blob,
           signal: ctx.signal,
           stallTimeoutMs: this.stallTimeoutMs,
           onProgress: (loaded, total) => emit(opts, { type: "upload-progress", loaded, total }),
         });
-        if (res.status < 200 || res.status > 299) throw storageError(res);
-        emit(opts, { type: "upload-progress", loaded: blob.size, total: blob.size });
+        const done = putOutcome(res, createOnly);
+        if (!done) throw storageError(res);
+        return done;
       },
       this.retryOptions("put", opts),
     );
+    // All of the file is in storage, whatever this attempt sent.
+    emit(opts, { type: "upload-progress", loaded: blob.size, total: blob.size });
+    emit(opts, { type: "stored", outcome });
+    return outcome;
   }
 
   /** Polls GET /uploads/{id} until the upload is completed (GET also completes it when the storage event was lost). */

@@ -4,6 +4,7 @@
  */
 import { describeError, UploadError, toUploadError } from "./errors.js";
 import { type Step, UploadClient, type UploadEvent } from "./client.js";
+import { TOO_MANY_UPLOADS } from "./retry.js";
 import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
 
 /** Uploads that run at once; the others wait their turn (their keys are minted and stored already). */
@@ -61,6 +62,19 @@ function retryReason(e: UploadError): string {
   }
 }
 
+/**
+ * The API refused to create the upload: the user holds as many unfinished
+ * multipart uploads as the server allows. Nothing was created and waiting
+ * does not help, so there is no retry: the row says what frees a place and
+ * offers Try again, for when the user has.
+ */
+function tooManyUploads(e: UploadError | undefined): boolean {
+  return e?.kind === "api" && e.status === 429 && e.code === TOO_MANY_UPLOADS;
+}
+
+const TOO_MANY_TEXT =
+  "Not started: you have too many unfinished uploads. Finish or discard some of them (Resume or Discard on their rows, here or in another tab), then press Try again.";
+
 /** A tiny semaphore for CONCURRENCY: a finished upload hands its slot to the next in line. */
 let active = 0;
 const waiting: (() => void)[] = [];
@@ -84,8 +98,8 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLEl
 
 let seq = 0;
 
-/** Which buttons a row shows. */
-type Actions = "running" | "discarding" | "resumable" | "final" | "done";
+/** Which buttons a row shows ("refused": the create was refused for too many unfinished uploads). */
+type Actions = "running" | "discarding" | "resumable" | "refused" | "final" | "done";
 
 /** One file's row in the list. */
 class Row {
@@ -101,6 +115,8 @@ class Row {
   private readonly partsText: HTMLSpanElement;
   /** Whether the status line shows a retry (so that progress puts "Uploading…" back). */
   private retrying = false;
+  /** The PUT found the file stored already (S3's 412 to If-None-Match): said while confirming. */
+  private alreadyStored = false;
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
@@ -234,9 +250,10 @@ class Row {
       return;
     }
     if (kind === "discarding") return;
-    if (kind === "resumable" && rec) {
+    if ((kind === "resumable" || kind === "refused") && rec) {
+      const [text, label] = kind === "resumable" ? ["Resume", "Resume upload of %s"] : ["Try again", "Try uploading %s again"];
       if (this.client.hasFile(rec)) {
-        button("Resume", "Resume upload of %s", () => void this.run(), true);
+        button(text, label, () => void this.run(), true);
       } else {
         // The browser did not keep the file: the user picks it again, and it is checked against the record.
         const picker = el("input", { type: "file", hidden: true });
@@ -245,7 +262,7 @@ class Row {
           if (f) void this.run(f);
         });
         this.actions.append(picker);
-        button("Resume…", "Resume upload of %s (choose the file again)", () => picker.click(), true);
+        button(`${text}…`, `${label} (choose the file again)`, () => picker.click(), true);
       }
     }
     if (kind === "done") return;
@@ -303,6 +320,11 @@ class Row {
     } else {
       this.setPhase(rec.phase);
       const err = rec.error ? UploadError.fromJSON(rec.error) : undefined;
+      if (tooManyUploads(err)) {
+        this.setStatus(TOO_MANY_TEXT);
+        this.setActions("refused", rec);
+        return;
+      }
       this.setStatus(`Failed: ${err ? describeError(err) : "unknown error"}`);
       this.setActions(err?.retryable ? "resumable" : "final", rec);
     }
@@ -327,7 +349,7 @@ class Row {
             this.setStatus("Uploading…");
             break;
           case "completing":
-            this.setStatus("Confirming…");
+            this.setStatus(this.alreadyStored ? "Already stored; confirming…" : "Confirming…");
             break;
           case "completed":
           case "paused":
@@ -361,6 +383,12 @@ class Row {
       case "refresh":
         this.setStatus("The upload link expired; getting a fresh one with the same key…");
         break;
+      case "stored":
+        // A retried PUT whose first attempt landed (its answer lost) meets
+        // S3's 412: the file is there, which is success, not a failure.
+        this.alreadyStored = e.outcome === "already-stored";
+        if (this.alreadyStored) this.setStatus("Already stored; confirming…");
+        break;
       case "completed":
         this.setPhase("completed");
         this.setProgress(1, 1);
@@ -381,10 +409,12 @@ class Row {
     const rec = this.key ? await this.client.get(this.key).catch(() => undefined) : undefined;
     if (err.kind === "aborted") {
       this.setStatus("Paused. Resume continues with the same key.");
+    } else if (tooManyUploads(err)) {
+      this.setStatus(TOO_MANY_TEXT);
     } else {
       this.setStatus(`Failed: ${describeError(err)}`);
     }
-    this.setActions(rec && (err.kind === "aborted" || err.retryable) ? "resumable" : "final", rec);
+    this.setActions(!rec ? "final" : tooManyUploads(err) ? "refused" : err.kind === "aborted" || err.retryable ? "resumable" : "final", rec);
     this.setPhase(err.kind === "aborted" ? "paused" : "failed");
   }
 
@@ -407,6 +437,7 @@ class Row {
   async run(file?: File, rec?: UploadRecord) {
     if (!this.key) return;
     this.controller = new AbortController();
+    this.alreadyStored = false;
     this.setActions("running");
     if (!rec || rec.phase !== "ready") this.setStatus("Resuming…");
     const key = this.key;

@@ -118,6 +118,10 @@ export function describeError(e: UploadError): string {
     case "aborted":
       return "Stopped.";
     case "api":
+      // Not retried, whatever the wait: say what frees a place.
+      if (e.status === 429 && e.code === "too_many_uploads") {
+        return "Too many unfinished uploads: the server allows only so many large uploads in progress at once. Finish or abort some of them, then try this one again.";
+      }
       return e.code ? `${e.message} (${e.code}, HTTP ${e.status})` : `${e.message} (HTTP ${e.status})`;
     case "storage":
       return e.code ? `Storage refused the upload: ${e.message} (${e.code}, HTTP ${e.status})` : `Storage refused the upload (HTTP ${e.status}).`;

@@ -30,11 +30,22 @@ export type {
 } from "./api.js";
 export { UploadError, isUploadError, describeError, toUploadError } from "./errors.js";
 export type { UploadErrorKind, UploadErrorInit, SerializedUploadError } from "./errors.js";
-export { retry, backoffDelay, parseRetryAfter, isRetryableStatus, RETRYABLE_STATUSES, DEFAULT_POLICY, systemClock, browserNetwork } from "./retry.js";
+export {
+  retry,
+  backoffDelay,
+  parseRetryAfter,
+  isRetryableStatus,
+  RETRYABLE_STATUSES,
+  TOO_MANY_UPLOADS,
+  CONDITIONAL_REQUEST_CONFLICT,
+  DEFAULT_POLICY,
+  systemClock,
+  browserNetwork,
+} from "./retry.js";
 export type { Clock, Network, RetryPolicy, RetryInfo, RetryOptions, AttemptContext } from "./retry.js";
 export { IndexedDBStore, MemoryStore, ACTIVE_PHASES } from "./store.js";
 export type { UploadRecord, UploadStore, Phase, IndexedDBStoreOptions } from "./store.js";
 export { hashFile, workerHasher, DEFAULT_HASH_CHUNK } from "./hash.js";
 export type { HashOptions, FileHashes, Hasher } from "./hash.js";
-export { xhrTransport, storageError, sendableHeaders } from "./transport.js";
-export type { PutTransport, PutRequest, PutResponse } from "./transport.js";
+export { xhrTransport, storageError, sendableHeaders, putOutcome, sendsIfNoneMatch } from "./transport.js";
+export type { PutTransport, PutRequest, PutResponse, PutOutcome } from "./transport.js";

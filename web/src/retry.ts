@@ -3,10 +3,12 @@
  * pkg/api/testdata/retry-policy.json (this client's tests read that table):
  * full-jitter backoff `random(0, min(maxDelay, baseDelay·2^retry))`,
  * `Retry-After` honoured (seconds or an HTTP date, capped), retries only of
- * what may succeed when repeated (no answer, 408, 425, 429, 500, 502, 503,
- * 504 and 409 `idempotency_in_progress`), and a retry budget per request
- * rather than a count of attempts: a network that is down for a few seconds
- * (a phone handing off from Wi-Fi to LTE) costs a few retries, not the upload.
+ * what may succeed when repeated (no answer, 408, 425, 429 but not
+ * `too_many_uploads`, 500, 502, 503, 504, 409 `idempotency_in_progress`, and
+ * S3's 409 `ConditionalRequestConflict` and 400 `RequestTimeout`), and a
+ * retry budget per request rather than a count of attempts: a network that
+ * is down for a few seconds (a phone handing off from Wi-Fi to LTE) costs a
+ * few retries, not the upload.
  *
  * While the browser says it is offline, no attempt is made and no budget is
  * spent: the loop waits for the `online` event.
@@ -110,16 +112,44 @@ export const DEFAULT_POLICY: RetryPolicy = {
   attemptTimeoutMs: 15_000,
 };
 
-/** Statuses that may succeed when repeated; 0 is no answer at all. 409 counts only as `idempotency_in_progress`, 400 only as S3's `RequestTimeout`. */
+/** Statuses that may succeed when repeated; 0 is no answer at all. A code can change that either way: see {@link isRetryableStatus}. */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([0, 408, 425, 429, 500, 502, 503, 504]);
 
+/**
+ * The API's 429 to a multipart create: the tenant holds as many unfinished
+ * multipart uploads as the server allows. Never retried: time frees no
+ * place, only one of them completing or being aborted does. Nothing was
+ * created, so the same create may be made again once one has.
+ */
+export const TOO_MANY_UPLOADS = "too_many_uploads";
+
+/**
+ * S3's 409 to a PUT with `If-None-Match: *` (a single PUT's URL signs it)
+ * that raced another PUT of the same object. Retried: the retry is stored
+ * (200) or finds the object stored by the other one (412, see `putOutcome`).
+ */
+export const CONDITIONAL_REQUEST_CONFLICT = "ConditionalRequestConflict";
+
+/** Error codes that make a status retryable (the API's `error`, or S3's `<Code>`). */
+const RETRYABLE_CODES: ReadonlyMap<number, ReadonlySet<string>> = new Map([
+  [409, new Set(["idempotency_in_progress", CONDITIONAL_REQUEST_CONFLICT])],
+  // S3's answer to an upload connection that stalled.
+  [400, new Set(["RequestTimeout"])],
+]);
+
+/** Error codes that make a retryable status final. */
+const FINAL_CODES: ReadonlyMap<number, ReadonlySet<string>> = new Map([[429, new Set([TOO_MANY_UPLOADS])]]);
+
+/**
+ * Whether an answer may succeed when repeated (retry-policy.json's
+ * "retryable" table): a status of {@link RETRYABLE_STATUSES} unless its code
+ * makes it final (429 `too_many_uploads`), or another status whose code
+ * makes it retryable (409 `idempotency_in_progress`, S3's 409
+ * `ConditionalRequestConflict` and 400 `RequestTimeout`).
+ */
 export function isRetryableStatus(status: number, code?: string): boolean {
-  return (
-    RETRYABLE_STATUSES.has(status) ||
-    (status === 409 && code === "idempotency_in_progress") ||
-    // S3's answer to an upload connection that stalled.
-    (status === 400 && code === "RequestTimeout")
-  );
+  if (RETRYABLE_STATUSES.has(status)) return code === undefined || !FINAL_CODES.get(status)?.has(code);
+  return code !== undefined && RETRYABLE_CODES.get(status)?.has(code) === true;
 }
 
 /**

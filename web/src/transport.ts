@@ -96,6 +96,34 @@ export const xhrTransport: PutTransport = (req) =>
   });
 
 /**
+ * How a PUT that did not fail ended (retry-policy.json's "outcomes"):
+ * "stored", S3 took these bytes (a 2xx); "already-stored", S3 answered 412
+ * PreconditionFailed to a PUT that sent `If-None-Match: *`. A single PUT's
+ * URL signs that header (and the bytes' length and SHA-256), so it only
+ * ever creates its object: the object was there already, stored by an
+ * earlier attempt whose answer was lost, or by another PUT of the same
+ * upload that won a race. Either way the upload is confirmed with
+ * `GET /uploads/{id}`; neither is retried.
+ */
+export type PutOutcome = "stored" | "already-stored";
+
+/** Whether a PUT's headers (a single PUT's `upload.headers`) include `If-None-Match: *`, whatever the name's case. */
+export function sendsIfNoneMatch(headers: Record<string, string>): boolean {
+  return Object.entries(headers).some(([k, v]) => k.toLowerCase() === "if-none-match" && v.trim() === "*");
+}
+
+/**
+ * The outcome of a PUT's answer, or undefined when it is an error (see
+ * {@link storageError}). A 412 is "already-stored" only for a PUT that sent
+ * `If-None-Match: *` (`createOnly`); otherwise it is an error, not retried.
+ */
+export function putOutcome(res: Pick<PutResponse, "status">, createOnly: boolean): PutOutcome | undefined {
+  if (res.status >= 200 && res.status <= 299) return "stored";
+  if (createOnly && res.status === 412) return "already-stored";
+  return undefined;
+}
+
+/**
  * Whether S3 refused a PUT because its URL no longer works: 403 (the URL's
  * own expiry) or 400 ExpiredToken (the session credentials that signed it
  * expired first). A fresh URL cures both.
@@ -119,7 +147,8 @@ export function storageError(res: PutResponse): UploadError {
       message: "The file changed after it was picked: storage refused bytes that do not match its SHA-256 or size. Pick it again.",
     });
   }
-  // The same table as the API's: S3 answers 503 SlowDown, 500 InternalError, …
+  // The same table as the API's: S3 answers 503 SlowDown, 500 InternalError,
+  // 409 ConditionalRequestConflict (two PUTs with If-None-Match raced), …
   const retryable = isRetryableStatus(res.status, code);
   return new UploadError({
     kind: "storage",

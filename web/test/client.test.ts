@@ -117,6 +117,68 @@ describe("UploadClient: create with retries", () => {
     assert.equal(stored.error?.code, "idempotency_key_reuse");
   });
 
+  it("never retries 429 too_many_uploads, whatever its Retry-After; the key holds nothing, so Discard just forgets it", async () => {
+    const w = world();
+    w.server.createFaults.push({
+      status: 429,
+      body: JSON.stringify({ error: "too_many_uploads", message: "You have as many multipart uploads in progress as this service allows." }),
+      headers: { "Retry-After": "1" },
+    });
+    const { client, events, onEvent } = w.page({ multipartBytes: 2_500, partBytes: 1_000 });
+    const rec = await client.add(makeFile("big.bin", 5_000), { onEvent });
+    const err = await failure(client.upload(rec.key, { onEvent }));
+    assert.deepEqual([err.kind, err.status, err.code, err.retryable, err.attempts], ["api", 429, "too_many_uploads", false, 1]);
+    assert.equal(w.server.creates.length, 1);
+    assert.deepEqual(w.clock.sleeps, [], "no wait");
+    assert.equal(retries(events, "create").length, 0);
+    const stored = await client.get(rec.key);
+    assert.equal(stored?.phase, "failed");
+    assert.equal(stored?.error?.code, "too_many_uploads");
+    assert.equal(stored?.sent, false, "nothing was created under the key");
+
+    // Once a place is free, the same key creates it (nothing was recorded for it).
+    const done = await client.upload(rec.key, { file: makeFile("big.bin", 5_000) });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(new Set(keysOf(w.server)), new Set([rec.key]));
+  });
+
+  it("Discard of an upload refused with 429 too_many_uploads deletes nothing and sends nothing", async () => {
+    const w = world();
+    w.server.createFaults.push({ status: 429, body: JSON.stringify({ error: "too_many_uploads", message: "too many" }) });
+    const { client } = w.page({ multipartBytes: 2_500, partBytes: 1_000 });
+    const rec = await client.add(makeFile("big.bin", 5_000));
+    await failure(client.upload(rec.key));
+    const before = w.server.requests.length;
+    assert.equal(await client.discard(rec.key), "forgotten");
+    assert.equal(w.server.requests.length, before);
+    assert.equal(await client.get(rec.key), undefined);
+  });
+
+  it("Discard whose replayed create is refused with 429 too_many_uploads forgets the key", async () => {
+    const w = world();
+    const { client } = w.page({ multipartBytes: 2_500, partBytes: 1_000 });
+    const rec = await client.add(makeFile("big.bin", 5_000));
+    // A record from a page that sent the create and vanished before its answer.
+    await client.store.put({ ...rec, phase: "creating", sent: true });
+    w.server.createFaults.push({ status: 429, body: JSON.stringify({ error: "too_many_uploads", message: "too many" }) });
+    assert.equal(await client.discard(rec.key), "forgotten");
+    assert.equal(w.server.creates.length, 1);
+    assert.equal(w.server.requestsTo("DELETE", "").length, 0);
+    assert.equal(await client.get(rec.key), undefined);
+  });
+
+  it("retries a 429 with another code, or none", async () => {
+    const w = world();
+    w.server.createFaults.push({ status: 429, body: JSON.stringify({ error: "slow_down", message: "x" }), headers: { "Retry-After": "2" } }, { status: 429 });
+    const { client, events, onEvent } = w.page();
+    await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(w.server.creates.length, 3);
+    assert.deepEqual(
+      retries(events, "create").map((e) => e.type === "retry" && e.error.status),
+      [429, 429],
+    );
+  });
+
   it("gives up at the deadline, and a later resume succeeds with the same key", async () => {
     const w = world();
     for (let i = 0; i < 50; i++) w.server.createFaults.push({ status: 503, body: JSON.stringify({ error: "service_unavailable", message: "down" }) });
@@ -147,19 +209,99 @@ describe("UploadClient: PUT", () => {
     assert.equal(w.server.puts.length, 3);
     assert.equal(new Set(w.server.puts.map((p) => p.url)).size, 1);
     const sha = sha256hex(new Uint8Array(await file.arrayBuffer()));
-    assert.deepEqual(w.server.puts[2].headers, { "Content-Type": "text/plain", "x-amz-checksum-sha256": Buffer.from(sha, "hex").toString("base64") });
+    assert.deepEqual(w.server.puts[2].headers, { "Content-Type": "text/plain", "If-None-Match": "*", "x-amz-checksum-sha256": Buffer.from(sha, "hex").toString("base64") });
     assert.equal(retries(events, "put").length, 2);
     assert.equal(w.server.creates.length, 1);
     assert.equal(w.server.objects.size, 1);
   });
 
-  it("retries a PUT whose answer was lost (PUT is idempotent): one object", async () => {
+  it("retries a PUT whose answer was lost; the retry meets S3's 412 (If-None-Match), which is success: one object, confirmed by the status route", async () => {
     const w = world();
     w.server.putFaults.push("lose-response");
-    const { client } = w.page();
-    await client.start(makeFile("a.bin", 10));
-    assert.equal(w.server.puts.length, 2);
+    const { client, events, onEvent } = w.page();
+    const done = await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(
+      w.server.puts.map((p) => p.status),
+      [200, 412],
+    );
     assert.equal(w.server.objects.size, 1);
+    assert.equal(retries(events, "put").length, 1, "the lost answer is retried, the 412 is not");
+    assert.ok(events.some((e) => e.type === "stored" && e.outcome === "already-stored"));
+    assert.ok(!events.some((e) => e.type === "failed"));
+    assert.equal(w.server.requestsTo("GET", "").length, 1);
+    const phases = events.filter((e) => e.type === "phase").map((e) => (e as { phase: string }).phase);
+    assert.deepEqual(phases.slice(-3), ["uploading", "completing", "completed"]);
+    assert.deepEqual(await client.pending(), []);
+  });
+
+  it("retries S3's 409 ConditionalRequestConflict (two PUTs raced) until stored", async () => {
+    const w = world();
+    const conflict = { status: 409, body: "<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress</Message></Error>" };
+    w.server.putFaults.push(conflict, conflict);
+    const { client, events, onEvent } = w.page();
+    const done = await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(
+      w.server.puts.map((p) => p.status),
+      [409, 409, 200],
+    );
+    assert.deepEqual(
+      retries(events, "put").map((e) => e.type === "retry" && [e.error.status, e.error.code]),
+      [
+        [409, "ConditionalRequestConflict"],
+        [409, "ConditionalRequestConflict"],
+      ],
+    );
+    assert.ok(events.some((e) => e.type === "stored" && e.outcome === "stored"));
+  });
+
+  it("a 409 ConditionalRequestConflict whose racing PUT won: the retry meets 412 and completes", async () => {
+    const w = world();
+    w.server.putFaults.push("racer-stores");
+    const { client, events, onEvent } = w.page();
+    const file = makeFile("a.bin", 10);
+    const done = await client.start(file, { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(
+      w.server.puts.map((p) => p.status),
+      [409, 412],
+    );
+    assert.equal(w.server.objects.get(done.uploadId)?.sha256, sha256hex(new Uint8Array(await file.arrayBuffer())));
+    assert.ok(events.some((e) => e.type === "stored" && e.outcome === "already-stored"));
+  });
+
+  it("a 412 on the first attempt (another tab's PUT of this upload landed first) is success too; the status route says pending until the server records it", async () => {
+    const w = world();
+    let otherTab = true;
+    const { client, events, onEvent } = w.page({
+      transport: async (req) => {
+        if (otherTab) {
+          otherTab = false;
+          await w.server.transport(req); // the same URL and bytes, sent by another tab a moment earlier
+        }
+        return w.server.transport(req);
+      },
+    });
+    w.server.pendingPolls = 1;
+    const done = await client.start(makeFile("a.bin", 10), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(
+      w.server.puts.map((p) => p.status),
+      [200, 412],
+    );
+    assert.ok(events.some((e) => e.type === "stored" && e.outcome === "already-stored"));
+    assert.equal(retries(events, "put").length, 0);
+    assert.equal(w.server.requestsTo("GET", "").length, 2, "pending, then completed");
+  });
+
+  it("a 412 to a PUT that sent no If-None-Match (a URL of an older server) is an error, not retried", async () => {
+    const w = world();
+    w.server.signIfNoneMatch = false;
+    w.server.putFaults.push({ status: 412, body: "<Error><Code>PreconditionFailed</Code></Error>" });
+    const err = await failure(w.page().client.start(makeFile("a.bin", 10)));
+    assert.deepEqual([err.kind, err.status, err.code, err.retryable, err.attempts], ["storage", 412, "PreconditionFailed", false, 1]);
+    assert.equal(w.server.puts.length, 1);
   });
 
   it("refreshes a URL that expires soon by replaying the create with the same key", async () => {

@@ -15,9 +15,12 @@
 //   FILE_PATH, FILE_SHA256, FILE_TYPE  a large file on disk (large-file
 //             scenarios), and the type the browser gives it
 //   SHOTS     the screenshots' name prefix (default: the scenario)
+//   FREE_UPLOAD_IDS  too-many: the uploads to abort (comma-separated) to
+//             free places, as the user would finish or discard others
 //
-// Scenarios: upload, lost-response, reload, restart, cors, several, and for
-// large files: big, resume, discard, offline, drop, hash-1g.
+// Scenarios: upload, lost-response, lost-put, reload, restart, cors,
+// several, and for large files: big, resume, discard, offline, drop,
+// hash-1g, too-many.
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -491,6 +494,23 @@ const scenarios = {
   },
 
   /**
+   * The answer to the first PUT is lost on the way back (the browser's proxy,
+   * PROXY_URL, drops it after S3 stored the object); the page retries the
+   * PUT, S3 answers 412 to its If-None-Match, and the page takes that as
+   * stored and confirms with the status route.
+   */
+  async "lost-put"() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const file = makeFile("lost-put.bin", "application/octet-stream", 300_000);
+      await pick(page, [file]);
+      await waitSettled(page, 1);
+      return { files: [fileInfo(file)], rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
+    });
+  },
+
+  /**
    * The page is reloaded in the middle of the PUT (uploads are throttled
    * through DevTools so that the PUT takes seconds; the reload comes once
    * the progress bar shows some bytes sent). The upload is listed again and
@@ -705,6 +725,43 @@ Object.assign(scenarios, {
         await page.locator("li.upload").waitFor({ state: "detached" });
       }
       return { files: [file], hashMs, mainThread, longTasks, stopped, ...(await finalState(page)), ...obs };
+    });
+  },
+});
+
+Object.assign(scenarios, {
+  /**
+   * The tenant holds as many unfinished multipart uploads as the server
+   * allows: the create of a large file is refused (429 too_many_uploads).
+   * The row says what to do and offers Try again, and does not retry on its
+   * own (watched for a few seconds). Then places are freed (the uploads of
+   * FREE_UPLOAD_IDS aborted, as the user would finish or discard others)
+   * and Try again completes it.
+   */
+  async "too-many"() {
+    const file = bigFile();
+    const free = required("FREE_UPLOAD_IDS").split(",");
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      await pickPath(page, file.path);
+      await waitRow(page, { phase: "failed" });
+      // Long enough for a retry loop to show itself.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const refused = (await rows(page))[0];
+      const storedRefused = await storedRecords(page);
+      const createsWhenRefused = obs.posts.length;
+      const screenshot = await shot(page, "refused");
+      for (const id of free) {
+        const res = await fetch(new URL(`/uploads/${id}`, APP_URL), { method: "DELETE" });
+        if (res.status !== 200) throw new Error(`DELETE /uploads/${id}: HTTP ${res.status}`);
+      }
+      // The server counts unfinished uploads from an index that may lag a moment; a person is slower anyway.
+      await new Promise((r) => setTimeout(r, 1_000));
+      log(`${free.length} uploads aborted; Try again`);
+      await page.locator("li.upload").getByRole("button", { name: `Try uploading ${file.name} again` }).click();
+      await waitRow(page, { phase: "completed" });
+      return { files: [file], refused, storedRefused, createsWhenRefused, screenshots: [screenshot], ...(await finalState(page)), ...obs };
     });
   },
 });

@@ -61,6 +61,13 @@ export type Fault =
   | "hang" // never answers (until aborted)
   | { status: number; body?: string; headers?: Record<string, string> };
 
+/**
+ * A fault of a single PUT: any fault, or "racer-stores": another PUT of the
+ * same upload (the same URL and bytes) wins the race at S3, storing the
+ * object, and this one gets 409 ConditionalRequestConflict.
+ */
+export type PutFault = Fault | "racer-stores";
+
 interface Claim {
   key: string;
   fingerprint: string;
@@ -71,6 +78,8 @@ interface Claim {
   sha256: string;
   expiresAt: number;
   url: string;
+  /** The URL signs If-None-Match: * (the server's default): it only ever creates its object. */
+  ifNoneMatch: boolean;
   partSize?: number;
   state: "pending" | "completed" | "aborted";
 }
@@ -80,6 +89,17 @@ interface Multipart {
   parts: Map<number, { size: number; sha256: string; bytes: Buffer }>;
   /** Signed part URLs: the part and the SHA-256 (hex) each is bound to. */
   urls: Map<string, { partNumber: number; sha256: string; expiresAt: number }>;
+}
+
+/** A PUT as the bucket saw it, with its answer (status 0: none, a network fault). */
+export interface SeenPut {
+  url: string;
+  headers: Record<string, string>;
+  size: number;
+  fault?: PutFault;
+  partNumber?: number;
+  /** What the bucket answered, also when the client never heard it ("lose-response"). */
+  status?: number;
 }
 
 export interface SeenRequest {
@@ -97,10 +117,10 @@ export interface SeenRequest {
  */
 export class FakeServer {
   readonly requests: SeenRequest[] = [];
-  readonly puts: { url: string; headers: Record<string, string>; size: number; fault?: Fault; partNumber?: number }[] = [];
+  readonly puts: SeenPut[] = [];
   readonly createFaults: Fault[] = [];
   /** Faults of single PUTs. */
-  readonly putFaults: Fault[] = [];
+  readonly putFaults: PutFault[] = [];
   readonly getFaults: Fault[] = [];
   /** Faults of the PUTs of each part, by part number. */
   readonly partFaults = new Map<number, Fault[]>();
@@ -121,6 +141,8 @@ export class FakeServer {
   readonly ttls: number[] = [];
   /** Status polls that still answer pending (a late S3 event). */
   pendingPolls = 0;
+  /** Whether single-PUT URLs sign If-None-Match: * (as the server does); false: an older server, whose URLs overwrite. */
+  signIfNoneMatch = true;
   readonly claims = new Map<string, Claim>();
   readonly objects = new Map<string, { sha256: string; size: number; contentType: string; multipart?: boolean }>();
   private seq = 0;
@@ -165,14 +187,24 @@ export class FakeServer {
     if (new URL(req.url).searchParams.has("partNumber")) return this.partTransport(req);
     const size = req.body.size;
     const fault = this.putFaults.shift();
-    this.puts.push({ url: req.url, headers: { ...req.headers }, size, fault });
+    const seen: SeenPut = { url: req.url, headers: { ...req.headers }, size, fault };
+    this.puts.push(seen);
     if (fault === "network") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
     if (fault === "hang") {
       return new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(abortError(req.signal)), { once: true }));
     }
-    if (fault && fault !== "lose-response") return { status: fault.status, text: fault.body ?? "", etag: null };
+    if (fault === "racer-stores") {
+      await this.put(req); // the other PUT: the same URL, the same bytes
+      seen.status = 409;
+      return s3Error(409, "ConditionalRequestConflict", "A conflicting conditional operation is currently in progress against this resource. Please try again.");
+    }
+    if (fault && fault !== "lose-response") {
+      seen.status = fault.status;
+      return { status: fault.status, text: fault.body ?? "", etag: null };
+    }
     req.onProgress?.(Math.floor(size / 2), size);
     const res = await this.put(req);
+    seen.status = res.status;
     req.onProgress?.(size, size);
     if (fault === "lose-response") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
     return res;
@@ -313,7 +345,17 @@ export class FakeServer {
     if (c && c.fingerprint !== fingerprint) return json(422, { error: "idempotency_key_reuse", message: "this key was used with another request" });
     const replay = !!c;
     if (!c) {
-      c = { key, fingerprint, uploadId: `u${++this.seq}`.padEnd(16, "0"), ...req, sha256: req.sha256.toLowerCase(), expiresAt: 0, url: "", state: "pending" };
+      c = {
+        key,
+        fingerprint,
+        uploadId: `u${++this.seq}`.padEnd(16, "0"),
+        ...req,
+        sha256: req.sha256.toLowerCase(),
+        expiresAt: 0,
+        url: "",
+        ifNoneMatch: this.signIfNoneMatch,
+        state: "pending",
+      };
       this.sign(c);
       this.claims.set(key, c);
       if (c.partSize) this.multiparts.set(c.uploadId, { parts: new Map(), urls: new Map() });
@@ -343,11 +385,9 @@ export class FakeServer {
     }
     if (this.objects.has(c.uploadId) && !stillPending) return { ...base, status: "completed", etag: '"etag"', completedAt: new Date(this.clock.now()).toISOString() };
     const checksum = Buffer.from(c.sha256, "hex").toString("base64");
-    return {
-      ...base,
-      status: "pending",
-      upload: { method: "PUT", url: c.url, headers: { "Content-Type": c.contentType, "x-amz-checksum-sha256": checksum }, expiresAt: new Date(c.expiresAt).toISOString() },
-    };
+    const headers: Record<string, string> = { "Content-Type": c.contentType, "x-amz-checksum-sha256": checksum };
+    if (c.ifNoneMatch) headers["If-None-Match"] = "*";
+    return { ...base, status: "pending", upload: { method: "PUT", url: c.url, headers, expiresAt: new Date(c.expiresAt).toISOString() } };
   }
 
   private async put(req: PutRequest): Promise<PutResponse> {
@@ -355,6 +395,12 @@ export class FakeServer {
     if (!c) return s3Error(403, "AccessDenied", "signature does not match");
     if (this.clock.now() >= c.expiresAt) return s3Error(403, "AccessDenied", "Request has expired");
     if (req.headers["Content-Type"] !== c.contentType || req.body.size !== c.size) return s3Error(403, "SignatureDoesNotMatch", "signed headers differ");
+    const ifNoneMatch = Object.entries(req.headers).find(([k]) => k.toLowerCase() === "if-none-match")?.[1];
+    if (c.ifNoneMatch !== (ifNoneMatch === "*")) return s3Error(403, "SignatureDoesNotMatch", "signed headers differ");
+    // The URL only ever creates its object: S3 checks the condition once the bytes arrived.
+    if (c.ifNoneMatch && this.objects.has(c.uploadId)) {
+      return s3Error(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+    }
     const bytes = Buffer.from(await req.body.arrayBuffer());
     const sha256 = createHash("sha256").update(bytes).digest("hex");
     if (Buffer.from(sha256, "hex").toString("base64") !== req.headers["x-amz-checksum-sha256"] || sha256 !== c.sha256) {

@@ -2,9 +2,12 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
+import { apiError } from "../src/api.js";
 import { UploadError } from "../src/errors.js";
 import { DEFAULT_POLICY, backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
-import { FakeClock, FakeNetwork } from "./fakes.js";
+import { putOutcome, storageError } from "../src/transport.js";
+import { FakeClock, FakeNetwork, makeFile, sha256hex } from "./fakes.js";
+import { failure, world } from "./world.js";
 
 /**
  * The one retry policy of every client, as the Go client's tests read it too.
@@ -12,11 +15,35 @@ import { FakeClock, FakeNetwork } from "./fakes.js";
  */
 interface SharedPolicy {
   defaults: Record<string, number>;
-  retryable: { status: number; code?: string; retry: boolean }[];
+  /** A row "from": "S3" has S3's <Code> (its XML error body); otherwise the API's JSON "error". */
+  retryable: { status: number; code?: string; from?: "S3"; retry: boolean }[];
+  /** Answers that are neither success nor failure: "stored", for a single PUT (upload.url) that sent If-None-Match. */
+  outcomes: { request: string; status: number; from?: string; retry: boolean; outcome: string }[];
   backoff: { retry: number; random: number; waitMs: number }[];
   retryAfter: { header: string; now?: string; waitMs: number | null }[];
 }
 const shared = JSON.parse(readFileSync(new URL("../../pkg/api/testdata/retry-policy.json", import.meta.url), "utf8")) as SharedPolicy;
+
+/** S3's XML error body with a code. */
+const s3Body = (code: string) =>
+  `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>x</Message><RequestId>r</RequestId></Error>`;
+
+/**
+ * A row's answer as the client reads it: no answer (status 0), S3's answer
+ * to a PUT (rows from S3, and rows without a code, whose statuses S3 gives
+ * too), or the API's (rows without "from"). The API's answers carry a
+ * Retry-After, which must not make a final answer retried.
+ */
+function rowErrors(row: SharedPolicy["retryable"][number]): UploadError[] {
+  if (row.status === 0) return [new UploadError({ kind: "network", message: "no answer", retryable: isRetryableStatus(0) })];
+  const errors: UploadError[] = [];
+  if (row.from === "S3" || row.code === undefined) errors.push(storageError({ status: row.status, text: row.code ? s3Body(row.code) : "", etag: null }));
+  if (row.from === undefined) {
+    const text = row.code ? JSON.stringify({ error: row.code, message: "x" }) : "";
+    errors.push(apiError(new Response(text, { status: row.status, headers: { "Retry-After": "1" } }), text, Date.now()));
+  }
+  return errors;
+}
 
 const transient = (status = 503, retryAfterMs?: number) =>
   new UploadError({ kind: "api", status, code: "service_unavailable", message: "try later", retryable: true, retryAfterMs });
@@ -30,25 +57,85 @@ describe("the shared retry policy (pkg/api/testdata/retry-policy.json)", () => {
   });
 
   for (const row of shared.retryable) {
-    it(`${row.retry ? "retries" : "does not retry"} ${row.status}${row.code ? " " + row.code : ""}`, async () => {
+    it(`${row.retry ? "retries" : "does not retry"} ${row.status}${row.code ? " " + row.code : ""}${row.from ? " from " + row.from : ""}`, async () => {
       assert.equal(isRetryableStatus(row.status, row.code), row.retry);
-      // And the loop acts on it: status 0 is a network error without a status.
-      const clock = new FakeClock();
-      let calls = 0;
-      await retry(
-        async () => {
-          if (++calls > 1) return;
-          throw new UploadError({
-            kind: row.status === 0 ? "network" : "api",
-            status: row.status === 0 ? undefined : row.status,
-            code: row.code,
-            message: "scripted",
-            retryable: isRetryableStatus(row.status, row.code),
-          });
-        },
-        { clock, random: () => 0.5 },
-      ).catch(() => undefined);
-      assert.equal(calls, row.retry ? 2 : 1);
+      for (const error of rowErrors(row)) {
+        // The answer read by the client's own parser (the API's JSON, S3's XML).
+        assert.equal(error.status, row.status === 0 ? undefined : row.status);
+        assert.equal(error.code, row.code);
+        assert.equal(error.retryable, row.retry, `${error.kind} error`);
+        // And the loop acts on it.
+        const clock = new FakeClock();
+        let calls = 0;
+        await retry(
+          async () => {
+            if (++calls > 1) return;
+            throw error;
+          },
+          { clock, random: () => 0.5 },
+        ).catch(() => undefined);
+        assert.equal(calls, row.retry ? 2 : 1, `${error.kind} error`);
+        assert.equal(clock.sleeps.length, row.retry ? 1 : 0);
+      }
+    });
+  }
+
+  it("has outcomes", () => assert.ok(shared.outcomes.length > 0));
+
+  // Each outcome row, acted out on the fake API and bucket, as the Go
+  // client's policy_test.go does: a single PUT that sends If-None-Match: *
+  // (its URL signs it) is stored, but its answer is lost; the retry gets
+  // the row's status, which ends the PUT unretried and without an error;
+  // the status route still says pending twice (the server has not recorded
+  // the object yet), then completed, which the upload returns. A PUT
+  // without If-None-Match answered so is an error, not retried.
+  for (const row of shared.outcomes) {
+    it(`${row.request} answered ${row.status}${row.from ? " from " + row.from : ""}: ${row.outcome}, ${row.retry ? "retried" : "not retried"}`, async () => {
+      assert.deepEqual([row.request, row.outcome, row.from], ["PUT upload.url", "stored", "S3"], "the test knows the outcome \"stored\" of S3's answer to a single PUT");
+      assert.equal(row.retry, false);
+      assert.equal(putOutcome({ status: row.status }, true), "already-stored");
+      assert.equal(putOutcome({ status: row.status }, false), undefined);
+      assert.equal(isRetryableStatus(row.status, "PreconditionFailed"), row.retry);
+
+      const w = world();
+      w.server.putFaults.push("lose-response");
+      w.server.pendingPolls = 2;
+      const { client, events, onEvent } = w.page();
+      const file = makeFile("a.bin", 1000);
+      const done = await client.start(file, { onEvent });
+      assert.equal(done.status, "completed");
+      const object = w.server.objects.get(done.uploadId);
+      assert.equal(object?.sha256, sha256hex(new Uint8Array(await file.arrayBuffer())));
+      assert.deepEqual(
+        w.server.puts.map((p) => [p.fault, p.status, p.headers["If-None-Match"]]),
+        [
+          ["lose-response", 200, "*"],
+          [undefined, row.status, "*"],
+        ],
+        "the first PUT stored it (its answer lost), the retry met the row's status",
+      );
+      assert.equal(w.server.requestsTo("GET", "").length, 3, "pending, pending, completed");
+      const retried = events.filter((e) => e.type === "retry");
+      assert.deepEqual(
+        retried.map((e) => e.type === "retry" && [e.step, e.error.kind]),
+        [["put", "network"]],
+        `only the lost answer was retried, not the ${row.status}`,
+      );
+      assert.deepEqual(
+        events.filter((e) => e.type === "stored"),
+        [{ type: "stored", outcome: "already-stored" }],
+      );
+      assert.ok(!events.some((e) => e.type === "failed"));
+      assert.deepEqual(events.filter((e) => e.type === "upload-progress").at(-1), { type: "upload-progress", loaded: 1000, total: 1000 });
+
+      // Only a PUT that sent If-None-Match reads the answer so: from a URL
+      // that does not sign it, the same answer is an error, not retried.
+      const old = world();
+      old.server.signIfNoneMatch = false;
+      old.server.putFaults.push({ status: row.status, body: s3Body("PreconditionFailed") });
+      const err = await failure(old.page().client.start(makeFile("a.bin", 1000)));
+      assert.deepEqual([err.kind, err.status, err.code, err.attempts], ["storage", row.status, "PreconditionFailed", 1]);
+      assert.equal(old.server.puts.length, 1);
     });
   }
 
@@ -221,12 +308,20 @@ describe("parseRetryAfter", () => {
 describe("isRetryableStatus", () => {
   it("retries only what may succeed when repeated", () => {
     for (const s of [408, 425, 429, 500, 502, 503, 504]) assert.equal(isRetryableStatus(s), true, String(s));
-    for (const s of [400, 401, 403, 404, 405, 409, 410, 413, 415, 422, 501, 505]) assert.equal(isRetryableStatus(s), false, String(s));
+    for (const s of [400, 401, 403, 404, 405, 409, 410, 412, 413, 415, 422, 501, 505]) assert.equal(isRetryableStatus(s), false, String(s));
   });
-  it("retries 409 only as idempotency_in_progress", () => {
+  it("retries 409 only as idempotency_in_progress or S3's ConditionalRequestConflict", () => {
     assert.equal(isRetryableStatus(409, "idempotency_in_progress"), true);
+    assert.equal(isRetryableStatus(409, "ConditionalRequestConflict"), true);
     assert.equal(isRetryableStatus(409, "conflict"), false);
     assert.equal(isRetryableStatus(422, "idempotency_in_progress"), false);
+    assert.equal(isRetryableStatus(503, "ConditionalRequestConflict"), true, "a retryable status stays so");
+  });
+  it("retries every 429 but too_many_uploads", () => {
+    assert.equal(isRetryableStatus(429), true);
+    assert.equal(isRetryableStatus(429, "slow_down"), true);
+    assert.equal(isRetryableStatus(429, "too_many_uploads"), false);
+    assert.equal(isRetryableStatus(503, "too_many_uploads"), true, "the code is final only with 429");
   });
 });
 
