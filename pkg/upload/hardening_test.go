@@ -128,6 +128,26 @@ func TestForeignHeadersAreRejected(t *testing.T) {
 	}
 }
 
+// The Cache-Control a browser adds by itself to a request with a
+// conditional header (Chromium's max-age=0, the Fetch standard's no-cache)
+// is not the uploader's choice: the object is recorded.
+func TestBrowsersCacheControlIsAccepted(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 15*time.Minute)
+	for i, v := range []string{"max-age=0", "no-cache"} {
+		t.Run(v, func(t *testing.T) {
+			content := []byte("bytes sent by a browser, " + v)
+			_, u := e.create(t, "tenant", fmt.Sprintf("key-browser-cache-%02d", i), requestFor(content, "text/plain"))
+			if code := put(t, u, content, func(r *http.Request) { r.Header.Set("Cache-Control", v) }); code != http.StatusOK {
+				t.Fatalf("PUT: %d", code)
+			}
+			if out, err := e.svc.Finalize(ctx, e.eventFor(t, u.StorageKey)); err != nil || out != upload.OutcomeCompleted {
+				t.Fatalf("Finalize with Cache-Control %q = %s, %v; want completed", v, out, err)
+			}
+		})
+	}
+}
+
 // A status that finds an object carrying a header the server did not
 // choose (its event lost or late) does not complete the upload with it
 // either: it removes it, and answers pending.

@@ -394,11 +394,23 @@ func foreignHeaders(head *s3.HeadObjectOutput) []string {
 		{"Expires", head.ExpiresString}, // as stored, parseable or not
 		{"Content-Language", head.ContentLanguage},
 	} {
-		if aws.ToString(h.value) != "" {
-			names = append(names, h.name)
+		v := aws.ToString(h.value)
+		if v == "" || h.name == "Cache-Control" && browserCacheControl(v) {
+			continue
 		}
+		names = append(names, h.name)
 	}
 	return names
+}
+
+// browserCacheControl reports a Cache-Control value a browser adds by itself
+// to a request that sets a conditional header (If-None-Match, which every
+// URL signs): Chromium sends max-age=0, and no-cache is the Fetch
+// standard's. Both only forbid caching the object unrevalidated, so they
+// are stored and served harmlessly; any other value is the uploader's.
+func browserCacheControl(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	return v == "max-age=0" || v == "no-cache"
 }
 
 // headObject asks S3 for key's object with its checksum.
