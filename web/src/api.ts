@@ -5,7 +5,7 @@
  * retry may help. Retrying is the caller's business (see retry.ts).
  */
 import { UploadError, abortError } from "./errors.js";
-import { attemptSignal, isRetryableStatus, parseRetryAfter } from "./retry.js";
+import { type RequestState, attemptSignal, isRetryableStatus, parseRetryAfter } from "./retry.js";
 
 /** The body of POST /uploads. */
 export interface CreateRequest {
@@ -91,12 +91,29 @@ export interface ApiAnswer {
   replay: boolean;
 }
 
+/** What the `authorization` option is asked: `fresh` after a 401, when a cached token will not do. */
+export interface AuthorizationRequest {
+  fresh: boolean;
+}
+
+/** Gives the Authorization header value; see {@link ApiOptions.authorization}. */
+export type Authorization = (req?: AuthorizationRequest) => string | undefined | Promise<string | undefined>;
+
 export interface ApiOptions {
   /** The API's base URL, e.g. https://abc.execute-api.eu-west-1.amazonaws.com or http://127.0.0.1:3000. */
   baseUrl: string;
   fetch?: typeof fetch;
-  /** The Authorization header value (e.g. `Bearer <JWT>`), asked for before each request. */
-  authorization?: () => string | undefined | Promise<string | undefined>;
+  /**
+   * The Authorization header value (e.g. `Bearer <JWT>`), asked for before
+   * each request. When the API answers 401 (API Gateway's authorizer or the
+   * API's `unauthenticated`: the token expired), it is asked again with
+   * `{ fresh: true }`, meaning a cached token will not do, and the request is
+   * repeated once, at once, with what it gives (retry-policy.json's
+   * "unauthorized"). The same token again, or a 401 to the repeat, is final.
+   * A function that takes no argument works too (it gets one repeat if it
+   * gives another token).
+   */
+  authorization?: Authorization;
   /** Wall time, for Retry-After dates. */
   now?: () => number;
 }
@@ -105,6 +122,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Time limit of this attempt (Infinity: none). */
   timeoutMs?: number;
+  /** The request's state across its attempts (given by retry()): a 401 gets one repeat with a fresh token per request. */
+  request?: RequestState;
 }
 
 export class Api {
@@ -173,34 +192,90 @@ export class Api {
   }
 
   private async call(method: string, path: string, headers: Record<string, string>, body: string | undefined, opts: CallOptions): Promise<RawAnswer> {
+    const state: RequestState = opts.request ?? { freshTokenAsked: false, repeats: 0 };
     if (opts.signal?.aborted) throw abortError(opts.signal);
-    const auth = await this.authorization?.();
-    if (auth) headers = { ...headers, Authorization: auth };
+    // Asked without an argument: a function that takes none works as it always did.
+    let auth = (await this.authorization?.()) || undefined;
+    for (;;) {
+      try {
+        if (opts.signal?.aborted) throw abortError(opts.signal);
+        return await this.send(method, path, auth === undefined ? headers : { ...headers, Authorization: auth }, body, opts);
+      } catch (e) {
+        // A 401 from the API (not a foreign answer): the token may have
+        // expired; one repeat, at once, with a fresh one (retry-policy.json
+        // "unauthorized"). The same token again cannot help.
+        if (!(e instanceof UploadError) || e.kind !== "api" || e.status !== 401 || !this.authorization || state.freshTokenAsked) throw e;
+        state.freshTokenAsked = true;
+        const fresh = await this.freshToken(opts);
+        if (!fresh || fresh === auth) throw e;
+        auth = fresh;
+        state.repeats++;
+      }
+    }
+  }
+
+  private async freshToken(opts: CallOptions): Promise<string | undefined> {
     if (opts.signal?.aborted) throw abortError(opts.signal);
+    const auth = (await this.authorization?.({ fresh: true })) || undefined;
+    if (opts.signal?.aborted) throw abortError(opts.signal);
+    return auth;
+  }
+
+  /** One request, one answer. */
+  private async send(method: string, path: string, headers: Record<string, string>, body: string | undefined, opts: CallOptions): Promise<RawAnswer> {
+    const url = this.url(path);
     const { signal, done } = attemptSignal(opts.signal, opts.timeoutMs ?? Infinity);
     try {
       let res: Response;
       let text: string;
       try {
-        res = await this.fetchFn(this.url(path), method === "GET" ? { method, headers, signal, cache: "no-store" } : { method, headers, body, signal });
+        res = await this.fetchFn(url, method === "GET" ? { method, headers, signal, cache: "no-store" } : { method, headers, body, signal });
         text = await res.text();
       } catch (e) {
-        if (signal.aborted) throw abortError(signal);
+        if (signal.aborted) {
+          const err = abortError(signal);
+          if (err.kind !== "timeout") throw err;
+          throw new UploadError({ kind: "timeout", message: `${method} ${url}: ${err.message}`, retryable: err.retryable, url, cause: err });
+        }
         // fetch rejects with a TypeError on any network failure, CORS refusals included.
-        throw new UploadError({ kind: "network", message: `${method} /${path}: no answer (${errorText(e)})`, retryable: isRetryableStatus(0), cause: e });
+        throw new UploadError({ kind: "network", message: `no answer from ${url}: ${networkReason(e)}`, retryable: isRetryableStatus(0), url, cause: e });
       }
-      if (res.ok) return { text, status: res.status, replay: res.headers.get("Idempotent-Replay") === "true" };
-      throw apiError(res, text, this.now());
+      if (res.ok) return { text, status: res.status, replay: res.headers.get("Idempotent-Replay") === "true", url, res };
+      throw apiError(res, text, this.now(), url);
     } finally {
       done();
     }
   }
 }
 
+/**
+ * How a request got no answer, as far as fetch says: node's fetch gives the
+ * cause's code ("connect ECONNREFUSED 127.0.0.1:1", "getaddrinfo ENOTFOUND
+ * api.test"); a browser says only "Failed to fetch" (Chrome), "NetworkError
+ * when attempting to fetch resource." (Firefox) or "Load failed" (Safari),
+ * whatever happened.
+ */
+function networkReason(e: unknown): string {
+  const cause: unknown = e instanceof Error ? e.cause : undefined;
+  if (cause instanceof Error && cause.message) {
+    const code = (cause as { code?: unknown }).code;
+    if (code === "ECONNREFUSED") return `connection refused (${cause.message})`;
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN") return `unknown host (${cause.message})`;
+    return cause.message;
+  }
+  const m = errorText(e);
+  if (e instanceof TypeError && /failed to fetch|networkerror|load failed/i.test(m)) {
+    return `${m} (connection refused, unknown host, TLS or CORS failure: the browser does not say which)`;
+  }
+  return m;
+}
+
 interface RawAnswer {
   text: string;
   status: number;
   replay: boolean;
+  url: string;
+  res: Response;
 }
 
 function uploadPath(uploadId: string): string {
@@ -208,10 +283,21 @@ function uploadPath(uploadId: string): string {
 }
 
 function uploadAnswer(res: RawAnswer): ApiAnswer {
+  notJson(res);
   return { body: parseUpload(res.text, res.status), status: res.status, replay: res.replay };
 }
 
+/** A 2xx whose body is not JSON is not the API's (a web page, say): a foreign answer. */
+function notJson(res: RawAnswer): void {
+  try {
+    JSON.parse(res.text);
+  } catch {
+    throw foreignError(res.res, res.text, res.url);
+  }
+}
+
 function partList(res: RawAnswer): unknown[] {
+  notJson(res);
   let b: unknown;
   try {
     b = JSON.parse(res.text);
@@ -230,27 +316,101 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** An error answer of the API as an UploadError. */
-export function apiError(res: Response, text: string, now: number): UploadError {
-  let code: string | undefined;
-  let message: string | undefined;
+/** The API's error codes (pkg/api). */
+export const API_CODES: ReadonlySet<string> = new Set([
+  "idempotency_key_required",
+  "idempotency_key_invalid",
+  "invalid_request",
+  "unauthenticated",
+  "not_found",
+  "idempotency_in_progress",
+  "upload_not_pending",
+  "upload_completed",
+  "parts_missing",
+  "request_too_large",
+  "file_too_large",
+  "unsupported_media_type",
+  "idempotency_key_reuse",
+  "too_many_uploads",
+  "internal_error",
+  "service_unavailable",
+]);
+
+/** An error code a newer server may add: lower snake_case (with a message beside it). */
+const API_CODE_SHAPE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
+
+/**
+ * The answers API Gateway gives itself, before the API's code runs, with a
+ * body `{"message": "…"}`: its authorizer's 401 and 403, throttling's 429,
+ * and 500, 502, 503 and 504 when the integration failed or timed out.
+ */
+const GATEWAY_STATUSES: ReadonlySet<number> = new Set([401, 403, 429, 500, 502, 503, 504]);
+
+/**
+ * Who gave an error answer to an API request: the API (an error body with
+ * one of its codes, or one shaped like a newer one), API Gateway (its
+ * `{"message": …}` with one of its statuses), or something else: the base
+ * URL does not point at a onceupload API (as pkg/client/foreign.go).
+ */
+export function classifyAnswer(status: number, text: string): { from: "api"; code: string; message?: string } | { from: "gateway"; message: string } | { from: "foreign" } {
+  let b: unknown;
   try {
-    const b: unknown = JSON.parse(text);
-    if (b && typeof b === "object") {
-      const o = b as Record<string, unknown>;
-      if (typeof o.error === "string") code = o.error;
-      if (typeof o.message === "string") message = o.message;
-    }
+    b = JSON.parse(text);
   } catch {
-    // Not JSON (a proxy's error page, API Gateway's own {"message": …}): keep the status.
+    return { from: "foreign" };
   }
+  if (!b || typeof b !== "object" || Array.isArray(b)) return { from: "foreign" };
+  const o = b as Record<string, unknown>;
+  const message = typeof o.message === "string" ? o.message : undefined;
+  if (typeof o.error === "string" && (API_CODES.has(o.error) || (message !== undefined && API_CODE_SHAPE.test(o.error)))) return { from: "api", code: o.error, message };
+  if (o.error === undefined && message !== undefined && GATEWAY_STATUSES.has(status)) return { from: "gateway", message };
+  return { from: "foreign" };
+}
+
+/** An error answer of the API as an UploadError; kind "foreign" when it is not the API's, nor API Gateway's (see {@link classifyAnswer}). */
+export function apiError(res: Response, text: string, now: number, url?: string): UploadError {
+  const who = classifyAnswer(res.status, text);
+  if (who.from === "foreign") return foreignError(res, text, url);
+  const code = who.from === "api" ? who.code : undefined;
   return new UploadError({
     kind: "api",
     status: res.status,
     code,
-    message: message || res.statusText || `HTTP ${res.status}`,
+    message: who.message || res.statusText || `HTTP ${res.status}`,
     retryable: isRetryableStatus(res.status, code),
     retryAfterMs: parseRetryAfter(res.headers.get("Retry-After"), now),
+    url,
+  });
+}
+
+/** What answered, on one line: the status, the Server header and media type (when the browser shows them), the first bytes of the body. */
+export function describeAnswer(res: Response, text: string): string {
+  let s = `${res.status}${res.statusText ? " " + res.statusText : ""}`;
+  const server = res.headers.get("Server");
+  if (server) s += `, Server: ${server}`;
+  const type = res.headers.get("Content-Type");
+  if (type) s += `, Content-Type: ${type}`;
+  if (text) s += `, body ${JSON.stringify(firstChars(text, 80))}`;
+  return s;
+}
+
+/** Up to n characters of s, on one line, cut between code points. */
+export function firstChars(s: string, n: number): string {
+  const line = s.split(/\s+/).filter(Boolean).join(" ");
+  const chars = Array.from(line);
+  return chars.length <= n ? line : chars.slice(0, n).join("") + "…";
+}
+
+/** The error of an answer that is not a onceupload API's: never retried, since asking the same URL again gets the same. */
+function foreignError(res: Response, text: string, url?: string): UploadError {
+  const answer = describeAnswer(res, text);
+  return new UploadError({
+    kind: "foreign",
+    status: res.status,
+    message: `not a onceupload API: ${url ?? "the API's base URL"} answered ${answer}`,
+    retryable: false,
+    url,
+    answer,
   });
 }
 

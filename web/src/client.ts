@@ -64,7 +64,11 @@ export interface UploadClientOptions {
   apiBase: string;
   /** Default: IndexedDB database "onceupload". */
   store?: UploadStore;
-  /** Authorization header value for the API (e.g. `Bearer <JWT>`). */
+  /**
+   * Authorization header value for the API (e.g. `Bearer <JWT>`), asked
+   * before each request; after a 401 it is asked `{ fresh: true }` and the
+   * request repeated once with a new token (see {@link ApiOptions.authorization}).
+   */
   authorization?: ApiOptions["authorization"];
   /** Retries of POST /uploads and GET /uploads/{id}. */
   createPolicy?: Partial<RetryPolicy>;

@@ -25,7 +25,14 @@ export type UploadErrorKind =
   /** Local state (IndexedDB) failed, or the record is missing. */
   | "state"
   /** The server answered something that breaks the contract. */
-  | "protocol";
+  | "protocol"
+  /**
+   * What answers at the API's base URL is not a onceupload API (a wrong
+   * path such as /v1, S3, a web server): neither an error body with one of
+   * the API's codes nor one of API Gateway's own `{"message": …}` answers.
+   * `url`, `status` and `answer` say what answered. Never retried.
+   */
+  | "foreign";
 
 export interface UploadErrorInit {
   kind: UploadErrorKind;
@@ -40,6 +47,10 @@ export interface UploadErrorInit {
   retryAfterMs?: number;
   /** How many attempts were made before giving up. */
   attempts?: number;
+  /** The URL that failed (an API request's: no answer, or a foreign answer). */
+  url?: string;
+  /** Kind "foreign": what answered, on one line (status, media type, the first bytes of the body). */
+  answer?: string;
   cause?: unknown;
 }
 
@@ -49,6 +60,10 @@ export class UploadError extends Error {
   readonly code?: string;
   readonly retryable: boolean;
   readonly retryAfterMs?: number;
+  /** The URL that failed, when known (see {@link UploadErrorInit.url}). */
+  readonly url?: string;
+  /** Kind "foreign": what answered. */
+  readonly answer?: string;
   attempts: number;
 
   constructor(init: UploadErrorInit) {
@@ -60,6 +75,8 @@ export class UploadError extends Error {
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
     this.attempts = init.attempts ?? 1;
+    if (init.url !== undefined) this.url = init.url;
+    if (init.answer !== undefined) this.answer = init.answer;
   }
 
   /** A plain object for IndexedDB or logs. */
@@ -71,6 +88,8 @@ export class UploadError extends Error {
       code: this.code,
       retryable: this.retryable,
       attempts: this.attempts,
+      ...(this.url !== undefined ? { url: this.url } : {}),
+      ...(this.answer !== undefined ? { answer: this.answer } : {}),
     };
   }
 
@@ -86,10 +105,17 @@ export interface SerializedUploadError {
   code?: string;
   retryable: boolean;
   attempts: number;
+  url?: string;
+  answer?: string;
 }
 
 export function isUploadError(e: unknown): e is UploadError {
   return e instanceof UploadError;
+}
+
+/** Whether `e` says the base URL is not a onceupload API (kind "foreign"; its `url`, `status` and `answer` say what answered). */
+export function isNotOnceupload(e: unknown): e is UploadError & { kind: "foreign"; answer: string } {
+  return e instanceof UploadError && e.kind === "foreign";
 }
 
 /** The error an aborted signal should surface as. */
@@ -110,9 +136,12 @@ export function toUploadError(e: unknown, fallback: UploadErrorKind = "state"): 
 export function describeError(e: UploadError): string {
   switch (e.kind) {
     case "network":
-      return "The network failed (no answer from the server).";
+      // "no answer from https://…/uploads: …": which URL fails, and how.
+      return e.url ? `The network failed: ${e.message}.` : "The network failed (no answer from the server).";
     case "timeout":
       return "The server took too long to answer.";
+    case "foreign":
+      return `This is not a onceupload API: ${e.url ?? "the base URL"} answered ${e.answer ?? `HTTP ${e.status}`}. Check the API's base URL.`;
     case "deadline":
       return `Gave up after ${e.attempts} attempt${e.attempts === 1 ? "" : "s"}: ${e.message}`;
     case "aborted":

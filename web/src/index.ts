@@ -12,9 +12,11 @@
  */
 export { UploadClient, DEFAULT_COMPLETION, DEFAULT_PUT_POLICY, DEFAULT_MULTIPART_BYTES, DEFAULT_PART_BYTES, MAX_PARTS, choosePartSize } from "./client.js";
 export type { UploadClientOptions, UploadEvent, RunOptions, ResumeOptions, CompletionPolicy, Step } from "./client.js";
-export { Api, apiError, parseUpload } from "./api.js";
+export { Api, apiError, parseUpload, classifyAnswer, describeAnswer, API_CODES } from "./api.js";
 export type {
   ApiOptions,
+  Authorization,
+  AuthorizationRequest,
   ApiAnswer,
   CallOptions,
   CreateRequest,
@@ -28,7 +30,7 @@ export type {
   AbortedUpload,
   UploadResponse,
 } from "./api.js";
-export { UploadError, isUploadError, describeError, toUploadError } from "./errors.js";
+export { UploadError, isUploadError, isNotOnceupload, describeError, toUploadError } from "./errors.js";
 export type { UploadErrorKind, UploadErrorInit, SerializedUploadError } from "./errors.js";
 export {
   retry,
@@ -42,7 +44,7 @@ export {
   systemClock,
   browserNetwork,
 } from "./retry.js";
-export type { Clock, Network, RetryPolicy, RetryInfo, RetryOptions, AttemptContext } from "./retry.js";
+export type { Clock, Network, RetryPolicy, RetryInfo, RetryOptions, AttemptContext, RequestState } from "./retry.js";
 export { IndexedDBStore, MemoryStore, ACTIVE_PHASES } from "./store.js";
 export type { UploadRecord, UploadStore, Phase, IndexedDBStoreOptions } from "./store.js";
 export { hashFile, workerHasher, DEFAULT_HASH_CHUNK } from "./hash.js";

@@ -195,8 +195,23 @@ export interface RetryInfo {
   offline: boolean;
 }
 
+/**
+ * One request's state across its attempts (the same object at every
+ * attempt): the repeat with a fresh token that a 401 gets (retry-policy.json
+ * "unauthorized") is made at most once per request, and is not one of the
+ * policy's `maxAttempts`.
+ */
+export interface RequestState {
+  /** Whether a fresh token was asked for already (a 401's repeat was made, or found pointless). */
+  freshTokenAsked: boolean;
+  /** Requests sent besides the attempts: the repeat with a fresh token. */
+  repeats: number;
+}
+
 /** What each attempt is given. */
 export interface AttemptContext {
+  /** Shared by all the attempts of one request. */
+  request: RequestState;
   /** 1-based. */
   attempt: number;
   /** Aborts when the caller aborts, or with a retryable network error when the device goes offline. */
@@ -233,6 +248,7 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
   let deadline: number | undefined;
   // The `retry` of the backoff formula: retries made since the network was last found to be back.
   let retries = 0;
+  const request: RequestState = { freshTokenAsked: false, repeats: 0 };
 
   const waitOnline = async () => {
     const since = clock.now();
@@ -252,7 +268,7 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
     );
     let error: UploadError;
     try {
-      return await op({ attempt, signal: ctrl.signal, timeoutMs: Math.max(1, Math.min(policy.attemptTimeoutMs, left)) });
+      return await op({ attempt, request, signal: ctrl.signal, timeoutMs: Math.max(1, Math.min(policy.attemptTimeoutMs, left)) });
     } catch (e) {
       if (signal?.aborted) throw abortError(signal);
       if (!(e instanceof UploadError)) throw e;
@@ -261,7 +277,8 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
       unsubscribe();
       signal?.removeEventListener("abort", onAbort);
     }
-    error.attempts = attempt;
+    // The requests sent: the attempts and a 401's repeat with a fresh token (not counted against maxAttempts).
+    error.attempts = attempt + request.repeats;
     deadline ??= clock.now() + policy.retryBudgetMs;
     if (!error.retryable) throw error;
     if (policy.maxAttempts > 0 && attempt >= policy.maxAttempts) throw error;
@@ -284,7 +301,8 @@ export async function retry<T>(op: (ctx: AttemptContext) => Promise<T>, opts: Re
         status: error.status,
         code: error.code,
         retryable: true,
-        attempts: attempt,
+        attempts: error.attempts,
+        url: error.url,
         cause: error,
       });
     }

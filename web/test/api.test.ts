@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import { type AddressInfo, createServer } from "node:net";
 import { describe, it } from "node:test";
-import { Api, parseUpload } from "../src/api.js";
-import { UploadError } from "../src/errors.js";
+import { Api, classifyAnswer, firstChars, parseUpload } from "../src/api.js";
+import { UploadError, describeError, isNotOnceupload } from "../src/errors.js";
+import { retry } from "../src/retry.js";
 import { sendableHeaders, storageError, urlNoLongerWorks } from "../src/transport.js";
-import { json } from "./fakes.js";
+import { FakeClock, FakeNetwork, json } from "./fakes.js";
 
 const meta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
 const pending = {
@@ -77,8 +80,12 @@ describe("Api.create", () => {
       [json(400, { error: "invalid_request", message: "sha256: want 64 hex" }), { status: 400, code: "invalid_request", retryable: false }],
       [json(409, { error: "idempotency_in_progress", message: "busy" }, { "Retry-After": "2" }), { status: 409, retryable: true, retryAfterMs: 2_000 }],
       [json(503, { error: "service_unavailable", message: "later" }, { "Retry-After": "Thu, 15 Jan 2026 09:00:04 GMT" }), { status: 503, retryable: true, retryAfterMs: 4_000 }],
-      [new Response("<html>Bad Gateway</html>", { status: 502, statusText: "Bad Gateway" }), { status: 502, code: undefined, message: "Bad Gateway", retryable: true }],
-      [json(500, { message: "Internal Server Error" }), { status: 500, code: undefined, retryable: true }],
+      // API Gateway's own answers: {"message": …}, no code.
+      [json(500, { message: "Internal Server Error" }), { kind: "api", status: 500, code: undefined, message: "Internal Server Error", retryable: true }],
+      [json(401, { message: "Unauthorized" }), { kind: "api", status: 401, code: undefined, message: "Unauthorized", retryable: false }],
+      [json(504, { message: "Endpoint request timed out" }), { kind: "api", status: 504, retryable: true }],
+      // A code a newer server may add, with its message.
+      [json(409, { error: "some_new_conflict", message: "x" }), { kind: "api", status: 409, code: "some_new_conflict", message: "x", retryable: false }],
       [json(501, { error: "x", message: "no" }), { status: 501, retryable: false }],
     ];
     for (const [res, want] of cases) {
@@ -121,6 +128,100 @@ describe("Api.create", () => {
     const err = await p;
     assert.equal(err.kind, "aborted");
     assert.equal(err.retryable, false);
+  });
+});
+
+describe("not a onceupload API (as pkg/client/foreign.go)", () => {
+  const s3412 = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>`;
+  const cases: { name: string; res: () => Response; inAnswer: string[] }[] = [
+    { name: "nginx 404", res: () => new Response("<html><head><title>404 Not Found</title></head></html>", { status: 404, statusText: "Not Found", headers: { Server: "nginx/1.27", "Content-Type": "text/html" } }), inAnswer: ["404 Not Found", "nginx/1.27", "text/html", "<html>"] },
+    { name: "S3 412", res: () => new Response(s3412, { status: 412, headers: { Server: "AmazonS3", "Content-Type": "application/xml" } }), inAnswer: ["412", "AmazonS3", "PreconditionFailed"] },
+    { name: "plain 404", res: () => new Response("404 page not found\n", { status: 404 }), inAnswer: ["404", "404 page not found"] },
+    { name: "HTTP API unknown route", res: () => json(404, { message: "Not Found" }), inAnswer: ["404", "Not Found"] },
+    { name: "200 web page", res: () => new Response("<!doctype html><p>welcome</p>", { status: 200, headers: { "Content-Type": "text/html" } }), inAnswer: ["200", "welcome"] },
+    { name: "JSON without a code", res: () => json(400, { error: "Bad Request" }), inAnswer: ["400", "Bad Request"] },
+    { name: "a proxy's 502 page", res: () => new Response("<html>Bad Gateway</html>", { status: 502, statusText: "Bad Gateway" }), inAnswer: ["502 Bad Gateway", "<html>Bad Gateway</html>"] },
+    { name: "an empty 503", res: () => new Response("", { status: 503 }), inAnswer: ["503"] },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: a typed error with the URL, the status and the first bytes, never retried`, async () => {
+      const { calls, f } = fakeFetch(() => c.res());
+      const clock = new FakeClock();
+      const api = new Api({ baseUrl: "https://api.test/prod", fetch: f, now: () => clock.now() });
+      const err = await failure(retry((ctx) => api.create("k".repeat(16), meta, ctx), { clock, network: new FakeNetwork() }));
+      assert.equal(calls.length, 1, "never retried");
+      assert.ok(isNotOnceupload(err));
+      assert.deepEqual([err.kind, err.status, err.retryable, err.url], ["foreign", c.res().status, false, "https://api.test/prod/uploads"]);
+      assert.match(err.message, /^not a onceupload API: https:\/\/api\.test\/prod\/uploads answered /);
+      for (const want of c.inAnswer) {
+        assert.ok(err.answer?.includes(want), `answer ${err.answer} lacks ${want}`);
+        assert.ok(err.message.includes(want), `message ${err.message} lacks ${want}`);
+      }
+      assert.ok(!err.message.includes("\n"), "one line");
+      assert.match(describeError(err), /not a onceupload API: https:\/\/api\.test\/prod\/uploads answered/);
+      // Kept across a reload (IndexedDB keeps toJSON()).
+      const back = UploadError.fromJSON(err.toJSON());
+      assert.deepEqual([back.kind, back.url, back.answer], [err.kind, err.url, err.answer]);
+    });
+  }
+
+  it("tells the API's and API Gateway's answers from foreign ones", () => {
+    const cases: [number, unknown, string][] = [
+      [401, { message: "Unauthorized" }, "gateway"],
+      [403, { message: "Forbidden" }, "gateway"],
+      [429, { message: "Too Many Requests" }, "gateway"],
+      [504, { message: "Endpoint request timed out" }, "gateway"],
+      [404, { message: "Not Found" }, "foreign"],
+      [401, { error: "unauthenticated", message: "no principal" }, "api"],
+      [404, { error: "not_found" }, "api"],
+      [409, { error: "some_new_conflict", message: "x" }, "api"],
+      [409, { error: "some_new_conflict" }, "foreign"],
+      [400, { error: "Bad Request" }, "foreign"],
+      [500, [1, 2], "foreign"],
+    ];
+    for (const [status, body, from] of cases) assert.equal(classifyAnswer(status, JSON.stringify(body)).from, from, `${status} ${JSON.stringify(body)}`);
+    assert.equal(classifyAnswer(502, "<html>").from, "foreign");
+  });
+
+  it("cuts a long answer to its first 80 characters, on one line, between code points", () => {
+    assert.equal(firstChars("a\n\n  b", 80), "a b");
+    assert.equal(firstChars("é".repeat(100), 40), "é".repeat(40) + "…");
+    assert.equal(firstChars("😀".repeat(3), 2), "😀😀…");
+  });
+
+  it("reads S3's answers to a PUT as S3's, not as a foreign API", () => {
+    const e = storageError({ status: 403, text: "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>", etag: null });
+    assert.deepEqual([e.kind, e.code], ["storage", "AccessDenied"]);
+  });
+});
+
+describe("no answer from the API", () => {
+  it("names the URL that fails and how (node's fetch says why: a connection refused)", async () => {
+    // A port on the loopback where nothing listens any more.
+    const srv = createServer().listen(0, "127.0.0.1");
+    await once(srv, "listening");
+    const port = (srv.address() as AddressInfo).port;
+    srv.close();
+    await once(srv, "close");
+    const base = `http://127.0.0.1:${port}`;
+    const err = await failure(new Api({ baseUrl: base }).create("k".repeat(16), meta));
+    assert.deepEqual([err.kind, err.retryable, err.url], ["network", true, `${base}/uploads`]);
+    assert.ok(err.message.startsWith(`no answer from ${base}/uploads: connection refused`), err.message);
+  });
+
+  it("names the URL that fails with what the browser says (it does not say why)", async () => {
+    for (const [thrown, want] of [
+      [new TypeError("Failed to fetch"), /^no answer from https:\/\/api\.test\/uploads\/u1: Failed to fetch \(connection refused, unknown host, TLS or CORS failure/],
+      [new TypeError("fetch failed", { cause: Object.assign(new Error("getaddrinfo ENOTFOUND api.test"), { code: "ENOTFOUND" }) }), /^no answer from https:\/\/api\.test\/uploads\/u1: unknown host \(getaddrinfo ENOTFOUND api\.test\)$/],
+    ] as const) {
+      const f: typeof fetch = async () => {
+        throw thrown;
+      };
+      const err = await failure(new Api({ baseUrl: "https://api.test", fetch: f }).get("u1"));
+      assert.deepEqual([err.kind, err.retryable, err.url], ["network", true, "https://api.test/uploads/u1"]);
+      assert.match(err.message, want);
+      assert.match(describeError(err), /https:\/\/api\.test\/uploads\/u1/);
+    }
   });
 });
 

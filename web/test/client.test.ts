@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type UploadEvent } from "../src/client.js";
+import { describeError } from "../src/errors.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
 import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
@@ -89,7 +90,8 @@ describe("UploadClient: create with retries", () => {
       "network",
       { status: 503, body: JSON.stringify({ error: "service_unavailable", message: "throttled" }), headers: { "Retry-After": "3" } },
       { status: 409, body: JSON.stringify({ error: "idempotency_in_progress", message: "busy" }), headers: { "Retry-After": "1" } },
-      { status: 504 },
+      // API Gateway's own answer: the integration timed out.
+      { status: 504, body: JSON.stringify({ message: "Endpoint request timed out" }) },
     );
     const { client, events, onEvent } = w.page({ createPolicy: { baseDelayMs: 100, maxDelayMs: 1000 } });
     await client.start(makeFile("a.bin", 10), { onEvent });
@@ -169,7 +171,7 @@ describe("UploadClient: create with retries", () => {
 
   it("retries a 429 with another code, or none", async () => {
     const w = world();
-    w.server.createFaults.push({ status: 429, body: JSON.stringify({ error: "slow_down", message: "x" }), headers: { "Retry-After": "2" } }, { status: 429 });
+    w.server.createFaults.push({ status: 429, body: JSON.stringify({ error: "slow_down", message: "x" }), headers: { "Retry-After": "2" } }, { status: 429, body: JSON.stringify({ message: "Too Many Requests" }) });
     const { client, events, onEvent } = w.page();
     await client.start(makeFile("a.bin", 10), { onEvent });
     assert.equal(w.server.creates.length, 3);
@@ -367,7 +369,7 @@ describe("UploadClient: completion", () => {
 
   it("retries a failed status poll", async () => {
     const w = world();
-    w.server.getFaults.push("network", { status: 502 });
+    w.server.getFaults.push("network", { status: 502, body: JSON.stringify({ message: "Internal server error" }) });
     const { client, events, onEvent } = w.page();
     await client.start(makeFile("a.bin", 10), { onEvent });
     assert.equal(retries(events, "complete").length, 2);
@@ -529,5 +531,104 @@ describe("UploadClient: answers that break the contract", () => {
     });
     const err = await failure(client.start(makeFile("a.bin", 10)));
     assert.equal(err.kind, "protocol");
+  });
+});
+
+describe("UploadClient: a token that expires while the upload runs", () => {
+  it("asks for a fresh token on a 401 and repeats that request once, at once; the upload completes", async () => {
+    const w = world();
+    // The API takes only the token of the moment; it expires while part 2 is sent.
+    let valid = 1;
+    const asked: unknown[] = [];
+    const sent: string[] = [];
+    const fetch: typeof globalThis.fetch = async (input, init) => {
+      const auth = new Headers(init?.headers).get("Authorization") ?? "";
+      sent.push(auth);
+      if (auth !== `Bearer t${valid}`) return json(401, { message: "Unauthorized" });
+      return w.server.fetch(input, init);
+    };
+    w.server.onPartPut = (n) => {
+      if (n === 2) valid = 2;
+    };
+    let cached = "Bearer t1";
+    const { client, events, onEvent } = w.page({
+      fetch,
+      multipartBytes: 2_500,
+      partBytes: 1_000,
+      partConcurrency: 1,
+      authorization: (req) => {
+        asked.push(req?.fresh);
+        if (req?.fresh) cached = `Bearer t${valid}`;
+        return cached;
+      },
+    });
+    const done = await client.start(makeFile("big.bin", 5_000), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.deepEqual(asked.filter((a) => a === true), [true], "one fresh token");
+    assert.equal(sent.filter((a) => a === "Bearer t1").length >= 2, true);
+    assert.equal(sent.at(-1), "Bearer t2");
+    assert.deepEqual(w.clock.sleeps, [], "no wait");
+    assert.equal(events.filter((e) => e.type === "retry").length, 0);
+  });
+
+  it("fails for good on a second 401, saying so; a resume with a valid token completes with the same key", async () => {
+    const w = world();
+    let accepted = "Bearer good";
+    const fetch: typeof globalThis.fetch = async (input, init) =>
+      new Headers(init?.headers).get("Authorization") === accepted ? w.server.fetch(input, init) : json(401, { error: "unauthenticated", message: "The token has expired." });
+    let k = 0;
+    const { client } = w.page({
+      fetch,
+      authorization: (req) => {
+        if (req?.fresh) k++;
+        return `Bearer t${k}`;
+      },
+    });
+    const rec = await client.add(makeFile("a.bin", 10));
+    const err = await failure(client.upload(rec.key));
+    assert.deepEqual([err.kind, err.status, err.code, err.retryable, err.attempts], ["api", 401, "unauthenticated", false, 2]);
+    assert.equal(w.server.creates.length, 0);
+    // The user signs in again: the token of the moment passes.
+    accepted = "Bearer t1";
+    await client.upload(rec.key);
+    assert.equal(w.server.objects.size, 1);
+    assert.deepEqual(new Set(keysOf(w.server)), new Set([rec.key]));
+  });
+});
+
+describe("UploadClient: the base URL", () => {
+  it("says when it is not a onceupload API, with the URL, the status and the first bytes, never retried", async () => {
+    const w = world();
+    let calls = 0;
+    const fetch: typeof globalThis.fetch = async () => {
+      calls++;
+      return new Response("<!doctype html><title>Welcome to nginx!</title>", { status: 404, statusText: "Not Found", headers: { "Content-Type": "text/html" } });
+    };
+    const { client, events, onEvent } = w.page({ fetch });
+    const rec = await client.add(makeFile("a.bin", 10));
+    const err = await failure(client.upload(rec.key, { onEvent }));
+    assert.equal(calls, 1);
+    assert.equal(events.filter((e) => e.type === "retry").length, 0);
+    assert.deepEqual([err.kind, err.status, err.retryable, err.url], ["foreign", 404, false, "https://api.test/uploads"]);
+    assert.ok(err.answer?.includes("Welcome to nginx!"), err.answer);
+    const stored = (await client.get(rec.key))?.error;
+    assert.deepEqual([stored?.kind, stored?.url, stored?.answer], ["foreign", err.url, err.answer], "the record keeps what answered");
+  });
+
+  it("retries no answer as before, and names the URL that fails in the retry events and in the final error", async () => {
+    const w = world();
+    for (let i = 0; i < 100; i++) w.server.createFaults.push("network");
+    const { client, events, onEvent } = w.page({ createPolicy: { baseDelayMs: 1000, maxDelayMs: 4000, retryBudgetMs: 10_000 } });
+    const err = await failure(client.start(makeFile("a.bin", 10), { onEvent }));
+    const r = retries(events, "create");
+    assert.ok(r.length >= 2, "retried");
+    for (const e of r) {
+      assert.ok(e.type === "retry");
+      assert.equal(e.error.url, "https://api.test/uploads");
+      assert.ok(e.error.message.startsWith("no answer from https://api.test/uploads: Failed to fetch"), e.error.message);
+    }
+    assert.deepEqual([err.kind, err.retryable, err.url, err.attempts], ["deadline", true, "https://api.test/uploads", w.server.creates.length]);
+    assert.ok(err.message.includes("no answer from https://api.test/uploads: Failed to fetch"), err.message);
+    assert.ok(describeError(err).includes("https://api.test/uploads"), describeError(err));
   });
 });

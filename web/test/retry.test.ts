@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
-import { apiError } from "../src/api.js";
+import { Api, type Authorization, apiError } from "../src/api.js";
 import { UploadError } from "../src/errors.js";
 import { DEFAULT_POLICY, backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
 import { putOutcome, storageError } from "../src/transport.js";
-import { FakeClock, FakeNetwork, makeFile, sha256hex } from "./fakes.js";
+import { FakeClock, FakeNetwork, json, makeFile, sha256hex } from "./fakes.js";
 import { failure, world } from "./world.js";
 
 /**
@@ -19,6 +19,8 @@ interface SharedPolicy {
   retryable: { status: number; code?: string; from?: "S3"; retry: boolean }[];
   /** Answers that are neither success nor failure: "stored", for a single PUT (upload.url) that sent If-None-Match. */
   outcomes: { request: string; status: number; from?: string; retry: boolean; outcome: string }[];
+  /** Answers repeated once, at once, with a fresh token. */
+  unauthorized: { request: string; status: number; refreshToken: boolean; repeat: number; waitMs: number }[];
   backoff: { retry: number; random: number; waitMs: number }[];
   retryAfter: { header: string; now?: string; waitMs: number | null }[];
 }
@@ -32,15 +34,20 @@ const s3Body = (code: string) =>
  * A row's answer as the client reads it: no answer (status 0), S3's answer
  * to a PUT (rows from S3, and rows without a code, whose statuses S3 gives
  * too), or the API's (rows without "from"). The API's answers carry a
- * Retry-After, which must not make a final answer retried.
+ * Retry-After, which must not make a final answer retried. A row without a
+ * code is, from the API, API Gateway's own answer ({"message": …}) where
+ * it gives that status, else the API's with a code the row does not list
+ * (an answer with neither is not a onceupload API's: see api.test.ts).
  */
-function rowErrors(row: SharedPolicy["retryable"][number]): UploadError[] {
-  if (row.status === 0) return [new UploadError({ kind: "network", message: "no answer", retryable: isRetryableStatus(0) })];
-  const errors: UploadError[] = [];
-  if (row.from === "S3" || row.code === undefined) errors.push(storageError({ status: row.status, text: row.code ? s3Body(row.code) : "", etag: null }));
+function rowErrors(row: SharedPolicy["retryable"][number]): { error: UploadError; code?: string }[] {
+  if (row.status === 0) return [{ error: new UploadError({ kind: "network", message: "no answer", retryable: isRetryableStatus(0) }) }];
+  const errors: { error: UploadError; code?: string }[] = [];
+  if (row.from === "S3" || row.code === undefined) errors.push({ error: storageError({ status: row.status, text: row.code ? s3Body(row.code) : "", etag: null }), code: row.code });
   if (row.from === undefined) {
-    const text = row.code ? JSON.stringify({ error: row.code, message: "x" }) : "";
-    errors.push(apiError(new Response(text, { status: row.status, headers: { "Retry-After": "1" } }), text, Date.now()));
+    const gateway = [401, 403, 429, 500, 502, 503, 504].includes(row.status);
+    const code = row.code ?? (gateway ? undefined : "some_other_code");
+    const text = JSON.stringify(code ? { error: code, message: "x" } : { message: "x" });
+    errors.push({ error: apiError(new Response(text, { status: row.status, headers: { "Retry-After": "1" } }), text, Date.now()), code });
   }
   return errors;
 }
@@ -59,10 +66,10 @@ describe("the shared retry policy (pkg/api/testdata/retry-policy.json)", () => {
   for (const row of shared.retryable) {
     it(`${row.retry ? "retries" : "does not retry"} ${row.status}${row.code ? " " + row.code : ""}${row.from ? " from " + row.from : ""}`, async () => {
       assert.equal(isRetryableStatus(row.status, row.code), row.retry);
-      for (const error of rowErrors(row)) {
+      for (const { error, code } of rowErrors(row)) {
         // The answer read by the client's own parser (the API's JSON, S3's XML).
         assert.equal(error.status, row.status === 0 ? undefined : row.status);
-        assert.equal(error.code, row.code);
+        assert.equal(error.code, code);
         assert.equal(error.retryable, row.retry, `${error.kind} error`);
         // And the loop acts on it.
         const clock = new FakeClock();
@@ -182,6 +189,116 @@ describe("the shared retry policy (pkg/api/testdata/retry-policy.json)", () => {
     // The wait that was not made would have ended past it.
     assert.ok(clock.now() + Math.floor(0.999 * 20_000) - start > 300_000);
   });
+});
+
+/** POST /uploads as the Go client's policy test makes it, and the API's 201. */
+const createMeta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
+const created = {
+  uploadId: "u1",
+  status: "pending",
+  storageKey: "uploads/u1",
+  filename: "a.txt",
+  contentType: "text/plain",
+  bytes: 3,
+  sha256: "a".repeat(64),
+  upload: { method: "PUT", url: "https://s3.test/u1", headers: {}, expiresAt: "2026-01-15T09:15:00Z" },
+};
+
+/** POST /uploads through retry(), on a virtual clock, with each request's Authorization and the answers `answer` gives. */
+async function createWith(answer: (n: number, auth: string) => Response, authorization: Authorization | undefined, policy: { maxAttempts?: number } = {}) {
+  const seen: string[] = [];
+  const f: typeof fetch = async (_input, init) => {
+    const auth = new Headers(init?.headers).get("Authorization") ?? "";
+    seen.push(auth);
+    return answer(seen.length, auth);
+  };
+  const clock = new FakeClock();
+  const api = new Api({ baseUrl: "https://api.test", fetch: f, authorization, now: () => clock.now() });
+  const result = await retry((ctx) => api.create("key-0123456789abcdef", createMeta, ctx), { clock, random: () => 0.5, network: new FakeNetwork(), policy }).then(
+    (ans) => ({ ans, err: undefined }),
+    (err: unknown) => ({ ans: undefined, err: err as UploadError }),
+  );
+  return { ...result, seen, sleeps: clock.sleeps };
+}
+
+// Each "unauthorized" row, acted out as the Go client's policy_test.go
+// does: an API request answered so is repeated, at once, with a fresh
+// token, as many times as the row says (once), whether API Gateway's
+// authorizer or the API answered; a 401 to the repeat is final, and so is
+// one when the token source gives the same token again.
+describe("the shared policy's unauthorized rows (a 401: one repeat with a fresh token)", () => {
+  it("has unauthorized rows", () => assert.ok(shared.unauthorized?.length > 0));
+
+  for (const row of shared.unauthorized ?? []) {
+    it(`repeats ${row.request} answered ${row.status} once, at once, with a fresh token`, async () => {
+      assert.deepEqual([row.refreshToken, row.repeat, row.waitMs, row.request], [true, 1, 0, "any API request (not S3's presigned URLs)"], "the test knows one repeat at once with a fresh token of any API request");
+      for (const body of [{ message: "Unauthorized" }, { error: "unauthenticated", message: "The token has expired." }]) {
+        for (const still of [false, true]) {
+          // The token source: a cached token, or a fresh one when asked so.
+          const asked: unknown[] = [];
+          const authorization: Authorization = (req) => {
+            asked.push(req?.fresh);
+            return req?.fresh ? "Bearer fresh" : "Bearer old";
+          };
+          const { ans, err, seen, sleeps } = await createWith((_n, auth) => (auth !== "Bearer fresh" || still ? json(row.status, body) : json(201, created)), authorization);
+          const what = `${JSON.stringify(body)}${still ? ", refused again" : ""}`;
+          if (still) {
+            assert.ok(err, what);
+            assert.deepEqual([err.kind, err.status, err.retryable, err.attempts], ["api", row.status, false, 1 + row.repeat], what);
+          } else {
+            assert.equal(err, undefined, what);
+            assert.equal(ans?.body.uploadId, "u1");
+          }
+          assert.deepEqual(seen, ["Bearer old", "Bearer fresh"], what);
+          assert.deepEqual(asked, [undefined, true], `${what}: asked without an argument, then { fresh: true }`);
+          assert.deepEqual(sleeps, [], `${what}: no wait`);
+        }
+      }
+    });
+
+    it(`does not count the repeat of a ${row.status} against maxAttempts; the repeat's own answer follows the other rules`, async () => {
+      // With 1, a 401 still gets its repeat; with 2, the repeat's 503 still gets its retry.
+      for (const maxAttempts of [1, 2]) {
+        let k = 0;
+        const { err, seen, sleeps } = await createWith(
+          (n) => {
+            if (n === 1) return json(row.status, { message: "Unauthorized" });
+            if (n === 2 && maxAttempts === 2) return json(503, { error: "service_unavailable", message: "busy" });
+            return json(201, created);
+          },
+          () => `Bearer t${++k}`,
+          { maxAttempts },
+        );
+        assert.equal(err, undefined, `maxAttempts ${maxAttempts}`);
+        assert.equal(seen.length, maxAttempts + 1, `maxAttempts ${maxAttempts}`);
+        assert.equal(sleeps.length, maxAttempts - 1, "only the 503 waits");
+      }
+    });
+
+    it(`repeats a request at most once for a ${row.status}, across its retries`, async () => {
+      let k = 0;
+      const { err, seen } = await createWith(
+        (n) => (n === 2 ? json(503, { message: "Service Unavailable" }) : json(row.status, { message: "Unauthorized" })),
+        () => `Bearer t${++k}`,
+      );
+      // 401, the repeat (503), the retry (401 again): final.
+      assert.deepEqual(seen, ["Bearer t1", "Bearer t2", "Bearer t3"]);
+      assert.deepEqual([err?.status, err?.attempts], [row.status, 3]);
+    });
+
+    it(`makes no repeat of a ${row.status} that would send the same token, nor without a token source, nor of a foreign answer`, async () => {
+      // A fixed token (a function that takes no argument): asked again, gives the same: final at once.
+      let asks = 0;
+      const fixed = await createWith(() => json(row.status, { message: "Unauthorized" }), () => (asks++, "Bearer fixed"));
+      assert.deepEqual([fixed.seen, asks, fixed.err?.status, fixed.err?.attempts], [["Bearer fixed"], 2, row.status, 1]);
+      const none = await createWith(() => json(row.status, { message: "Unauthorized" }), undefined);
+      assert.deepEqual([none.seen, none.err?.status, none.err?.attempts], [[""], row.status, 1]);
+      // Not the API's 401 (a web server's page): not a token to refresh.
+      let k = 0;
+      const foreign = await createWith(() => new Response("<html>401 Authorization Required</html>", { status: row.status }), () => `Bearer t${++k}`);
+      assert.deepEqual([foreign.seen.length, foreign.err?.kind, k], [1, "foreign", 1]);
+    });
+  }
 });
 
 describe("retry while offline", () => {
