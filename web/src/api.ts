@@ -401,14 +401,19 @@ export function firstChars(s: string, n: number): string {
   return chars.length <= n ? line : chars.slice(0, n).join("") + "…";
 }
 
-/** The error of an answer that is not a onceupload API's: never retried, since asking the same URL again gets the same. */
+/**
+ * The error of an answer that is not a onceupload API's. It is retried only
+ * when its status is one that may pass (a proxy's 502 or 503 page while the
+ * API is briefly away), as the Go client does; anything else asks the same
+ * wrong URL again and gets the same.
+ */
 function foreignError(res: Response, text: string, url?: string): UploadError {
   const answer = describeAnswer(res, text);
   return new UploadError({
     kind: "foreign",
     status: res.status,
     message: `not a onceupload API: ${url ?? "the API's base URL"} answered ${answer}`,
-    retryable: false,
+    retryable: isRetryableStatus(res.status),
     url,
     answer,
   });
