@@ -233,7 +233,11 @@ type result struct {
 	StoredRefused      []stored `json:"storedRefused"`
 	CreatesWhenRefused int      `json:"createsWhenRefused"`
 
-	// large files
+	// ux: what the scenario checked, by name, and what it saw (for the messages)
+	Checks map[string]bool `json:"checks"`
+	Seen   map[string]any  `json:"seen"`
+
+	// large files, ux
 	Screenshots []string `json:"screenshots"`
 	PartsBefore int      `json:"partsBefore"`
 	PartCount   int      `json:"partCount"`
@@ -711,6 +715,26 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("large", func(t *testing.T) { testLargeFiles(t, h) })
+
+	// A new user's first hour: each state of the page checked in the
+	// browser (test/e2e.mjs ux) and photographed.
+	t.Run("ux", func(t *testing.T) {
+		res := h.run(t, "ux", "")
+		want := []string{
+			"idleEmpty", "tokenIsPassword", "tokenKeptInTab", "tokenInSessionStorageOnly", "progressShowsBytesSpeedAndTimeLeft", "sizeInMiB",
+			"pauseButtonSaysPause", "pausedBarShowsNothingKept", "pausedOffersResume", "tokenSent", "historyAfterReload", "clearHistoryShown",
+			"errorShown", "refusedSentToken", "historyCleared",
+		}
+		for _, c := range want {
+			if ok, found := res.Checks[c]; !found || !ok {
+				t.Errorf("check %s: %v (found %v); seen %+v", c, ok, found, res.Seen)
+			}
+		}
+		if len(res.Checks) != len(want) {
+			t.Errorf("checks %v, want %v", res.Checks, want)
+		}
+		screenshotsExist(t, res.Screenshots, 6)
+	})
 
 	t.Run("several", func(t *testing.T) {
 		before := h.objects(t)

@@ -16,6 +16,111 @@ const empty = $<HTMLParagraphElement>("empty");
 const notice = $<HTMLParagraphElement>("notice");
 const input = $<HTMLInputElement>("file-input");
 const dropzone = $<HTMLDivElement>("dropzone");
+const tokenInput = $<HTMLInputElement>("token");
+const clearHistoryButton = $<HTMLButtonElement>("clear-history");
+
+/** Completed uploads listed again after a reload: the newest MAX_HISTORY, in localStorage. */
+const HISTORY_KEY = "onceupload.history";
+const MAX_HISTORY = 20;
+/** Per upload key, the parts the storage held when last heard of: what an interrupted upload keeps. */
+const PARTS_KEY = "onceupload.parts";
+/** The access token, for this tab only (never in the URL, never in localStorage). */
+const TOKEN_KEY = "onceupload.token";
+
+interface HistoryEntry {
+  key: string;
+  filename: string;
+  size: number;
+  uploadId: string;
+  storageKey: string;
+  completedAt: number;
+}
+
+function readJSON<T>(storage: Storage | undefined, name: string, fallback: T): T {
+  try {
+    const v = storage?.getItem(name);
+    return v ? (JSON.parse(v) as T) : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+function writeJSON(storage: Storage | undefined, name: string, value: unknown) {
+  try {
+    storage?.setItem(name, JSON.stringify(value));
+  } catch {
+    // Storage full or disabled: the page still works, it only forgets more.
+  }
+}
+
+const local = (): Storage | undefined => {
+  try {
+    return window.localStorage;
+  } catch {
+    return undefined;
+  }
+};
+
+function history(): HistoryEntry[] {
+  const h = readJSON<unknown>(local(), HISTORY_KEY, []);
+  return Array.isArray(h) ? (h as HistoryEntry[]) : [];
+}
+
+function addHistory(entry: HistoryEntry) {
+  const h = history().filter((e) => e.key !== entry.key);
+  h.push(entry);
+  writeJSON(local(), HISTORY_KEY, h.slice(-MAX_HISTORY));
+  updateClearHistory();
+}
+
+function updateClearHistory() {
+  clearHistoryButton.hidden = history().length === 0;
+}
+
+type PartsKept = Record<string, { done: number; total: number }>;
+
+function partsKept(key: string): { done: number; total: number } | undefined {
+  return readJSON<PartsKept>(local(), PARTS_KEY, {})[key];
+}
+
+function savePartsKept(key: string, done: number, total: number) {
+  const all = readJSON<PartsKept>(local(), PARTS_KEY, {});
+  if (all[key]?.done === done && all[key]?.total === total) return;
+  all[key] = { done, total };
+  writeJSON(local(), PARTS_KEY, all);
+}
+
+function forgetPartsKept(key: string) {
+  const all = readJSON<PartsKept>(local(), PARTS_KEY, {});
+  if (!(key in all)) return;
+  delete all[key];
+  writeJSON(local(), PARTS_KEY, all);
+}
+
+/** The token typed into the page, if any, as an Authorization header value. */
+function authorization(): string | undefined {
+  const t = tokenInput.value.trim().replace(/^Bearer\s+/i, "");
+  return t ? `Bearer ${t}` : undefined;
+}
+
+function setupToken() {
+  try {
+    tokenInput.value = sessionStorage.getItem(TOKEN_KEY) ?? "";
+  } catch {
+    // No sessionStorage: the token lasts as long as the page.
+  }
+  // Enter in the field must not reload the page.
+  tokenInput.form?.addEventListener("submit", (e) => e.preventDefault());
+  tokenInput.addEventListener("input", () => {
+    try {
+      const v = tokenInput.value.trim();
+      if (v) sessionStorage.setItem(TOKEN_KEY, v);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch {
+      // As above.
+    }
+  });
+}
 
 function showNotice(text: string) {
   notice.textContent = text;
@@ -37,7 +142,7 @@ function apiBase(): string {
 
 function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
-  const units = ["KB", "MB", "GB", "TB"];
+  const units = ["KiB", "MiB", "GiB", "TiB"];
   let v = n;
   let i = -1;
   do {
@@ -45,6 +150,14 @@ function formatBytes(n: number): string {
     i++;
   } while (v >= 1024 && i < units.length - 1);
   return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
+}
+
+function formatDuration(seconds: number): string {
+  const s = Math.max(1, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
 /** What a retry is for, in the status line. */
@@ -74,6 +187,13 @@ function tooManyUploads(e: UploadError | undefined): boolean {
 
 const TOO_MANY_TEXT =
   "Not started: you have too many unfinished uploads. Finish or discard some of them (Resume or Discard on their rows, here or in another tab), then press Try again.";
+
+/** A failure's text; a 401 or 403 from the API points at the token field. */
+function failedText(e: UploadError): string {
+  const text = describeError(e);
+  if (e.kind !== "api" || (e.status !== 401 && e.status !== 403)) return `Failed: ${text}`;
+  return `Failed: ${text}${/[.!?]$/.test(text) ? "" : "."} Check the access token below.`;
+}
 
 /** A tiny semaphore for CONCURRENCY: a finished upload hands its slot to the next in line. */
 let active = 0;
@@ -120,6 +240,9 @@ class Row {
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
+  /** Recent (time, bytes sent) samples, for the speed and the time left. */
+  private samples: { t: number; loaded: number }[] = [];
+  private readonly size: number;
   key?: string;
 
   constructor(
@@ -127,6 +250,7 @@ class Row {
     readonly filename: string,
     size: number,
   ) {
+    this.size = size;
     this.progress = el("progress", { max: 100, value: 0 });
     this.progress.setAttribute("aria-labelledby", this.nameId);
     this.status = el("p", { className: "status" });
@@ -183,11 +307,39 @@ class Row {
   }
 
   /** The bar shows the step under way: preparing (hashing), then sending. */
-  setProgress(loaded: number, total: number) {
+  setProgress(loaded: number, total: number, extra = "") {
     const pct = total > 0 ? Math.floor((loaded / total) * 100) : 0;
     this.progress.value = pct;
-    const text = `${pct} %`;
+    const text = extra ? `${extra} · ${pct} %` : `${pct} %`;
     if (this.percent.textContent !== text) this.percent.textContent = text;
+  }
+
+  /** Sending: the bar, bytes sent, the speed over the last few seconds and the time left. */
+  private sendProgress(loaded: number, total: number) {
+    const now = performance.now();
+    const last = this.samples[this.samples.length - 1];
+    if (last && loaded < last.loaded) this.samples = [];
+    this.samples.push({ t: now, loaded });
+    while (this.samples.length > 2 && now - this.samples[0].t > 5000) this.samples.shift();
+    const first = this.samples[0];
+    const dt = (now - first.t) / 1000;
+    let text = `${formatBytes(loaded)} of ${formatBytes(total)}`;
+    if (dt >= 1 && loaded > first.loaded && loaded < total) {
+      const rate = (loaded - first.loaded) / dt;
+      text += ` · ${formatBytes(Math.round(rate))}/s · ${formatDuration((total - loaded) / rate)} left`;
+      this.li.dataset.speed = String(Math.round(rate));
+    }
+    this.setProgress(loaded, total, text);
+  }
+
+  /** What the storage keeps of an interrupted multipart upload, as last heard of here. */
+  private keptText(rec: UploadRecord): string {
+    const kept = rec.partSize ? partsKept(rec.key) : undefined;
+    if (!kept || !rec.partSize) return "";
+    this.setParts(kept.done, kept.total);
+    const bytes = Math.min(kept.done * rec.partSize, rec.size);
+    this.setProgress(bytes, rec.size);
+    return `${kept.done} of ${kept.total} parts stored, ${formatBytes(bytes)}`;
   }
 
   /** Multipart uploads: how many parts the storage holds. */
@@ -201,6 +353,8 @@ class Row {
   clearProgress() {
     this.progress.value = 0;
     this.percent.textContent = "";
+    this.samples = [];
+    delete this.li.dataset.speed;
   }
 
   retryCountdown(what: string, delayMs: number, reason: string) {
@@ -246,7 +400,7 @@ class Row {
       return b;
     };
     if (kind === "running") {
-      button("Cancel", "Cancel upload of %s", () => this.controller?.abort());
+      button("Pause", "Pause upload of %s", () => this.controller?.abort());
       return;
     }
     if (kind === "discarding") return;
@@ -262,7 +416,7 @@ class Row {
           if (f) void this.run(f);
         });
         this.actions.append(picker);
-        button(`${text}…`, `${label} (choose the file again)`, () => picker.click(), true);
+        button(`${text}… (pick the same file)`, `${label} (pick the same file)`, () => picker.click(), true);
       }
     }
     if (kind === "done") return;
@@ -287,6 +441,7 @@ class Row {
         this.setActions("done");
         return;
       }
+      forgetPartsKept(this.key);
       this.li.remove();
       empty.hidden = list.children.length > 0;
     } catch (e) {
@@ -298,7 +453,10 @@ class Row {
   }
 
   private async remove() {
-    if (this.key) await this.client.remove(this.key).catch(() => undefined);
+    if (this.key) {
+      forgetPartsKept(this.key);
+      await this.client.remove(this.key).catch(() => undefined);
+    }
     this.li.remove();
     empty.hidden = list.children.length > 0;
   }
@@ -306,16 +464,18 @@ class Row {
   /** Shows a stored record as it was left (after a reload). */
   showStored(rec: UploadRecord) {
     this.setRecord(rec);
+    const kept = this.keptText(rec);
     if (ACTIVE_PHASES.has(rec.phase)) {
+      const head = kept ? `Interrupted with ${kept}.` : "Interrupted.";
       this.setStatus(
         this.client.hasFile(rec)
-          ? "Interrupted. Resume continues with the same key."
-          : `Interrupted. Resume, then choose the same file again${rec.partSize ? ": the parts already stored are kept" : ""}.`,
+          ? `${head} Resume continues with the same key.`
+          : `${head} Resume, then pick the same file again${rec.partSize ? (kept ? ": only the missing parts are sent" : ": the parts already stored are kept") : ""}.`,
       );
       this.setActions("resumable", rec);
     } else if (rec.phase === "paused") {
       this.setPhase("paused");
-      this.setStatus("Paused. Resume continues with the same key.");
+      this.setStatus(kept ? `Paused with ${kept}. Resume continues with the same key.` : "Paused. Resume continues with the same key.");
       this.setActions("resumable", rec);
     } else {
       this.setPhase(rec.phase);
@@ -325,7 +485,7 @@ class Row {
         this.setActions("refused", rec);
         return;
       }
-      this.setStatus(`Failed: ${err ? describeError(err) : "unknown error"}`);
+      this.setStatus(err ? failedText(err) : "Failed: unknown error");
       this.setActions(err?.retryable ? "resumable" : "final", rec);
     }
   }
@@ -364,10 +524,11 @@ class Row {
       case "upload-progress":
         // Bytes moving again after a retry or a wait for the network.
         if (this.retrying && e.loaded > 0) this.setStatus("Uploading…");
-        this.setProgress(e.loaded, e.total);
+        this.sendProgress(e.loaded, e.total);
         break;
       case "parts":
         this.setParts(e.done, e.total);
+        if (this.key) savePartsKept(this.key, e.done, e.total);
         break;
       case "created":
         this.li.dataset.replay = String(e.replay);
@@ -398,6 +559,10 @@ class Row {
         this.li.dataset.uploadId = e.result.uploadId;
         this.li.dataset.storageKey = e.result.storageKey;
         this.setActions("done");
+        if (this.key) {
+          forgetPartsKept(this.key);
+          addHistory({ key: this.key, filename: this.filename, size: this.size, uploadId: e.result.uploadId, storageKey: e.result.storageKey, completedAt: Date.now() });
+        }
         break;
       case "failed":
         break;
@@ -408,14 +573,38 @@ class Row {
     const err = toUploadError(e);
     const rec = this.key ? await this.client.get(this.key).catch(() => undefined) : undefined;
     if (err.kind === "aborted") {
-      this.setStatus("Paused. Resume continues with the same key.");
+      const kept = rec ? this.keptText(rec) : "";
+      if (rec && !rec.partSize) {
+        // A single PUT cut short: the storage keeps none of it.
+        this.clearProgress();
+        this.setStatus("Paused. Resume continues with the same key and sends the file again from the start.");
+      } else {
+        this.setStatus(kept ? `Paused with ${kept}. Resume continues with the same key.` : "Paused. Resume continues with the same key.");
+      }
     } else if (tooManyUploads(err)) {
       this.setStatus(TOO_MANY_TEXT);
     } else {
-      this.setStatus(`Failed: ${describeError(err)}`);
+      this.setStatus(failedText(err));
     }
     this.setActions(!rec ? "final" : tooManyUploads(err) ? "refused" : err.kind === "aborted" || err.retryable ? "resumable" : "final", rec);
     this.setPhase(err.kind === "aborted" ? "paused" : "failed");
+  }
+
+  /** A completed upload from the history (after a reload). */
+  showCompleted(h: HistoryEntry) {
+    this.key = h.key;
+    this.li.dataset.key = h.key;
+    this.li.dataset.history = "true";
+    this.keyCode.textContent = h.key;
+    this.details.hidden = false;
+    this.idCode.textContent = h.uploadId;
+    this.idWrap.hidden = false;
+    this.li.dataset.uploadId = h.uploadId;
+    this.li.dataset.storageKey = h.storageKey;
+    this.setPhase("completed");
+    this.setProgress(1, 1);
+    this.setStatus(`Completed ${new Date(h.completedAt).toLocaleString()}`);
+    this.setActions("done");
   }
 
   /** A freshly picked file: key, hash, upload. */
@@ -452,19 +641,34 @@ class Row {
 function main() {
   const base = apiBase();
   $<HTMLElement>("api-base").textContent = base;
+  setupToken();
+  updateClearHistory();
+  clearHistoryButton.addEventListener("click", () => {
+    try {
+      local()?.removeItem(HISTORY_KEY);
+    } catch {
+      // Nothing kept, nothing to clear.
+    }
+    for (const li of list.querySelectorAll<HTMLLIElement>("li.upload[data-phase=completed]")) li.remove();
+    empty.hidden = list.children.length > 0;
+    updateClearHistory();
+    $<HTMLElement>("file-input").focus();
+  });
 
   // The client, once we know whether IndexedDB works here. Files picked
   // before that wait for it.
   const ready: Promise<UploadClient> = (async () => {
-    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore() });
+    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore(), authorization });
     let stored: UploadRecord[];
     try {
       stored = await client.pending();
     } catch (e) {
       showNotice(`This browser cannot keep uploads across reloads here (${toUploadError(e).message}).`);
-      return new UploadClient({ apiBase: base, store: new MemoryStore() });
+      return new UploadClient({ apiBase: base, store: new MemoryStore(), authorization });
     }
-    // Oldest at the bottom: rows are prepended.
+    // Oldest at the bottom: rows are prepended. Completed ones first, below the unfinished.
+    const pendingKeys = new Set(stored.map((r) => r.key));
+    for (const h of history()) if (!pendingKeys.has(h.key)) new Row(client, h.filename, h.size).showCompleted(h);
     for (const rec of stored) new Row(client, rec.filename, rec.size).showStored(rec);
     return client;
   })();

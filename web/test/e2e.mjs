@@ -19,7 +19,7 @@
 //             free places, as the user would finish or discard others
 //
 // Scenarios: upload, lost-response, lost-put, reload, restart, cors,
-// several, and for large files: big, resume, discard, offline, drop,
+// several, ux, and for large files: big, resume, discard, offline, drop,
 // hash-1g, too-many.
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -137,7 +137,7 @@ async function withBrowser(fn) {
 
 function newObservations() {
   return {
-    /** @type {{url: string, key: string | undefined, body: string | null}[]} */ posts: [],
+    /** @type {{url: string, key: string | undefined, body: string | null, authorization?: string}[]} */ posts: [],
     /** @type {{url: string, headers: Record<string,string>, status?: number}[]} */ puts: [],
     /** @type {{method: string, url: string, error: string}[]} */ failed: [],
     /** @type {Preflight[]} */ preflights: [],
@@ -164,9 +164,10 @@ async function observe(context, page, obs = newObservations()) {
   page.on("request", (req) => {
     const u = new URL(req.url());
     if (req.method() === "POST" && u.pathname.endsWith("/uploads")) {
-      const entry = { url: req.url(), key: req.headers()["idempotency-key"], body: req.postData() };
+      /** @type {{url: string, key: string | undefined, body: string | null, authorization?: string}} */
+      const entry = { url: req.url(), key: req.headers()["idempotency-key"], body: req.postData(), authorization: req.headers()["authorization"] };
       obs.posts.push(entry);
-      req.allHeaders().then((h) => void (entry.key = h["idempotency-key"]), () => {});
+      req.allHeaders().then((h) => void ((entry.key = h["idempotency-key"]), (entry.authorization = h["authorization"])), () => {});
     }
     if (req.method() === "PUT") {
       const entry = { url: req.url(), headers: req.headers(), status: /** @type {number|undefined} */ (undefined) };
@@ -564,6 +565,105 @@ const scenarios = {
       };
     });
   },
+
+  /**
+   * The page's states for a new user, each checked and photographed: idle,
+   * the token field (kept in sessionStorage across a reload, never in the URL
+   * or localStorage, sent as Authorization: Bearer), uploading with bytes
+   * sent, speed and time left, paused (the button says Pause), completed and
+   * listed again after a reload (then the history cleared), and an error.
+   */
+  async ux() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs, cdp } = await observe(context, page);
+      /** @type {Record<string, boolean>} */
+      const checks = {};
+      /** @type {Record<string, unknown>} */
+      const seen = {};
+      const screenshots = [];
+      await open(page);
+      checks.idleEmpty = (await page.locator("#empty").isVisible()) && !(await page.locator("#clear-history").isVisible());
+      screenshots.push(await shot(page, "idle"));
+
+      // An error first: a token the API's authorizer refuses (the local stack
+      // reads a JWT's claims as API Gateway's authorizer would, and answers 401).
+      const field = page.getByLabel("JWT, for deployments that require one");
+      checks.tokenIsPassword = (await field.getAttribute("type")) === "password";
+      await field.fill("not-a-jwt");
+      const refused = makeFile("notes.txt", "text/plain", 2_000);
+      await pick(page, [refused]);
+      await waitRow(page, { phase: "failed" });
+      seen.failed = (await rows(page))[0];
+      checks.errorShown = /^Failed: .*401.*Check the access token below\.$/.test(/** @type {{status: string}} */ (seen.failed).status);
+      checks.refusedSentToken = obs.posts.length > 0 && obs.posts.every((p) => p.authorization === "Bearer not-a-jwt");
+      screenshots.push(await shot(page, "error"));
+      await page.locator("li.upload").getByRole("button", { name: `Remove ${refused.name}` }).click();
+      await page.locator("li.upload").waitFor({ state: "detached" });
+
+      // A token the authorizer takes (claims read, signature not checked locally).
+      const b64 = (/** @type {string} */ s) => Buffer.from(s).toString("base64url");
+      const token = `${b64('{"alg":"none"}')}.${b64('{"sub":"e2e-user"}')}.sig`;
+      await field.fill(token);
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+      checks.tokenKeptInTab = (await field.inputValue()) === token;
+      const storage = await page.evaluate(() => ({ session: sessionStorage.getItem("onceupload.token"), local: JSON.stringify(localStorage), url: location.href }));
+      seen.storage = storage;
+      checks.tokenInSessionStorageOnly = storage.session === token && !storage.local.includes(token) && !storage.url.includes(token);
+      screenshots.push(await shot(page, "token"));
+
+      // Uploading, slowly enough to see the speed and the time left.
+      const postsBefore = obs.posts.length;
+      await throttle(cdp, 256 * 1024);
+      const file = makeFile("holiday-video.mp4", "video/mp4", 3 * 1024 * 1024);
+      await pick(page, [file]);
+      const row = page.locator("li.upload").first();
+      await page.waitForFunction(() => {
+        const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
+        return li?.dataset.phase === "uploading" && /\/s · .* left/.test(li.querySelector(".percent")?.textContent ?? "");
+      });
+      const progressText = (await row.locator(".percent").textContent()) ?? "";
+      seen.progressText = progressText;
+      checks.progressShowsBytesSpeedAndTimeLeft = /^[\d.]+ (B|KiB|MiB) of 3\.0 MiB · [\d.]+ (B|KiB|MiB)\/s · \d+ (s|min \d+ s) left · \d+ %$/.test(progressText);
+      checks.sizeInMiB = (await row.locator(".size").textContent()) === "3.0 MiB";
+      screenshots.push(await shot(page, "uploading"));
+      const pause = row.getByRole("button", { name: `Pause upload of ${file.name}` });
+      checks.pauseButtonSaysPause = (await pause.textContent()) === "Pause";
+      await pause.click();
+      await waitRow(page, { phase: "paused" });
+      seen.paused = (await rows(page))[0];
+      // A single PUT cut short keeps nothing: the bar says so (multipart uploads keep their parts: see "discard").
+      checks.pausedBarShowsNothingKept = (await row.locator("progress").evaluate((p) => /** @type {HTMLProgressElement} */ (p).value)) === 0;
+      checks.pausedOffersResume = (await row.getByRole("button", { name: `Resume upload of ${file.name}` }).count()) === 1;
+      screenshots.push(await shot(page, "paused"));
+      await throttle(cdp, -1);
+      await row.getByRole("button", { name: `Resume upload of ${file.name}` }).click();
+      await waitRow(page, { phase: "completed" });
+      const sent = obs.posts.slice(postsBefore);
+      checks.tokenSent = sent.length > 0 && sent.every((p) => p.authorization === `Bearer ${token}`);
+
+      // Completed uploads are listed again after a reload.
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+      const listed = await rows(page);
+      seen.historyRows = listed;
+      checks.historyAfterReload =
+        listed.length === 1 && listed[0].name === file.name && listed[0].phase === "completed" && listed[0].status.startsWith("Completed") && listed[0].progress === 100;
+      checks.clearHistoryShown = await page.getByRole("button", { name: "Clear history" }).isVisible();
+      screenshots.push(await shot(page, "history"));
+
+      // Clear history: the completed row goes, now and after a reload.
+      await page.getByRole("button", { name: "Clear history" }).click();
+      const afterClear = await rows(page);
+      await page.reload();
+      await page.locator("html[data-ready=true]").waitFor();
+      const afterClearReload = await rows(page);
+      seen.afterClear = afterClear;
+      checks.historyCleared =
+        afterClear.length === 0 && afterClearReload.length === 0 && (await page.locator("#empty").isVisible()) && !(await page.locator("#clear-history").isVisible());
+      return { files: [fileInfo(file)], checks, seen, screenshots, ...obs };
+    });
+  },
 };
 
 /** Everything a large-file scenario reports about the page at the end. @param {import("playwright-core").Page} page */
@@ -621,7 +721,7 @@ Object.assign(scenarios, {
       const interrupted = await shot(page, "interrupted");
       await throttle(cdp, -1);
       const chooser = page.waitForEvent("filechooser");
-      await page.locator("li.upload").getByRole("button", { name: `Resume upload of ${file.name} (choose the file again)` }).click();
+      await page.locator("li.upload").getByRole("button", { name: `Resume upload of ${file.name} (pick the same file)` }).click();
       await (await chooser).setFiles(file.path);
       await waitSettled(page, 1);
       const completed = await shot(page, "completed");
@@ -638,7 +738,7 @@ Object.assign(scenarios, {
       await throttle(cdp, 8 << 20);
       await pickPath(page, file.path);
       await waitRow(page, { phase: "uploading", minParts: 2 });
-      await page.locator("li.upload").getByRole("button", { name: `Cancel upload of ${file.name}` }).click();
+      await page.locator("li.upload").getByRole("button", { name: `Pause upload of ${file.name}` }).click();
       await waitRow(page, { phase: "paused" });
       const paused = (await rows(page))[0];
       const screenshot = await shot(page, "paused");
@@ -716,7 +816,7 @@ Object.assign(scenarios, {
       const all = await page.evaluate(() => /** @type {TestWindow} */ (window).__longTasks ?? []);
       const longTasks = all.filter((t) => t.start >= from && t.start <= to);
       log(`hashed in ${hashMs} ms; main thread: ${JSON.stringify(mainThread)}; long tasks while hashing: ${JSON.stringify(longTasks)}, after: ${JSON.stringify(all.filter((t) => t.start > to))}`);
-      await page.locator("li.upload").getByRole("button", { name: `Cancel upload of ${file.name}` }).click();
+      await page.locator("li.upload").getByRole("button", { name: `Pause upload of ${file.name}` }).click();
       await waitRow(page, { phase: "paused" });
       const stopped = (await rows(page))[0];
       const discard = page.locator("li.upload").getByRole("button", { name: `Discard upload of ${file.name}` });
