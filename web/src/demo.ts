@@ -167,7 +167,9 @@ const RETRY_WHAT: Record<Step, string> = { create: "create", put: "upload", part
 function retryReason(e: UploadError): string {
   switch (e.kind) {
     case "network":
-      return "no answer from the server";
+      // The client's message names the URL and what it can tell of why
+      // ("no answer from http://…/uploads: …"), so a wrong ?api= shows.
+      return e.url ? e.message : "no answer from the server";
     case "timeout":
       return "the server took too long";
     default:
