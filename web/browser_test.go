@@ -537,7 +537,7 @@ func TestBrowser(t *testing.T) {
 		if !lost {
 			t.Errorf("the browser never saw the create fail: %+v", res.Failed)
 		}
-		if !hasStatus(res, r.Key, regexp.MustCompile(`^Retrying create in \d+ s \(no answer from ` + regexp.QuoteMeta(p.URL) + `/uploads: .+\)$`)) {
+		if !hasStatus(res, r.Key, regexp.MustCompile(`^Retrying create in \d+ s \(no answer from `+regexp.QuoteMeta(p.URL)+`/uploads: .+\)$`)) {
 			t.Errorf("the page never said it was retrying the create, naming the URL: %+v", res.StatusLog)
 		}
 		// Idempotent-Replay is readable cross-origin (exposed by CORS).
