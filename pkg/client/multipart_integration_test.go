@@ -34,16 +34,7 @@ func objectBytes(t *testing.T, st *devstack.Stack) []byte {
 	if err != nil || len(list.Contents) != 1 {
 		t.Fatalf("objects: %v, %v; want exactly one", list, err)
 	}
-	obj, err := s3c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &st.Bucket, Key: list.Contents[0].Key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Body.Close()
-	b, err := io.ReadAll(obj.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return objectAt(t, st, *list.Contents[0].Key)
 }
 
 func fileBytes(t *testing.T, path string) []byte {
