@@ -458,7 +458,9 @@ type ObjectCreated struct {
 	Size   int64
 	ETag   string
 	Time   time.Time
-	// Multipart is true for an object made by CompleteMultipartUpload.
+	// Multipart is true for an object made by CompleteMultipartUpload, as
+	// its event says. Finalize does not go by it (nor by Size, ETag or
+	// Checksum): it records what its HeadObject finds.
 	Multipart bool
 	// Checksum is a multipart object's composite SHA-256 ("base64-N").
 	Checksum string
