@@ -65,6 +65,7 @@ const (
 	CodeUploadNotPending     = "upload_not_pending"       // 409
 	CodeUploadCompleted      = "upload_completed"         // 409
 	CodePartsMissing         = "parts_missing"            // 409
+	CodePartsMismatch        = "parts_mismatch"           // 409: a declared part SHA-256 differs from the part S3 holds
 	CodeRequestTooLarge      = "request_too_large"        // 413
 	CodeFileTooLarge         = "file_too_large"           // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"   // 415
@@ -85,7 +86,10 @@ type CreateRequest struct {
 	Filename    string `json:"filename"`
 	ContentType string `json:"contentType"`
 	Size        int64  `json:"size"`
-	SHA256      string `json:"sha256"` // of the whole file, 64 hex characters
+	// SHA256 is the whole file's SHA-256, 64 hex characters: required for
+	// a single PUT (S3 checks it), optional for a multipart upload (S3
+	// cannot check it; each part's SHA-256 is checked instead).
+	SHA256 string `json:"sha256,omitempty"`
 	// PartSize, if set, makes the upload multipart: parts of this many
 	// bytes (the last one the remainder), MinPartSize to MaxPartSize, at
 	// most MaxParts of them.
@@ -101,7 +105,10 @@ type Upload struct {
 	Filename    string `json:"filename"`
 	ContentType string `json:"contentType"`
 	Bytes       int64  `json:"bytes"`
-	SHA256      string `json:"sha256"`
+	// SHA256 is the whole file's SHA-256 as the client declared it: always
+	// there for a single PUT, for a multipart upload only if the client
+	// gave one.
+	SHA256 string `json:"sha256,omitempty"`
 	// Upload says how to send the bytes of a pending single-PUT upload.
 	Upload *PutInstructions `json:"upload,omitempty"`
 	// Multipart is set for uploads in parts.
@@ -161,6 +168,16 @@ type SignPartsRequest struct {
 type PartToSign struct {
 	PartNumber int    `json:"partNumber"`
 	SHA256     string `json:"sha256"`
+}
+
+// CompleteRequest is the optional body of POST /uploads/{uploadId}/complete.
+// Parts, when given, declares every part's SHA-256 in the signing shape;
+// the server compares it with what S3 holds (409 parts_mismatch when they
+// differ) and completes with those checksums. SHA256 is the whole file's,
+// for a client that computed it while sending and gave none at create.
+type CompleteRequest struct {
+	Parts  []PartToSign `json:"parts,omitempty"`
+	SHA256 string       `json:"sha256,omitempty"`
 }
 
 // SignedParts is the 200 body of POST /uploads/{uploadId}/parts.
