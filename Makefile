@@ -12,9 +12,10 @@ GO ?= go
 TOOLS := $(CURDIR)/.tools/bin
 LAMBDA_ARCH ?= arm64
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
-FUNCTIONS := PresignFunction FinalizeFunction
+FUNCTIONS := PresignFunction FinalizeFunction EventsFunction
 dir_PresignFunction := presign
 dir_FinalizeFunction := finalize
+dir_EventsFunction := events
 
 .PHONY: build dev test unit lint tools web bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
 

@@ -17,7 +17,7 @@ const maxBootstrapBytes = 16_000_000
 // functions use the SDK's DynamoDB and S3 clients; this keeps what they
 // link from growing unnoticed.
 func TestBootstrapSizeBudget(t *testing.T) {
-	for _, fn := range []string{"presign", "finalize"} {
+	for _, fn := range []string{"presign", "finalize", "events"} {
 		t.Run(fn, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "bootstrap")

@@ -10,15 +10,19 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	appconfig "github.com/onceupload/onceupload/internal/config"
+	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
@@ -30,8 +34,9 @@ type Options struct {
 	// config.LoadDefaultConfig loads from the environment (local servers).
 	AWS *aws.Config
 	// DynamoDB and S3 adjust the clients, for example their BaseEndpoint.
-	DynamoDB []func(*dynamodb.Options)
-	S3       []func(*s3.Options)
+	DynamoDB    []func(*dynamodb.Options)
+	S3          []func(*s3.Options)
+	EventBridge []func(*eventbridge.Options)
 }
 
 // Service builds the upload service on the SDK's DynamoDB and S3 clients.
@@ -60,14 +65,9 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 			return nil, cfg, fmt.Errorf("invalid configuration: S3_FORCE_PATH_STYLE=%q: want true or false", v)
 		}
 	}
-	var awsCfg aws.Config
-	if opts.AWS != nil {
-		awsCfg = *opts.AWS
-	} else if awsCfg, err = config.LoadDefaultConfig(ctx); err != nil {
-		return nil, cfg, fmt.Errorf("aws config: %w", err)
-	}
-	if awsCfg.Region == "" {
-		return nil, cfg, errors.New("aws config: no region (set AWS_REGION)")
+	awsCfg, err := loadAWS(ctx, opts)
+	if err != nil {
+		return nil, cfg, err
 	}
 	// Every attempt counts toward the request's round trips, for its log
 	// line (callcount.WithScope).
@@ -80,6 +80,57 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 	svc := upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })
 	return svc, cfg, nil
+}
+
+// loadAWS is the SDK configuration: opts.AWS, or the environment's.
+func loadAWS(ctx context.Context, opts Options) (aws.Config, error) {
+	var awsCfg aws.Config
+	if opts.AWS != nil {
+		awsCfg = *opts.AWS
+	} else {
+		var err error
+		if awsCfg, err = config.LoadDefaultConfig(ctx); err != nil {
+			return awsCfg, fmt.Errorf("aws config: %w", err)
+		}
+	}
+	if awsCfg.Region == "" {
+		return awsCfg, errors.New("aws config: no region (set AWS_REGION)")
+	}
+	return awsCfg, nil
+}
+
+// Publisher builds the events function's handler: the bucket and table
+// settings as Service reads them, EVENT_BUS_NAME (default "default") and
+// EVENT_SOURCE (default api.EventSource), and an EventBridge client on the
+// SDK's configuration (AWS_ENDPOINT_URL_EVENTBRIDGE and the rest apply).
+func Publisher(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, optFns ...func(*Options)) (*publish.Handler, error) {
+	var opts Options
+	for _, fn := range optFns {
+		fn(&opts)
+	}
+	cfg, err := appconfig.Load(lookup)
+	if err != nil {
+		return nil, err
+	}
+	setting := func(name, def string) string {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+		return def
+	}
+	bus, source := setting("EVENT_BUS_NAME", "default"), setting("EVENT_SOURCE", api.EventSource)
+	if strings.HasPrefix(source, "aws.") {
+		return nil, fmt.Errorf("invalid configuration: EVENT_SOURCE=%q: sources starting with \"aws.\" are AWS's own", source)
+	}
+	awsCfg, err := loadAWS(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &publish.Handler{
+		Events: eventbridge.NewFromConfig(awsCfg, opts.EventBridge...),
+		Bus:    bus, Source: source, Bucket: cfg.Upload.Bucket,
+		Schema: idempotency.DefaultSchema(), Logger: logger,
+	}, nil
 }
 
 // Local points the clients at local servers (the dev stack's, a

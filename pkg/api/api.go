@@ -75,6 +75,49 @@ const (
 	CodeUnavailable          = "service_unavailable"      // 503, with Retry-After
 )
 
+// Events: when an upload's record becomes completed or aborted, the table's
+// stream yields one EventBridge event (at least once; docs/api.md, "Events").
+const (
+	// EventSource is the events' default source; a deployment may set
+	// another (the EventSource template parameter).
+	EventSource = "onceupload"
+	// DetailTypeUploadCompleted and DetailTypeUploadAborted are the events'
+	// detail-types.
+	DetailTypeUploadCompleted = "Upload Completed"
+	DetailTypeUploadAborted   = "Upload Aborted"
+)
+
+// EventDetail is the detail of an Upload Completed or Upload Aborted event.
+// UploadID is what a consumer deduplicates on: a re-published event carries
+// a new event id and time, but the same detail.
+type EventDetail struct {
+	UploadID string `json:"uploadId"`
+	// Status is "completed" or "aborted", as in the upload's body.
+	Status string `json:"status"`
+	// Tenant is whom the upload belongs to: "anonymous", "jwt:…" or the
+	// authorizer's principal (docs/api.md, "Tenants").
+	Tenant      string `json:"tenant"`
+	Bucket      string `json:"bucket"`
+	StorageKey  string `json:"storageKey"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	Bytes       int64  `json:"bytes"`
+	// SHA256 is the whole file's SHA-256 as the client declared it (S3
+	// checked it for a single PUT); absent for a multipart upload whose
+	// client gave none.
+	SHA256 string `json:"sha256,omitempty"`
+	// CompositeSHA256 is S3's checksum of a multipart object.
+	CompositeSHA256 string `json:"compositeSha256,omitempty"`
+	// ETag and CompletedAt (RFC 3339) are set for a completed upload,
+	// AbortedAt for an aborted one.
+	ETag        string `json:"etag,omitempty"`
+	CompletedAt string `json:"completedAt,omitempty"`
+	AbortedAt   string `json:"abortedAt,omitempty"`
+	// PartSize and PartCount are set for a multipart upload.
+	PartSize  int64 `json:"partSize,omitempty"`
+	PartCount int   `json:"partCount,omitempty"`
+}
+
 // Error is every error body.
 type Error struct {
 	Error   string `json:"error"`

@@ -297,3 +297,10 @@ func epochSeconds(t time.Time) types.AttributeValue {
 func epochMillis(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
 }
+
+// DecodeItem decodes a table item written by a store of this schema: a
+// record as GetItem returns it, or a stream record's old or new image, so a
+// reader of the table's stream sees the same Record the store does.
+func (s Schema) DecodeItem(item map[string]types.AttributeValue) (Record, error) {
+	return newSchema(s.withDefaults()).fromItem(item)
+}

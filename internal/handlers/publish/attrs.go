@@ -1,0 +1,50 @@
+package publish
+
+import (
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// sdkImage converts a stream image from aws-lambda-go's attribute values to
+// the SDK's, which the idempotency schema decodes. nil stays nil (an
+// insert has no old image, a removal no new one).
+func sdkImage(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		out[k] = sdkValue(v)
+	}
+	return out
+}
+
+func sdkValue(v events.DynamoDBAttributeValue) types.AttributeValue {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, len(l))
+		for i, e := range l {
+			out[i] = sdkValue(e)
+		}
+		return &types.AttributeValueMemberL{Value: out}
+	case events.DataTypeMap:
+		return &types.AttributeValueMemberM{Value: sdkImage(v.Map())}
+	default:
+		return &types.AttributeValueMemberNULL{Value: true}
+	}
+}

@@ -1,0 +1,60 @@
+package upload
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// Event is what one change of an upload's record tells the application:
+// an Upload Completed or Upload Aborted event's detail-type and detail.
+type Event struct {
+	DetailType string
+	Detail     api.EventDetail
+}
+
+// EventOf returns the event of one change of the table (a stream record's
+// old and new images; old is nil for an insert), and false for a change
+// that is not an upload's transition into completed or aborted. Only the
+// transition counts: a later write to a final record (none is made today)
+// or a repeat of the same image yields nothing, so each upload yields one
+// event per final state it reaches. A new image that is not an upload's
+// record is an error, so that it is seen rather than skipped.
+func EventOf(schema idempotency.Schema, bucket string, oldImage, newImage map[string]types.AttributeValue) (Event, bool, error) {
+	if newImage == nil {
+		return Event{}, false, nil // a deletion: TTL housekeeping or a released claim
+	}
+	rec, err := schema.DecodeItem(newImage)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("upload event: new image: %w", err)
+	}
+	if rec.State != idempotency.StateCompleted && rec.State != idempotency.StateAborted {
+		return Event{}, false, nil
+	}
+	if oldImage != nil {
+		// An old image that does not decode is not this claim's final state.
+		if prev, err := schema.DecodeItem(oldImage); err == nil && prev.ClaimID == rec.ClaimID && prev.State == rec.State {
+			return Event{}, false, nil
+		}
+	}
+	s, err := decodeStored(rec)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("upload event: %w", err)
+	}
+	d := api.EventDetail{
+		UploadID: s.ClaimID, Tenant: s.Tenant, Bucket: bucket, StorageKey: s.ObjectKey,
+		Filename: s.Filename, ContentType: s.ContentType, Bytes: s.Size, SHA256: s.SHA256,
+	}
+	if s.multipart() {
+		d.PartSize, d.PartCount = s.PartSize, api.PartCount(s.Size, s.PartSize)
+	}
+	if s.State == idempotency.StateAborted {
+		d.Status, d.AbortedAt = api.StatusAborted, s.CompletedAt
+		return Event{DetailType: api.DetailTypeUploadAborted, Detail: d}, true, nil
+	}
+	d.Status, d.ETag, d.CompletedAt, d.CompositeSHA256 = api.StatusCompleted, s.ETag, s.CompletedAt, s.Checksum
+	return Event{DetailType: api.DetailTypeUploadCompleted, Detail: d}, true, nil
+}
