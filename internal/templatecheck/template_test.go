@@ -81,7 +81,8 @@ func TestTransformedTemplate(t *testing.T) {
 			checkRetained(t, c)
 			checkNoCycles(t, c)
 			checkGroupIndex(t, c)
-			for _, out := range []string{"ApiUrl", "BucketName", "TableName", "FailureQueueUrl", "AccessLogGroup", "AlarmTopicArn"} {
+			checkEventStream(t, c)
+			for _, out := range []string{"ApiUrl", "BucketName", "TableName", "FailureQueueUrl", "AccessLogGroup", "AlarmTopicArn", "EventsFailureQueueUrl"} {
 				if c.Outputs[out] == nil {
 					t.Errorf("output %s is missing", out)
 				}
@@ -98,6 +99,7 @@ func checkAlarms(t *testing.T, c cfn) {
 		"AWS/Lambda Errors FinalizeFunction": false, "AWS/Lambda Throttles PresignFunction": false,
 		"AWS/Lambda Throttles FinalizeFunction": false, "AWS/Lambda AsyncEventAge FinalizeFunction": false,
 		"AWS/Lambda DestinationDeliveryFailures FinalizeFunction": false, "AWS/ApiGateway 5xx": false,
+		"AWS/Lambda IteratorAge EventsFunction": false,
 		"Requests Outcome=error": false,
 	}
 	for id, r := range c.Resources {
@@ -161,6 +163,9 @@ func checkStage(t *testing.T, c cfn) {
 
 // Each function's role is its own and grants only what its code calls: its
 // log group (not logs:* on *), no managed policy, no action it never calls.
+// streamActions are what reading a table's stream takes.
+var streamActions = map[string]bool{"dynamodb:DescribeStream": true, "dynamodb:GetRecords": true, "dynamodb:GetShardIterator": true, "dynamodb:ListStreams": true}
+
 func checkRoles(t *testing.T, c cfn) {
 	want := map[string][]string{
 		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
@@ -168,6 +173,8 @@ func checkRoles(t *testing.T, c cfn) {
 			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 			"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
+		"EventsRole": {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+			"events:PutEvents", "logs:CreateLogStream", "logs:PutLogEvents", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 	}
 	for id, r := range c.Resources {
 		if r.Type != "AWS::IAM::Role" {
@@ -203,6 +210,9 @@ func checkRoles(t *testing.T, c cfn) {
 					}
 					if a == "*" || strings.HasSuffix(a, ":*") {
 						t.Errorf("role %s: wildcard action %s", id, a)
+					}
+					if res := mustJSON(s.Resource); strings.HasPrefix(a, "dynamodb:") && streamActions[a] != strings.Contains(res, "/stream/*") {
+						t.Errorf("role %s: %s on %s: stream actions belong on the table's stream alone, item actions on the table", id, a, res)
 					}
 					if res := mustJSON(s.Resource); a == "dynamodb:Query" && !strings.Contains(res, "${IdempotencyTable.Arn}/index/by_group") {
 						t.Errorf("role %s: %s on %s, not on the group index alone", id, a, res)
@@ -374,5 +384,59 @@ func checkNoCycles(t *testing.T, c cfn) {
 	}
 	for id := range c.Resources {
 		visit(id, nil)
+	}
+}
+
+// The table's stream has one reader, the events function, whose retries
+// are finite and end in the events failure queue, and whose filter passes
+// final images only.
+func checkEventStream(t *testing.T, c cfn) {
+	var mappings []map[string]any
+	for _, r := range c.Resources {
+		if r.Type == "AWS::Lambda::EventSourceMapping" && strings.Contains(mustJSON(props(t, r)["EventSourceArn"]), "IdempotencyTable") {
+			mappings = append(mappings, props(t, r))
+		}
+	}
+	if len(mappings) != 1 {
+		t.Fatalf("%d readers of the table's stream, want 1 (AWS advises at most two per shard)", len(mappings))
+	}
+	m := mappings[0]
+	if got := mustJSON(m["FunctionName"]); !strings.Contains(got, "EventsFunction") {
+		t.Errorf("stream reader %s, want EventsFunction", got)
+	}
+	if n, ok := m["MaximumRetryAttempts"].(float64); !ok || n < 0 || n > 10000 {
+		t.Errorf("MaximumRetryAttempts %v: want a finite number (the default is unbounded)", m["MaximumRetryAttempts"])
+	}
+	if n, ok := m["MaximumRecordAgeInSeconds"].(float64); !ok || n < 60 || n > 86400 {
+		t.Errorf("MaximumRecordAgeInSeconds %v: want a bound under the stream's 24 hours", m["MaximumRecordAgeInSeconds"])
+	}
+	if got := mustJSON(m["DestinationConfig"]); !strings.Contains(got, "EventsFailureQueue") {
+		t.Errorf("on-failure destination %s, want EventsFailureQueue", got)
+	}
+	if got := asStrings(m["FunctionResponseTypes"]); !slices.Contains(got, "ReportBatchItemFailures") {
+		t.Errorf("FunctionResponseTypes %v: the handler reports the first failed record", got)
+	}
+	var filters struct{ Filters []struct{ Pattern string } }
+	raw, _ := json.Marshal(m["FilterCriteria"])
+	_ = json.Unmarshal(raw, &filters)
+	if len(filters.Filters) != 1 {
+		t.Fatalf("filters %s, want one", raw)
+	}
+	var pattern struct {
+		Dynamodb struct {
+			NewImage struct {
+				State struct{ S []string } `json:"state"`
+			}
+		} `json:"dynamodb"`
+	}
+	if err := json.Unmarshal([]byte(filters.Filters[0].Pattern), &pattern); err != nil {
+		t.Fatalf("filter pattern %q: %v", filters.Filters[0].Pattern, err)
+	}
+	if got := pattern.Dynamodb.NewImage.State.S; !slices.Equal(got, []string{"completed", "aborted"}) {
+		t.Errorf("filter passes new states %v, want completed and aborted", got)
+	}
+	table := props(t, c.Resources["IdempotencyTable"])
+	if got := mustJSON(table["StreamSpecification"]); !strings.Contains(got, "NEW_AND_OLD_IMAGES") {
+		t.Errorf("table stream %s, want NEW_AND_OLD_IMAGES", got)
 	}
 }
