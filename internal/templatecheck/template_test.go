@@ -100,7 +100,7 @@ func checkAlarms(t *testing.T, c cfn) {
 		"AWS/Lambda Throttles FinalizeFunction": false, "AWS/Lambda AsyncEventAge FinalizeFunction": false,
 		"AWS/Lambda DestinationDeliveryFailures FinalizeFunction": false, "AWS/ApiGateway 5xx": false,
 		"AWS/Lambda IteratorAge EventsFunction": false,
-		"Requests Outcome=error": false,
+		"Requests Outcome=error":                false,
 	}
 	for id, r := range c.Resources {
 		if r.Type != "AWS::CloudWatch::Alarm" {
