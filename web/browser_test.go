@@ -251,6 +251,8 @@ type result struct {
 		Over50    int       `json:"over50"`
 		Top       []float64 `json:"top"`
 	} `json:"mainThread"`
+	// bench: ms from the pick to each mark (phase:…, first-part-stored)
+	Timings   map[string]int64 `json:"timings"`
 	LongTasks []struct {
 		Start    float64 `json:"start"`
 		Duration float64 `json:"duration"`
@@ -475,7 +477,10 @@ func headerList(v string) []string {
 	return out
 }
 
-func TestBrowser(t *testing.T) {
+// newHarness starts the local stack, serving dist/, for a test's browser
+// scenarios.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
 	node := prerequisites(t)
 	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
@@ -485,10 +490,15 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return &harness{t: t, node: node, st: st, s3: testenv.S3Client(st.S3URL, nil)}
+}
+
+func TestBrowser(t *testing.T) {
+	h := newHarness(t)
+	st := h.st
 	if err := os.RemoveAll("test-results"); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, node: node, st: st, s3: testenv.S3Client(st.S3URL, nil)}
 
 	t.Run("upload", func(t *testing.T) {
 		before := h.objects(t)

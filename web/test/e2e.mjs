@@ -20,7 +20,7 @@
 //
 // Scenarios: upload, lost-response, lost-put, reload, restart, cors,
 // several, ux, and for large files: big, resume, discard, offline, drop,
-// hash-1g, too-many.
+// hash-1g, too-many; and bench (a measurement: see TestBrowserBench).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -862,6 +862,69 @@ Object.assign(scenarios, {
       await page.locator("li.upload").getByRole("button", { name: `Try uploading ${file.name} again` }).click();
       await waitRow(page, { phase: "completed" });
       return { files: [file], refused, storedRefused, createsWhenRefused, screenshots: [screenshot], ...(await finalState(page)), ...obs };
+    });
+  },
+});
+
+Object.assign(scenarios, {
+  /**
+   * A measurement, not a test: one large file (FILE_PATH) picked and
+   * uploaded, with the page's own clock (performance.now()) read at the
+   * pick (the input's change event), at each phase of the row, when the
+   * storage first holds a part (data-parts-done ≥ 1) and when the row is
+   * completed. BENCH_STOP=first-part pauses and discards the upload once a
+   * part is stored (nothing stays in the bucket). Reports `timings` (ms
+   * since the pick). It reads only the row's attributes, so it measures any
+   * version of the page alike.
+   */
+  async bench() {
+    const file = bigFile();
+    const stopAtFirstPart = process.env.BENCH_STOP === "first-part";
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await context.addInitScript(() => {
+        /** @type {{ t: number, what: string }[]} */
+        const marks = [];
+        /** @type {Window & { __benchMarks?: typeof marks }} */ (window).__benchMarks = marks;
+        document.addEventListener("change", () => marks.push({ t: performance.now(), what: "picked" }), { capture: true });
+        let phase = "";
+        let parts = 0;
+        new MutationObserver(() => {
+          const li = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"));
+          if (!li) return;
+          const t = performance.now();
+          if (li.dataset.phase && li.dataset.phase !== phase) {
+            phase = li.dataset.phase;
+            marks.push({ t, what: `phase:${phase}` });
+          }
+          const done = Number(li.dataset.partsDone ?? 0);
+          if (done > parts) {
+            if (parts === 0) marks.push({ t, what: "first-part-stored" });
+            parts = done;
+          }
+        }).observe(document, { subtree: true, childList: true, attributes: true });
+      });
+      await open(page);
+      await pickPath(page, file.path);
+      if (stopAtFirstPart) {
+        await waitRow(page, { minParts: 1 });
+        await page.locator("li.upload").getByRole("button", { name: `Pause upload of ${file.name}` }).click();
+        await waitRow(page, { phase: "paused" });
+        await page.locator("li.upload").getByRole("button", { name: `Discard upload of ${file.name}` }).click();
+        await page.locator("li.upload").waitFor({ state: "detached" });
+      } else {
+        await page.waitForFunction(() => /** @type {HTMLElement | null} */ (document.querySelector("li.upload"))?.dataset.phase === "completed", undefined, {
+          timeout: 1_800_000,
+          polling: 100,
+        });
+      }
+      const marks = await page.evaluate(() => /** @type {Window & { __benchMarks?: { t: number, what: string }[] }} */ (window).__benchMarks ?? []);
+      const t0 = marks.find((m) => m.what === "picked")?.t ?? 0;
+      /** @type {Record<string, number>} */
+      const timings = {};
+      for (const m of marks) if (!(m.what in timings)) timings[m.what] = Math.round(m.t - t0);
+      log(`timings (ms since the pick): ${JSON.stringify(timings)}`);
+      return { files: [file], timings, ...(await finalState(page)), ...obs };
     });
   },
 });

@@ -1,0 +1,46 @@
+package web_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestBrowserBench measures, in Chromium against the local stack, the
+// upload of one file of WEB_BENCH_MIB MiB (skipped without it): the time
+// from the pick to the first part stored and to completion, and the
+// throughput. WEB_BENCH_STOP=first-part stops (and discards) once a part is
+// stored. It logs the numbers and asserts nothing about them: timings
+// depend on the machine and its load.
+//
+//	WEB_BENCH_MIB=1024 go test -count=1 -run TestBrowserBench -v ./web/
+func TestBrowserBench(t *testing.T) {
+	mibs, _ := strconv.ParseInt(os.Getenv("WEB_BENCH_MIB"), 10, 64)
+	if mibs <= 0 {
+		t.Skip("set WEB_BENCH_MIB (the file's size in MiB) to measure")
+	}
+	stop := os.Getenv("WEB_BENCH_STOP")
+	h := newHarness(t)
+	size := mibs * mib
+	path, sum := bigFile(t, t.TempDir(), "bench-"+strconv.FormatInt(mibs, 10)+"m.bin", size)
+	before := h.objects(t)
+	res := h.runWith(t, "bench", "", 30*time.Minute, "FILE_PATH="+path, "FILE_SHA256="+sum, "BENCH_STOP="+stop)
+	tm := res.Timings
+	t.Logf("%d MiB: timings (ms since the pick) %v", mibs, tm)
+	if first, ok := tm["first-part-stored"]; ok {
+		t.Logf("first part stored %.2f s after the pick", float64(first)/1000)
+	}
+	if stop == "first-part" {
+		if added := h.newObjects(t, before); len(added) != 0 {
+			t.Errorf("new objects %v after Discard", added)
+		}
+		return
+	}
+	done, ok := tm["phase:completed"]
+	if !ok {
+		t.Fatalf("never completed: %v", tm)
+	}
+	h.checkFiles(t, res)
+	t.Logf("%d MiB uploaded in %.1f s: %.1f MiB/s", mibs, float64(done)/1000, float64(mibs)/(float64(done)/1000))
+}
