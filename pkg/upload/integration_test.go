@@ -610,7 +610,7 @@ func TestKeysThatNeedEscaping(t *testing.T) {
 	if err := json.Unmarshal(listed.Body, &list); err != nil || len(list.Parts) != 2 || list.Parts[1].SHA256 != f.partSum(2) {
 		t.Fatalf("list of %q: %s", m.StorageKey, listed.Body)
 	}
-	done, err := e.svc.Complete(ctx, "tenant", m.UploadID)
+	done, err := e.svc.Complete(ctx, "tenant", m.UploadID, api.CompleteRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,6 +713,30 @@ func TestS3AnswersTheServiceReliesOn(t *testing.T) {
 		}
 		if _, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &e.bucket, Key: &k}); err == nil {
 			t.Errorf("%q exists after a refused complete", k)
+		}
+	})
+
+	// Complete passes each part's declared SHA-256; S3 checks it against
+	// the part it holds, so a part replaced after the service compared
+	// the list is refused rather than stored.
+	t.Run("Complete with a wrong part checksum is refused", func(t *testing.T) {
+		k := key + " part checksum"
+		uploadID, parts := e.s3Parts(t, k, 5<<20, 1024)
+		right := parts[1].ChecksumSHA256
+		parts[1].ChecksumSHA256 = parts[0].ChecksumSHA256
+		in := &s3.CompleteMultipartUploadInput{
+			Bucket: &e.bucket, Key: &k, UploadId: &uploadID, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
+			MpuObjectSize: aws.Int64(5<<20 + 1024), IfNoneMatch: aws.String("*"),
+		}
+		_, err := e.s3.CompleteMultipartUpload(ctx, in)
+		wantAPIError(t, "complete with part 2's checksum wrong", err, "InvalidPart")
+		t.Logf("S3 answered: %v", err)
+		if _, err := e.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &e.bucket, Key: &k}); err == nil {
+			t.Errorf("%q exists after a refused complete", k)
+		}
+		parts[1].ChecksumSHA256 = right
+		if _, err := e.s3.CompleteMultipartUpload(ctx, in); err != nil {
+			t.Errorf("complete with the right checksums after the refusal: %v", err)
 		}
 	})
 

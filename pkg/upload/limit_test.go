@@ -106,7 +106,7 @@ func TestPendingMultipartLimit(t *testing.T) {
 			t.Fatalf("part %d: %d", n, code)
 		}
 	}
-	if _, err := e.svc.Complete(ctx, "tenant", b.UploadID); err != nil {
+	if _, err := e.svc.Complete(ctx, "tenant", b.UploadID, api.CompleteRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	e.createOK(t, "tenant", "key-limit-d-000001", f)

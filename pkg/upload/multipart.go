@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -202,21 +203,38 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
-// Complete completes a multipart upload from what S3 holds, never from a
-// client's list: every part 1..partCount must be there with its expected
-// size; CompleteMultipartUpload gets each part's ETag and checksum, the
-// expected total size, and If-None-Match so it never overwrites. Completing
-// again answers the same body, and a Complete whose answer was lost is
-// recognised (the object exists) and recorded, never repeated. Errors:
-// ErrNotFound, ErrNotPending, *PartsMissingError, *ValidationError, the
-// store's.
-func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Result, error) {
+// Complete completes a multipart upload from what S3 holds: every part
+// 1..partCount must be there with its expected size (else
+// *PartsMissingError); CompleteMultipartUpload gets each part's ETag and
+// checksum, the expected total size, and If-None-Match so it never
+// overwrites. Completing again answers the same body, whatever req says,
+// and a Complete whose answer was lost is recognised (the object exists)
+// and recorded, never repeated.
+//
+// req is the client's optional declaration. Parts, when given, must name
+// every part 1..partCount exactly once (else *ValidationError); each
+// declared SHA-256 is compared with the one S3 holds for that part, and any
+// difference is a *PartsMismatchError with nothing stored: the record stays
+// pending and the S3 upload stays, so the client can send those parts
+// again. The declared checksums then go to CompleteMultipartUpload, where
+// S3 checks them against the parts once more. SHA256, the whole file's,
+// fills the upload's sha256 when the create gave none; one that differs
+// from the upload's is a *ValidationError. It is recorded before S3 is
+// asked to complete, so that the completed body is the same whoever
+// records the completion, this call or finalize on the object's event.
+//
+// Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
+// *PartsMismatchError, *ValidationError, the store's.
+func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api.CompleteRequest) (Result, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err != nil {
 		return Result{}, err
 	}
 	if !rec.final() {
-		if rec, err = s.completeMultipart(ctx, rec, u); err != nil {
+		if err := checkDeclaration(rec, u, req); err != nil {
+			return Result{}, err
+		}
+		if rec, err = s.completeMultipart(ctx, rec, u, req); err != nil {
 			return Result{}, err
 		}
 	}
@@ -230,7 +248,47 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string) (Result
 	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
 }
 
-func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload) (stored, error) {
+// checkDeclaration checks a complete's declaration against the upload: the
+// parts, if any, name each of its parts once with a SHA-256, and a whole
+// file sha256 does not contradict the one it has.
+func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
+	if req.SHA256 != "" {
+		if len(req.SHA256) != 64 || !isHex(req.SHA256) {
+			return errSHA256Format
+		}
+		if rec.SHA256 != "" && !strings.EqualFold(req.SHA256, rec.SHA256) {
+			return invalid("sha256", "sha256 differs from the one this upload already has: a complete may give the whole file's sha256 only when the create did not")
+		}
+	}
+	if len(req.Parts) == 0 {
+		return nil
+	}
+	count := u.Multipart.PartCount
+	named := make([]bool, count+1)
+	for _, p := range req.Parts {
+		switch {
+		case p.PartNumber < 1 || p.PartNumber > count:
+			return invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, count)
+		case named[p.PartNumber]:
+			return invalid("parts", "part %d is listed twice", p.PartNumber)
+		case len(p.SHA256) != 64 || !isHex(p.SHA256):
+			return invalid("parts", "the sha256 of part %d must be 64 hex characters", p.PartNumber)
+		}
+		named[p.PartNumber] = true
+	}
+	if len(req.Parts) == count {
+		return nil
+	}
+	var left []int
+	for n := 1; n <= count; n++ {
+		if !named[n] && len(left) < 10 {
+			left = append(left, n)
+		}
+	}
+	return invalid("parts", "parts must name every part 1..%d exactly once; it leaves out %s", count, partNumbers(left, count-len(req.Parts)))
+}
+
+func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload, req api.CompleteRequest) (stored, error) {
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
 		return s.settleGone(ctx, rec, false)
@@ -258,6 +316,16 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	if missing.Count > 0 {
 		return rec, missing
 	}
+	if len(req.Parts) > 0 {
+		if err := declaredChecksums(completed, req.Parts); err != nil {
+			return rec, err
+		}
+	}
+	if req.SHA256 != "" && rec.SHA256 == "" {
+		if rec, err = s.recordSHA256(ctx, rec, strings.ToLower(req.SHA256)); err != nil || rec.final() {
+			return rec, err
+		}
+	}
 	out, err := s.objects.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(u.StorageKey), UploadId: aws.String(rec.S3UploadID),
 		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: completed},
@@ -272,7 +340,8 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		return s.settleGone(ctx, rec, false)
 	case apiErrorCode(err) == "InvalidPart" || apiErrorCode(err) == "InvalidPartOrder":
 		// A part changed between the list and the complete (a client
-		// re-sent it); the next attempt lists it again.
+		// re-sent it); the next attempt lists it again, and compares it
+		// with the declaration if there is one.
 		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err)
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
@@ -284,6 +353,58 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
 	}, nil)
 	return completion(rec, done, outcome, err)
+}
+
+// declaredChecksums compares each declared part SHA-256 with the one S3
+// holds for the part (completed, in part order, one per part) and, when
+// all agree, puts the declared ones in completed, for S3 to check again at
+// CompleteMultipartUpload. Any difference is a *PartsMismatchError.
+func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToSign) error {
+	want := make([]string, len(completed)+1)
+	for _, p := range declared {
+		want[p.PartNumber] = strings.ToLower(p.SHA256)
+	}
+	mismatch := &PartsMismatchError{}
+	for _, p := range completed {
+		n := aws.ToInt32(p.PartNumber)
+		if hexChecksum(aws.ToString(p.ChecksumSHA256)) != want[n] {
+			mismatch.Count++
+			if len(mismatch.Mismatched) < 10 {
+				mismatch.Mismatched = append(mismatch.Mismatched, int(n))
+			}
+		}
+	}
+	if mismatch.Count > 0 {
+		return mismatch
+	}
+	for i := range completed {
+		sum, _ := hex.DecodeString(want[aws.ToInt32(completed[i].PartNumber)])
+		completed[i].ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sum))
+	}
+	return nil
+}
+
+// recordSHA256 records the whole file's SHA-256 that a complete gave on the
+// pending record, before S3 is asked to complete: whoever then records the
+// completion (this call, or finalize on the object's event, which may come
+// first) renders it into the one completed body. It returns the record as
+// it is now, final if the upload was completed or aborted meanwhile.
+func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
+	data, err := fields{SHA256: sum}.attrs()
+	if err != nil {
+		return rec, err
+	}
+	done, err := s.update(ctx, rec, idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, Data: data})
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		return rec, ErrNotFound
+	case errors.Is(err, idempotency.ErrMismatch):
+		// Not pending: an abort has begun.
+		return rec, ErrNotPending
+	case err != nil:
+		return rec, fmt.Errorf("complete %s: record sha256: %w", rec.ClaimID, err)
+	}
+	return done, nil
 }
 
 // completion turns what complete did with rec's object into the record a

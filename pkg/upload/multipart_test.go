@@ -186,7 +186,7 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 	}
 
 	e.resetCounts()
-	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestMultipartUploadEndToEnd(t *testing.T) {
 	}
 
 	// From now on, the same completed body everywhere; nothing more to do.
-	again, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	again, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil || !bytes.Equal(again.Body, done.Body) {
 		t.Fatalf("complete again: %v %s", err, again.Body)
 	}
@@ -265,7 +265,7 @@ func TestMultipartFinalizedByTheEvent(t *testing.T) {
 	if err != nil || outcome != upload.OutcomeCompleted {
 		t.Fatalf("event: %v %v", outcome, err)
 	}
-	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestLostCompleteAnswerIsRecognised(t *testing.T) {
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-lost-complete-1", f)
 	e.completeAtS3(t, u, f, 2) // S3 completed; the record never heard
-	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestCompleteWithPartsMissing(t *testing.T) {
 	u := decode(t, created.Body)
 	signed := e.sign(t, "tenant", u.UploadID, f, 2)
 	testenv.PutPart(signed[2], f.part(2))
-	_, err = e.svc.Complete(ctx, "tenant", u.UploadID)
+	_, err = e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	var missing *upload.PartsMissingError
 	if !errors.As(err, &missing) || missing.Count != 2 || fmt.Sprint(missing.Missing) != "[1 3]" {
 		t.Fatalf("complete with parts 1 and 3 missing: %v", err)
@@ -391,7 +391,7 @@ func TestAbort(t *testing.T) {
 	if err != nil || !bytes.Equal(status.Body, aborted.Body) {
 		t.Fatalf("status after abort: %v %s", err, status.Body)
 	}
-	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
+	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("complete after abort: %v", err)
 	}
 	if _, err := e.svc.SignParts(ctx, "tenant", u.UploadID, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: f.partSum(1)}}}); !errors.Is(err, upload.ErrNotPending) {
@@ -502,7 +502,7 @@ func TestMultipartTenantIsolation(t *testing.T) {
 		"status":   func() (upload.Result, error) { return e.svc.Status(ctx, "intruder", id) },
 		"sign":     func() (upload.Result, error) { return e.svc.SignParts(ctx, "intruder", id, sign) },
 		"list":     func() (upload.Result, error) { return e.svc.ListParts(ctx, "intruder", id) },
-		"complete": func() (upload.Result, error) { return e.svc.Complete(ctx, "intruder", id) },
+		"complete": func() (upload.Result, error) { return e.svc.Complete(ctx, "intruder", id, api.CompleteRequest{}) },
 		"abort":    func() (upload.Result, error) { return e.svc.Abort(ctx, "intruder", id) },
 	} {
 		if reply, err := call(); !errors.Is(err, upload.ErrNotFound) {
@@ -577,7 +577,7 @@ func TestSignPartsRefusals(t *testing.T) {
 			return err
 		},
 		"list":     func() error { _, err := e.svc.ListParts(ctx, "tenant", sid); return err },
-		"complete": func() error { _, err := e.svc.Complete(ctx, "tenant", sid); return err },
+		"complete": func() error { _, err := e.svc.Complete(ctx, "tenant", sid, api.CompleteRequest{}); return err },
 		"abort":    func() error { _, err := e.svc.Abort(ctx, "tenant", sid); return err },
 	} {
 		var v *upload.ValidationError
@@ -609,7 +609,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	u := e.sendAll(t, "key-mid-complete-01", f)
 	racing := e.withObjects(midComplete{e.objectsClient})
 	for name, call := range map[string]func() error{
-		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID); return err },
+		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
 	} {
 		var inProgress *idempotency.InProgressError
@@ -617,7 +617,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 			t.Errorf("%s while a Complete is at work: %v, want in progress", name, err)
 		}
 	}
-	done, err := e.svc.Complete(ctx, "tenant", u.UploadID)
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil || decode(t, done.Body).Status != api.StatusCompleted || e.objectCount(t) != 1 {
 		t.Fatalf("the Complete at work, then: %v %s (%d objects)", err, done.Body, e.objectCount(t))
 	}
@@ -640,7 +640,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 		t.Fatalf("status before the lifecycle age: %v %s, want pending", err, st.Body)
 	}
 	e.Advance(31 * time.Minute)
-	if _, err := lifecycle.Complete(ctx, "tenant", oldID); !errors.Is(err, upload.ErrNotPending) {
+	if _, err := lifecycle.Complete(ctx, "tenant", oldID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("gone past the lifecycle age: %v, want not pending (aborted)", err)
 	}
 	// Past it, the status route settles it too: no object, the S3 upload
@@ -679,7 +679,7 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 			t.Errorf("record the abort: %v", err)
 		}
 	}})
-	if _, err := racing.Complete(ctx, "tenant", u.UploadID); !errors.Is(err, upload.ErrNotPending) {
+	if _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("complete that raced an abort: %v, want not pending", err)
 	}
 	if n := e.objectCount(t); n != 0 {
@@ -720,7 +720,7 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 	// or the client retrying its Abort (AbortMultipartUpload).
 	for key, next := range map[string]func(uploadID string) error{
 		"key-half-aborted-1": func(uploadID string) error {
-			if _, err := e.svc.Complete(ctx, "tenant", uploadID); !errors.Is(err, upload.ErrNotPending) {
+			if _, err := e.svc.Complete(ctx, "tenant", uploadID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
 				return fmt.Errorf("complete after a half-finished abort: %v, want not pending (aborted)", err)
 			}
 			return nil
@@ -814,7 +814,7 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	if len(list.Parts) != 3 || paged.pages != 3 {
 		t.Fatalf("listed %d parts in %d pages, want 3 in 3: %s", len(list.Parts), paged.pages, listed.Body)
 	}
-	done, err := svc.Complete(ctx, "tenant", u.UploadID)
+	done, err := svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil || decode(t, done.Body).Status != api.StatusCompleted {
 		t.Fatalf("complete over paged lists: %v %s", err, done.Body)
 	}

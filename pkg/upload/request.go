@@ -24,11 +24,13 @@ import (
 // Errors for requests the service refuses; the handler maps each to its
 // status and error code.
 var (
-	ErrBodyTooLarge     = fmt.Errorf("the request body is larger than %d bytes", api.MaxBodyBytes)
-	ErrFileTooLarge     = errors.New("size is larger than this deployment accepts")
-	ErrNeedsParts       = errors.New("size is larger than S3 accepts in one PUT (5 GiB); send partSize to upload it in parts")
-	ErrUnsupportedMedia = errors.New("contentType is not allowed by this deployment")
-	ErrNotFound         = errors.New("no such upload")
+	ErrBodyTooLarge = fmt.Errorf("the request body is larger than %d bytes", api.MaxBodyBytes)
+	// ErrCompleteBodyTooLarge: a complete body over MaxCompleteBodyBytes.
+	ErrCompleteBodyTooLarge = fmt.Errorf("the complete body is larger than %d bytes", MaxCompleteBodyBytes)
+	ErrFileTooLarge         = errors.New("size is larger than this deployment accepts")
+	ErrNeedsParts           = errors.New("size is larger than S3 accepts in one PUT (5 GiB); send partSize to upload it in parts")
+	ErrUnsupportedMedia     = errors.New("contentType is not allowed by this deployment")
+	ErrNotFound             = errors.New("no such upload")
 	// ErrNotPending: the upload is completed or aborted; its parts can no
 	// longer be signed, listed or completed.
 	ErrNotPending = errors.New("the upload is no longer pending")
@@ -46,15 +48,37 @@ type PartsMissingError struct {
 }
 
 func (e *PartsMissingError) Error() string {
-	nums := make([]string, len(e.Missing))
-	for i, n := range e.Missing {
+	return "parts missing or of the wrong size: " + partNumbers(e.Missing, e.Count)
+}
+
+// PartsMismatchError is a complete whose declared part SHA-256s differ
+// from what S3 holds for those parts: the parts stored are not the file's
+// the client means (a key reused for another file, or a file that changed
+// between its parts). Nothing was completed; the client may send the right
+// bytes of these parts again (sign them anew) and complete again.
+type PartsMismatchError struct {
+	// Mismatched lists the first part numbers that differ (at most ten).
+	Mismatched []int
+	// Count is how many parts differ in all.
+	Count int
+}
+
+func (e *PartsMismatchError) Error() string {
+	return "parts whose SHA-256 differs from the declared one: " + partNumbers(e.Mismatched, e.Count)
+}
+
+// partNumbers renders the first part numbers of a list of count: "3, 7"
+// or "1, 2, … 10 and 5 more".
+func partNumbers(first []int, count int) string {
+	nums := make([]string, len(first))
+	for i, n := range first {
 		nums[i] = strconv.Itoa(n)
 	}
 	more := ""
-	if e.Count > len(e.Missing) {
-		more = fmt.Sprintf(" and %d more", e.Count-len(e.Missing))
+	if count > len(first) {
+		more = fmt.Sprintf(" and %d more", count-len(first))
 	}
-	return fmt.Sprintf("parts missing or of the wrong size: %s%s", strings.Join(nums, ", "), more)
+	return strings.Join(nums, ", ") + more
 }
 
 // ValidationError is a create request with a bad field. Its message is
@@ -95,6 +119,9 @@ func DecodeCreateRequest(body []byte) (api.CreateRequest, error) {
 		raw  jsontext.Value
 		into *string
 	}{{"filename", in.Filename, &r.Filename}, {"contentType", in.ContentType, &r.ContentType}, {"size", in.Size, nil}, {"sha256", in.SHA256, &r.SHA256}} {
+		if f.raw == nil && f.name == "sha256" {
+			continue // required without partSize: see below
+		}
 		if f.raw == nil {
 			return r, invalid(f.name, "%s is required", f.name)
 		}
@@ -115,14 +142,27 @@ func DecodeCreateRequest(body []byte) (api.CreateRequest, error) {
 			return r, invalid("partSize", "partSize must be from %d to %d bytes", api.MinPartSize, api.MaxPartSize)
 		}
 	}
+	switch {
+	case in.SHA256 == nil && in.PartSize == nil:
+		return r, errSHA256Required
+	case in.SHA256 != nil && r.SHA256 == "":
+		// Given empty is not omitted: "" would read as no sha256.
+		return r, errSHA256Format
+	}
 	return r, nil
 }
 
+var (
+	errSHA256Required = invalid("sha256", "sha256 is required for a single PUT (without partSize): S3 checks the file against it")
+	errSHA256Format   = invalid("sha256", "sha256 must be 64 hex characters")
+)
+
 // The members of the strictly decoded objects, as their structs name them.
 var (
-	createMembers = []string{"filename", "contentType", "size", "sha256", "partSize"}
-	signMembers   = []string{"parts"}
-	partMembers   = []string{"partNumber", "sha256"}
+	createMembers   = []string{"filename", "contentType", "size", "sha256", "partSize"}
+	signMembers     = []string{"parts"}
+	partMembers     = []string{"partNumber", "sha256"}
+	completeMembers = []string{"parts", "sha256"}
 )
 
 // DecodeSignPartsRequest parses a raw sign body as strictly as
@@ -150,30 +190,90 @@ func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
 	if len(entries) == 0 || len(entries) > api.MaxPartsPerSign {
 		return r, invalid("parts", "parts must list 1 to %d parts", api.MaxPartsPerSign)
 	}
-	seen := make(map[int]bool, len(entries))
+	var err error
+	r.Parts, err = decodeParts(entries)
+	return r, err
+}
+
+// decodeParts reads the entries of a parts list, each {"partNumber": n,
+// "sha256": "…"} and no other member, no part number twice; digests come
+// out in lower case. Which numbers an upload has is the service's to check.
+func decodeParts(entries []jsontext.Value) ([]api.PartToSign, error) {
+	parts := make([]api.PartToSign, 0, len(entries))
+	seen := make(map[int64]bool, len(entries))
 	for i, e := range entries {
 		var part struct {
 			PartNumber jsontext.Value `json:"partNumber"`
 			SHA256     jsontext.Value `json:"sha256"`
 		}
 		if decodeObject(e, &part, partMembers) != nil {
-			return r, invalid("parts", "parts[%d] must be an object with partNumber and sha256", i)
+			return nil, invalid("parts", "parts[%d] must be an object with partNumber and sha256", i)
 		}
 		n, err := jsonInt(part.PartNumber, "partNumber")
 		if err != nil {
-			return r, invalid("parts", "parts[%d].partNumber must be a whole number", i)
+			return nil, invalid("parts", "parts[%d].partNumber must be a whole number", i)
 		}
 		sum, err := jsonString(part.SHA256, "sha256")
 		if err != nil || len(sum) != 64 || !isHex(sum) {
-			return r, invalid("parts", "parts[%d].sha256 must be 64 hex characters", i)
+			return nil, invalid("parts", "parts[%d].sha256 must be 64 hex characters", i)
 		}
-		if seen[int(n)] {
-			return r, invalid("parts", "part %d is listed twice", n)
+		if seen[n] {
+			return nil, invalid("parts", "part %d is listed twice", n)
 		}
-		seen[int(n)] = true
-		r.Parts = append(r.Parts, api.PartToSign{PartNumber: int(n), SHA256: strings.ToLower(sum)})
+		seen[n] = true
+		parts = append(parts, api.PartToSign{PartNumber: int(n), SHA256: strings.ToLower(sum)})
 	}
-	return r, nil
+	return parts, nil
+}
+
+// MaxCompleteBodyBytes is the largest complete body, in raw bytes: a
+// declaration of all 10,000 parts takes about 970 KB as compact JSON and
+// about 1.25 MB indented, so 2 MiB holds it either way. It fits API
+// Gateway's 10 MB payload and, JSON-escaped or base64-encoded in the event,
+// Lambda's 6 MB synchronous invocation.
+const MaxCompleteBodyBytes = 2 << 20
+
+// DecodeCompleteRequest parses the optional body of a complete as strictly
+// as DecodeCreateRequest: no body (zero bytes) is no declaration, as is
+// {}; otherwise one object with "parts" (1 to api.MaxParts entries in the
+// signing shape, none twice) and "sha256" (64 hex), both optional, at most
+// MaxCompleteBodyBytes. Whether the parts name exactly the upload's parts
+// is checked by [Service.Complete].
+func DecodeCompleteRequest(body []byte) (api.CompleteRequest, error) {
+	var r api.CompleteRequest
+	if len(body) > MaxCompleteBodyBytes {
+		return r, ErrCompleteBodyTooLarge
+	}
+	if len(body) == 0 {
+		return r, nil
+	}
+	var in struct {
+		Parts  jsontext.Value `json:"parts"`
+		SHA256 jsontext.Value `json:"sha256"`
+	}
+	if err := decodeObject(body, &in, completeMembers); err != nil {
+		return r, err
+	}
+	if in.SHA256 != nil {
+		sum, err := jsonString(in.SHA256, "sha256")
+		if err != nil || len(sum) != 64 || !isHex(sum) {
+			return r, errSHA256Format
+		}
+		r.SHA256 = strings.ToLower(sum)
+	}
+	if in.Parts == nil {
+		return r, nil
+	}
+	var entries []jsontext.Value
+	if in.Parts.Kind() != '[' || json.Unmarshal(in.Parts, &entries) != nil {
+		return r, invalid("parts", "parts must be an array")
+	}
+	if len(entries) == 0 || len(entries) > api.MaxParts {
+		return r, invalid("parts", "parts must list every part of the upload, 1 to %d of them; leave it out to complete from what S3 holds", api.MaxParts)
+	}
+	var err error
+	r.Parts, err = decodeParts(entries)
+	return r, err
 }
 
 // decodeObject decodes body, one JSON object, into v, a struct of the
@@ -310,8 +410,11 @@ func canonical(r api.CreateRequest, cfg *Config) (api.CreateRequest, error) {
 	if r.Size < 1 {
 		return r, invalid("size", "size must be at least 1")
 	}
-	if len(r.SHA256) != 64 || !isHex(r.SHA256) {
-		return r, invalid("sha256", "sha256 must be 64 hex characters")
+	switch {
+	case r.SHA256 == "" && r.PartSize == 0:
+		return r, errSHA256Required
+	case r.SHA256 != "" && (len(r.SHA256) != 64 || !isHex(r.SHA256)):
+		return r, errSHA256Format
 	}
 	if r.PartSize != 0 {
 		if r.PartSize < api.MinPartSize || r.PartSize > api.MaxPartSize {
@@ -410,6 +513,10 @@ func isHex(s string) bool {
 // the canonical fields, each length-prefixed so no field can bleed into the
 // next. Never the raw JSON text, so whitespace and key order do not count.
 // partSize counts only when set, so single-PUT fingerprints are as before.
+// A multipart create without sha256 has "" in its place: every request
+// that gives one keeps the fingerprint it always had, and none that gives
+// one (64 characters, length-prefixed) can share a fingerprint with one
+// that does not.
 func fingerprint(tenant string, r api.CreateRequest) string {
 	h := sha256.New()
 	parts := []string{"POST", "/uploads", tenant, r.Filename, r.ContentType, strconv.FormatInt(r.Size, 10), r.SHA256}

@@ -1,7 +1,9 @@
 package upload
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +64,11 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"size exponent", `{"filename":"a.png","contentType":"image/png","size":1e3,"sha256":"` + sha + `"}`, "size", nil},
 		{"size string", `{"filename":"a.png","contentType":"image/png","size":"1","sha256":"` + sha + `"}`, "size", nil},
 		{"sha short", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"abc"}`, "sha256", nil},
+		{"sha missing without partSize", `{"filename":"a.png","contentType":"image/png","size":1}`, "sha256", nil},
+		{"sha missing with partSize", `{"filename":"a.png","contentType":"image/png","size":1000,"partSize":5242880}`, "", nil},
+		{"sha empty with partSize", `{"filename":"a.png","contentType":"image/png","size":1000,"sha256":"","partSize":5242880}`, "sha256", nil},
+		{"sha null with partSize", `{"filename":"a.png","contentType":"image/png","size":1000,"sha256":null,"partSize":5242880}`, "sha256", nil},
+		{"sha short with partSize", `{"filename":"a.png","contentType":"image/png","size":1000,"sha256":"abc","partSize":5242880}`, "sha256", nil},
 		{"sha not hex", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + strings.Repeat("g", 64) + `"}`, "sha256", nil},
 		{"size over max", `{"filename":"a.png","contentType":"image/png","size":1001,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
 		{"size over int64", `{"filename":"a.png","contentType":"image/png","size":99999999999999999999999,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
@@ -303,6 +310,198 @@ func TestFingerprint(t *testing.T) {
 	}
 	if fingerprint("ab", api.CreateRequest{Filename: "c"}) == fingerprint("a", api.CreateRequest{Filename: "bc"}) {
 		t.Error("field boundaries are ambiguous")
+	}
+}
+
+// Fingerprints already recorded stay valid: these are the values the
+// fingerprint had before sha256 became optional for multipart creates, so
+// a retry of a create made then still replays it. A multipart create
+// without sha256 is a request of its own: never the fingerprint of the
+// same create with one (422 idempotency_key_reuse), and stable.
+func TestFingerprintOptionalSHA256(t *testing.T) {
+	t.Parallel()
+	const tenant = "jwt:0::tenant"
+	single := api.CreateRequest{Filename: "a.png", ContentType: "image/png", Size: 10, SHA256: sha}
+	multi := api.CreateRequest{Filename: "big.mov", ContentType: "video/quicktime", Size: 21474836480,
+		SHA256: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", PartSize: 16777216}
+	for _, tc := range []struct {
+		req  api.CreateRequest
+		want string
+	}{
+		{single, "3f3726dbc80945deba5492efac65a10f431442858834caca791db04813715ddb"},
+		{multi, "a2f63a8d7a91953d87f60044a68305e8771311163d653acc4155ecc118289816"},
+	} {
+		if got := fingerprint(tenant, tc.req); got != tc.want {
+			t.Errorf("%+v: fingerprint %s, want the one recorded before: %s", tc.req, got, tc.want)
+		}
+	}
+	without := multi
+	without.SHA256 = ""
+	if fingerprint(tenant, without) == fingerprint(tenant, multi) {
+		t.Error("a multipart create without sha256 has the fingerprint of the same create with one")
+	}
+	if fingerprint(tenant, without) != fingerprint(tenant, without) {
+		t.Error("the fingerprint without sha256 is not stable")
+	}
+	other := without
+	other.PartSize = 2 * multi.PartSize
+	if fingerprint(tenant, other) == fingerprint(tenant, without) {
+		t.Error("partSize does not count without sha256")
+	}
+}
+
+// A complete body is optional and as strict as the others; a refusal says
+// what is wrong, and inside the parts which part.
+func TestDecodeCompleteRequest(t *testing.T) {
+	t.Parallel()
+	part := func(n int, sum string) string { return `{"partNumber":` + strconv.Itoa(n) + `,"sha256":"` + sum + `"}` }
+	upper := strings.ToUpper(sha)
+	cases := []struct {
+		name, body, field, message string
+		want                       api.CompleteRequest
+	}{
+		{"no body", ``, "", "", api.CompleteRequest{}},
+		{"empty object", `{}`, "", "", api.CompleteRequest{}},
+		{"parts", `{"parts":[` + part(2, sha) + `,` + part(1, upper) + `]}`, "", "",
+			api.CompleteRequest{Parts: []api.PartToSign{{PartNumber: 2, SHA256: sha}, {PartNumber: 1, SHA256: sha}}}},
+		{"sha256 only", `{"sha256":"` + upper + `"}`, "", "", api.CompleteRequest{SHA256: sha}},
+		{"both", ` {"sha256":"` + sha + `", "parts":[` + part(1, sha) + `]} `, "", "",
+			api.CompleteRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: sha}}, SHA256: sha}},
+		{"white space only", ` `, "body", "the request body must be one JSON object", api.CompleteRequest{}},
+		{"null", `null`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
+		{"array", `[]`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
+		{"unknown member", `{"parts":[` + part(1, sha) + `],"extra":1}`, "body", `unknown field "extra"`, api.CompleteRequest{}},
+		{"member in another case", `{"SHA256":"` + sha + `"}`, "body", `unknown field "SHA256"`, api.CompleteRequest{}},
+		{"parts twice", `{"parts":[` + part(1, sha) + `],"parts":[` + part(1, sha) + `]}`, "parts", "parts is given twice", api.CompleteRequest{}},
+		{"parts empty", `{"parts":[]}`, "parts", "parts must list every part of the upload, 1 to 10000 of them; leave it out to complete from what S3 holds", api.CompleteRequest{}},
+		{"parts null", `{"parts":null}`, "parts", "parts must be an array", api.CompleteRequest{}},
+		{"parts an object", `{"parts":{"1":"` + sha + `"}}`, "parts", "parts must be an array", api.CompleteRequest{}},
+		{"part number twice", `{"parts":[` + part(1, sha) + `,` + part(2, sha) + `,` + part(1, sha) + `]}`, "parts", "part 1 is listed twice", api.CompleteRequest{}},
+		{"part number a fraction", `{"parts":[{"partNumber":1.5,"sha256":"` + sha + `"}]}`, "parts", "parts[0].partNumber must be a whole number", api.CompleteRequest{}},
+		{"part number a string", `{"parts":[{"partNumber":"1","sha256":"` + sha + `"}]}`, "parts", "parts[0].partNumber must be a whole number", api.CompleteRequest{}},
+		{"part sha256 short", `{"parts":[` + part(1, sha) + `,` + part(2, "abc") + `]}`, "parts", "parts[1].sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"part sha256 not hex", `{"parts":[` + part(1, strings.Repeat("g", 64)) + `]}`, "parts", "parts[0].sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"part with another member", `{"parts":[{"partNumber":1,"sha256":"` + sha + `","size":3}]}`, "parts", "parts[0] must be an object with partNumber and sha256", api.CompleteRequest{}},
+		{"part without sha256", `{"parts":[{"partNumber":1}]}`, "parts", "parts[0].sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"sha256 short", `{"sha256":"abc"}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"sha256 empty", `{"sha256":""}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"sha256 a number", `{"sha256":1}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
+		{"invalid UTF-8", "{\"sha256\":\"\xff\"}", "body", "the request body is not valid UTF-8", api.CompleteRequest{}},
+		{"two objects", `{} {}`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
+	}
+	for _, tc := range cases {
+		got, err := DecodeCompleteRequest([]byte(tc.body))
+		var v *ValidationError
+		switch {
+		case tc.field == "":
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
+			}
+		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
+			t.Errorf("%s: err = %#v, want %s: %q", tc.name, err, tc.field, tc.message)
+		}
+	}
+
+	// Every part of the largest upload fits, compact or indented; one byte
+	// more than the limit does not.
+	entries := make([]string, api.MaxParts)
+	for i := range entries {
+		entries[i] = "\n    " + part(i+1, sha)
+	}
+	all := []byte(`{"sha256":"` + sha + `","parts":[` + strings.Join(entries, ",") + "\n]}")
+	indented := bytes.ReplaceAll(bytes.ReplaceAll(all, []byte(`{"partNumber":`), []byte("{\n      \"partNumber\": ")), []byte(`,"sha256":`), []byte(",\n      \"sha256\": "))
+	for name, body := range map[string][]byte{"compact": all, "indented": indented} {
+		if len(body) > MaxCompleteBodyBytes {
+			t.Errorf("%s: a declaration of %d parts takes %d bytes, over the limit", name, api.MaxParts, len(body))
+		}
+		got, err := DecodeCompleteRequest(body)
+		if err != nil || len(got.Parts) != api.MaxParts || got.Parts[api.MaxParts-1].PartNumber != api.MaxParts {
+			t.Errorf("%s: %d parts, %v", name, len(got.Parts), err)
+		}
+	}
+	tooMany := []byte(`{"parts":[` + strings.Join(append(entries, part(api.MaxParts+1, sha)), ",") + `]}`)
+	if _, err := DecodeCompleteRequest(tooMany); err == nil || !strings.Contains(err.Error(), "1 to 10000") {
+		t.Errorf("%d parts: %v", api.MaxParts+1, err)
+	}
+	over := append([]byte(`{}`), bytes.Repeat([]byte(" "), MaxCompleteBodyBytes-1)...)
+	if _, err := DecodeCompleteRequest(over); !errors.Is(err, ErrCompleteBodyTooLarge) {
+		t.Errorf("a body of %d bytes: %v, want ErrCompleteBodyTooLarge", len(over), err)
+	}
+	if _, err := DecodeCompleteRequest(over[:MaxCompleteBodyBytes]); err != nil {
+		t.Errorf("a body of exactly %d bytes: %v", MaxCompleteBodyBytes, err)
+	}
+}
+
+// A declaration names every part of the upload exactly once, and a whole
+// file sha256 at complete never contradicts the create's.
+func TestCheckDeclaration(t *testing.T) {
+	t.Parallel()
+	const count = 25
+	u := api.Upload{Multipart: &api.Multipart{PartSize: api.MinPartSize, PartCount: count}}
+	all := func() []api.PartToSign {
+		parts := make([]api.PartToSign, count)
+		for i := range parts {
+			parts[i] = api.PartToSign{PartNumber: i + 1, SHA256: sha}
+		}
+		return parts
+	}
+	withSHA := stored{fields: fields{SHA256: sha}}
+	other := strings.Repeat("0", 64)
+	for _, tc := range []struct {
+		name    string
+		rec     stored
+		req     api.CompleteRequest
+		field   string
+		message string
+	}{
+		{"nothing declared", stored{}, api.CompleteRequest{}, "", ""},
+		{"every part", stored{}, api.CompleteRequest{Parts: all()}, "", ""},
+		{"every part, out of order", stored{}, api.CompleteRequest{Parts: append(all()[1:], all()[0])}, "", ""},
+		{"sha256 the create gave, in upper case", withSHA, api.CompleteRequest{SHA256: strings.ToUpper(sha)}, "", ""},
+		{"sha256 the create did not give", stored{}, api.CompleteRequest{SHA256: other}, "", ""},
+		{"sha256 another than the create's", withSHA, api.CompleteRequest{SHA256: other}, "sha256",
+			"sha256 differs from the one this upload already has: a complete may give the whole file's sha256 only when the create did not"},
+		{"sha256 malformed", stored{}, api.CompleteRequest{SHA256: "abc"}, "sha256", "sha256 must be 64 hex characters"},
+		{"part 0", stored{}, api.CompleteRequest{Parts: append(all()[1:], api.PartToSign{PartNumber: 0, SHA256: sha})}, "parts", "partNumber 0 is outside 1..25"},
+		{"part beyond partCount", stored{}, api.CompleteRequest{Parts: append(all(), api.PartToSign{PartNumber: 26, SHA256: sha})}, "parts", "partNumber 26 is outside 1..25"},
+		{"part twice", stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 3, SHA256: sha})}, "parts", "part 3 is listed twice"},
+		{"part without a digest", stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 25})}, "parts", "the sha256 of part 25 must be 64 hex characters"},
+		{"a part left out", stored{}, api.CompleteRequest{Parts: all()[1:]}, "parts", "parts must name every part 1..25 exactly once; it leaves out 1"},
+		{"many left out", stored{}, api.CompleteRequest{Parts: all()[:3]}, "parts",
+			"parts must name every part 1..25 exactly once; it leaves out 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 12 more"},
+	} {
+		err := checkDeclaration(tc.rec, u, tc.req)
+		var v *ValidationError
+		switch {
+		case tc.field == "":
+			if err != nil {
+				t.Errorf("%s: %v, want accepted", tc.name, err)
+			}
+		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
+			t.Errorf("%s: err = %#v, want %s: %q", tc.name, err, tc.field, tc.message)
+		}
+	}
+	if got := (&PartsMismatchError{Mismatched: []int{2, 9}, Count: 2}).Error(); got != "parts whose SHA-256 differs from the declared one: 2, 9" {
+		t.Errorf("PartsMismatchError: %q", got)
+	}
+	if got := (&PartsMismatchError{Mismatched: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Count: 13}).Error(); !strings.HasSuffix(got, "9, 10 and 3 more") {
+		t.Errorf("PartsMismatchError: %q", got)
+	}
+}
+
+// BenchmarkDecodeCompleteRequest decodes the largest declaration: every
+// part of a 10,000-part upload.
+func BenchmarkDecodeCompleteRequest(b *testing.B) {
+	entries := make([]string, api.MaxParts)
+	for i := range entries {
+		entries[i] = `{"partNumber":` + strconv.Itoa(i+1) + `,"sha256":"` + sha + `"}`
+	}
+	body := []byte(`{"parts":[` + strings.Join(entries, ",") + `]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeCompleteRequest(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

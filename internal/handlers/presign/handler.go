@@ -34,7 +34,7 @@ type Service interface {
 	Status(ctx context.Context, tenant, uploadID string) (upload.Result, error)
 	SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (upload.Result, error)
 	ListParts(ctx context.Context, tenant, uploadID string) (upload.Result, error)
-	Complete(ctx context.Context, tenant, uploadID string) (upload.Result, error)
+	Complete(ctx context.Context, tenant, uploadID string, req api.CompleteRequest) (upload.Result, error)
 	Abort(ctx context.Context, tenant, uploadID string) (upload.Result, error)
 }
 
@@ -91,7 +91,7 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	case routeListParts:
 		res, err = h.Service.ListParts(ctx, tenant, uploadID)
 	case routeComplete:
-		res, err = h.Service.Complete(ctx, tenant, uploadID)
+		res, err = h.complete(ctx, req, tenant, uploadID)
 	case routeAbort:
 		res, err = h.Service.Abort(ctx, tenant, uploadID)
 	}
@@ -164,7 +164,7 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if err != nil {
 		return upload.Result{}, err
 	}
-	body, err := requestBody(req)
+	body, err := requestBody(req, api.MaxBodyBytes, upload.ErrBodyTooLarge)
 	if err != nil {
 		return upload.Result{}, err
 	}
@@ -177,7 +177,7 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 // signParts decodes a sign-parts body and signs the parts it asks for.
 func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Result, error) {
-	body, err := requestBody(req)
+	body, err := requestBody(req, api.MaxBodyBytes, upload.ErrBodyTooLarge)
 	if err != nil {
 		return upload.Result{}, err
 	}
@@ -188,14 +188,29 @@ func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequ
 	return h.Service.SignParts(ctx, tenant, uploadID, in)
 }
 
+// complete decodes a complete's optional body (none is no declaration) and
+// completes the upload.
+func (h *Handler) complete(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Result, error) {
+	body, err := requestBody(req, upload.MaxCompleteBodyBytes, upload.ErrCompleteBodyTooLarge)
+	if err != nil {
+		return upload.Result{}, err
+	}
+	in, err := upload.DecodeCompleteRequest(body)
+	if err != nil {
+		return upload.Result{}, err
+	}
+	return h.Service.Complete(ctx, tenant, uploadID, in)
+}
+
 // requestBody is the raw body: API Gateway passes bodies it does not deem
-// text in base64.
-func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+// text in base64. One that cannot fit in limit bytes is tooLarge without
+// being decoded.
+func requestBody(req events.APIGatewayV2HTTPRequest, limit int, tooLarge error) ([]byte, error) {
 	if !req.IsBase64Encoded {
 		return []byte(req.Body), nil
 	}
-	if base64.StdEncoding.DecodedLen(len(req.Body)) > api.MaxBodyBytes+3 {
-		return nil, upload.ErrBodyTooLarge
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > limit+3 {
+		return nil, tooLarge
 	}
 	body, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
@@ -244,6 +259,7 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 	var validation *upload.ValidationError
 	var inProgress *idempotency.InProgressError
 	var missing *upload.PartsMissingError
+	var mismatch *upload.PartsMismatchError
 	switch {
 	case errors.Is(err, errUndecodableBody):
 		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, "The request body could not be decoded."), telemetry.OutcomeInvalid
@@ -253,7 +269,7 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		return errorResponse(http.StatusBadRequest, api.CodeKeyInvalid, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.As(err, &validation):
 		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, validation.Message+"."), telemetry.OutcomeInvalid
-	case errors.Is(err, upload.ErrBodyTooLarge):
+	case errors.Is(err, upload.ErrBodyTooLarge), errors.Is(err, upload.ErrCompleteBodyTooLarge):
 		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeRequestTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrFileTooLarge), errors.Is(err, upload.ErrNeedsParts):
 		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeFileTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
@@ -267,6 +283,9 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted."), telemetry.OutcomeInvalid
 	case errors.As(err, &missing):
 		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again."), telemetry.OutcomeInvalid
+	case errors.As(err, &mismatch):
+		return errorResponse(http.StatusConflict, api.CodePartsMismatch, "S3 holds other bytes than declared for some parts: "+mismatch.Error()+
+			". Nothing was completed; sign and send those parts again with the right bytes, then complete again."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrTooManyUploads):
 		// No Retry-After: a place frees only when one of the tenant's
 		// uploads ends, which no wait promises.
