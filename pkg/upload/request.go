@@ -64,7 +64,7 @@ type PartsMismatchError struct {
 }
 
 func (e *PartsMismatchError) Error() string {
-	return "parts whose SHA-256 differs from the declared one: " + partNumbers(e.Mismatched, e.Count)
+	return "parts whose SHA-256 in S3 is not the declared one: " + partNumbers(e.Mismatched, e.Count)
 }
 
 // partNumbers renders the first part numbers of a list of count: "3, 7"

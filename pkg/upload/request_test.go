@@ -481,7 +481,7 @@ func TestCheckDeclaration(t *testing.T) {
 			t.Errorf("%s: err = %#v, want %s: %q", tc.name, err, tc.field, tc.message)
 		}
 	}
-	if got := (&PartsMismatchError{Mismatched: []int{2, 9}, Count: 2}).Error(); got != "parts whose SHA-256 differs from the declared one: 2, 9" {
+	if got := (&PartsMismatchError{Mismatched: []int{2, 9}, Count: 2}).Error(); got != "parts whose SHA-256 in S3 is not the declared one: 2, 9" {
 		t.Errorf("PartsMismatchError: %q", got)
 	}
 	if got := (&PartsMismatchError{Mismatched: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Count: 13}).Error(); !strings.HasSuffix(got, "9, 10 and 3 more") {

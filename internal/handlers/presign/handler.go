@@ -284,8 +284,8 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 	case errors.As(err, &missing):
 		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again."), telemetry.OutcomeInvalid
 	case errors.As(err, &mismatch):
-		return errorResponse(http.StatusConflict, api.CodePartsMismatch, "S3 holds other bytes than declared for some parts: "+mismatch.Error()+
-			". Nothing was completed; sign and send those parts again with the right bytes, then complete again."), telemetry.OutcomeInvalid
+		return errorResponse(http.StatusConflict, api.CodePartsMismatch, "S3 holds other bytes than declared; "+mismatch.Error()+
+			". Nothing was completed: sign those parts again, send their right bytes, then complete again."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrTooManyUploads):
 		// No Retry-After: a place frees only when one of the tenant's
 		// uploads ends, which no wait promises.

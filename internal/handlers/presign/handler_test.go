@@ -293,6 +293,7 @@ func TestErrorRows(t *testing.T) {
 		{"body not json", post(key, "{"), 400, "invalid_request"},
 		{"base64 body not json", b64, 400, "invalid_request"},
 		{"sha256 short", post(key, strings.Replace(photo, digest, "abc", 1)), 400, "invalid_request"},
+		{"sha256 missing without partSize", post(key, strings.Replace(photo, `,"sha256":"`+digest+`"`, "", 1)), 400, "invalid_request"},
 		{"size zero", post(key, strings.Replace(photo, "48213", "0", 1)), 400, "invalid_request"},
 		{"filename traversal", post(key, strings.Replace(photo, "photo & co.jpg", "../x.jpg", 1)), 400, "invalid_request"},
 		{"body too large", post(key, big), 413, "request_too_large"},

@@ -18,7 +18,7 @@ import (
 var statusOf = map[string]int{
 	"idempotency_key_required": 400, "idempotency_key_invalid": 400, "invalid_request": 400,
 	"unauthenticated": 401, "not_found": 404, "idempotency_in_progress": 409,
-	"upload_not_pending": 409, "upload_completed": 409, "parts_missing": 409,
+	"upload_not_pending": 409, "upload_completed": 409, "parts_missing": 409, "parts_mismatch": 409,
 	"request_too_large": 413, "file_too_large": 413, "unsupported_media_type": 415,
 	"idempotency_key_reuse": 422, "too_many_uploads": 429, "internal_error": 500, "service_unavailable": 503,
 }

@@ -1,0 +1,91 @@
+package presign
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/upload"
+)
+
+// The optional body of a complete: decoded as strictly as the others, with
+// its own size limit, and a declaration that S3 contradicts is a 409
+// parts_mismatch that names the parts.
+func TestCompleteBody(t *testing.T) {
+	sum, _ := hex.DecodeString(digest)
+	// S3 holds the one part of multipartPhoto, whose SHA-256 is digest.
+	held := fakeObjects{parts: []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(48213), ETag: aws.String(`"x"`),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum))}}}
+	declare := func(n int, sha string) string {
+		return `{"parts":[{"partNumber":` + string(rune('0'+n)) + `,"sha256":"` + sha + `"}]}`
+	}
+	wrong := strings.Repeat("0", 64)
+	complete := func(body string, base64Encoded bool) func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
+		return func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+			req := onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, body)
+			if base64Encoded {
+				req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(body)), true
+			}
+			return req
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		request func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest
+		status  int
+		code    string
+		message string // a part of it
+		golden  string
+	}{
+		{"a wrong declared part", complete(declare(1, wrong), false), 409, api.CodePartsMismatch, ": 1. Nothing was completed", "error-409-parts-mismatch"},
+		{"a wrong declared part, base64", complete(declare(1, wrong), true), 409, api.CodePartsMismatch, ": 1.", ""},
+		{"a wrong declaration padded to the limit", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes), false), 409, api.CodePartsMismatch, ": 1.", ""},
+		{"one byte over the limit", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes+1), false), 413, api.CodeRequestTooLarge, "2097152", ""},
+		{"over the limit, base64", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes+4), true), 413, api.CodeRequestTooLarge, "", ""},
+		{"a part beyond partCount", complete(`{"parts":[{"partNumber":1,"sha256":"`+digest+`"},{"partNumber":2,"sha256":"`+digest+`"}]}`, false), 400, api.CodeInvalidRequest, "partNumber 2 is outside 1..1", ""},
+		{"no parts", complete(`{"parts":[]}`, false), 400, api.CodeInvalidRequest, "parts must list every part", ""},
+		{"an unknown member", complete(`{"part":[]}`, false), 400, api.CodeInvalidRequest, `unknown field`, ""},
+		{"not JSON", complete(`parts=1`, false), 400, api.CodeInvalidRequest, "one JSON object", ""},
+		{"sha256 not the create's", complete(`{"sha256":"`+wrong+`"}`, false), 400, api.CodeInvalidRequest, "sha256 differs", ""},
+		{"sha256 not hex", complete(`{"sha256":"`+strings.Repeat("z", 64)+`"}`, false), 400, api.CodeInvalidRequest, "sha256 must be 64 hex characters", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureWith(t, nil, held)
+			resp, outcome := f.measured(t, tc.request(t, f))
+			if code := checkResponse(t, resp); resp.StatusCode != tc.status || code != tc.code || !strings.Contains(resp.Body, tc.message) {
+				t.Fatalf("%d %q %s, want %d %q saying %q", resp.StatusCode, code, resp.Body, tc.status, tc.code, tc.message)
+			}
+			if outcome != telemetry.OutcomeInvalid {
+				t.Errorf("outcome %q", outcome)
+			}
+			if tc.golden != "" {
+				golden(t, tc.golden, resp.Body)
+			}
+		})
+	}
+}
+
+// A multipart create may leave sha256 out: 201 without it, and the same
+// key with sha256 is another request (422).
+func TestMultipartCreateWithoutSHA256(t *testing.T) {
+	f := newFixtureWith(t, nil, fakeObjects{})
+	without := strings.Replace(multipartPhoto, `,"sha256":"`+digest+`"`, "", 1)
+	created := f.do(t, post(key, without))
+	wantStatus(t, created, 201, "")
+	if strings.Contains(created.Body, "sha256") {
+		t.Errorf("pending body %s: no sha256 was given", created.Body)
+	}
+	replay := f.do(t, post(key, without))
+	wantStatus(t, replay, 201, "")
+	if replay.Headers["Idempotent-Replay"] != "true" || replay.Body != created.Body {
+		t.Errorf("replay: %v %s", replay.Headers, replay.Body)
+	}
+	wantStatus(t, f.do(t, post(key, multipartPhoto)), 422, api.CodeKeyReuse)
+}
