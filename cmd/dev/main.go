@@ -6,7 +6,10 @@
 // (8000), S3_PORT (9000), TABLE_NAME (idempotency-local), BUCKET_NAME
 // (uploads-local), ALLOWED_ORIGINS (*), DEV_DATA_DIR (.local), and the
 // functions' own variables (IDEMPOTENCY_TTL=5s make dev).
-// STATIC_DIR (web/dist) is served at / for the browser demo. --rie, or
+// STATIC_DIR (web/dist) is served at / for the browser demo. Each upload
+// that completes or is aborted yields an event (docs/api.md, "Events"),
+// logged as an "event" line and, if DEV_EVENTS_URL is set, POSTed there
+// as EventBridge delivers it to a target. --rie, or
 // DEV_RIE=true, runs the built bootstraps under the Runtime Interface
 // Emulator instead of in-process: on Linux only, as the bootstraps are
 // Linux binaries. DynamoDB is dynoxide where install-tools.sh installed it,
@@ -57,6 +60,7 @@ func main() {
 		Logger:       logger,
 		StaticDir:    env("STATIC_DIR", "web/dist"),
 		Concurrency:  number("DEV_CONCURRENCY", devstack.DefaultConcurrency, 1, 1024),
+		EventsURL:    os.Getenv("DEV_EVENTS_URL"),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,10 +76,11 @@ func main() {
   CLI        go run ./cmd/upload --api %s FILE
   DynamoDB   %s     table %s (%s)
   S3         %s     bucket %s (path style, access key %s, secret %s)
+  events     %s
   data, logs %s
 A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
-`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, cfg.DataDir)
+`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, events(cfg.EventsURL), cfg.DataDir)
 	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
@@ -101,6 +106,14 @@ func demo(apiURL, staticDir string) string {
 		return fmt.Sprintf("none: %s has no index.html (make web-build)", staticDir)
 	}
 	return apiURL + "/"
+}
+
+// events says where upload events go.
+func events(url string) string {
+	if url == "" {
+		return `logged as "event" lines (DEV_EVENTS_URL=http://… also POSTs each one there)`
+	}
+	return "logged, and POSTed to " + url
 }
 
 // showTally prints the metrics' tally every interval while it changes.

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
@@ -88,6 +89,11 @@ type Config struct {
 	// FunctionTimeout, if set, replaces every function's Timeout from the
 	// template: an invocation's context ends then, as on Lambda.
 	FunctionTimeout time.Duration
+	// EventsURL, if set, receives every upload event the stack's event
+	// bus is given: a POST of the EventBridge JSON envelope, retried until
+	// it answers 2xx (DEV_EVENTS_URL in make dev). Each event is logged
+	// either way.
+	EventsURL string
 	// Concurrency caps the instances of each function, as a reserved
 	// concurrency does; more invocations wait for a free instance. Each
 	// instance serves one invocation at a time. Defaults to
@@ -111,6 +117,10 @@ type Stack struct {
 	closed            chan struct{}
 	s3                *s3.Client
 	multipart         completions
+	// EventBusURL is the local event bus (PutEvents), if the template has
+	// a stream function.
+	EventBusURL  string
+	tableCreated bool
 }
 
 // Start starts everything, or nothing: on error, what was started is
@@ -184,7 +194,15 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err := st.createResources(ctx); err != nil {
 		return st, err
 	}
+	if st.spec.Stream != nil {
+		if st.EventBusURL, err = st.serve(http.HandlerFunc(st.handleEventBus), 0); err != nil {
+			return st, err
+		}
+	}
 	if err := st.startFunctions(ctx); err != nil {
+		return st, err
+	}
+	if err := st.startStreams(ctx, st.tableCreated); err != nil {
 		return st, err
 	}
 	st.APIURL, err = st.serve(http.HandlerFunc(st.handleAPI), cfg.APIPort)
@@ -222,6 +240,9 @@ func (st *Stack) createResources(ctx context.Context) error {
 		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: &t.PartitionKey, KeyType: dbtypes.KeyTypeHash}},
 		BillingMode:          dbtypes.BillingMode(t.BillingMode),
 	}
+	if t.StreamViewType != "" {
+		in.StreamSpecification = &dbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: dbtypes.StreamViewType(t.StreamViewType)}
+	}
 	defined := map[string]bool{t.PartitionKey: true}
 	for _, ix := range t.Indexes {
 		for _, k := range []string{ix.PartitionKey, ix.SortKey} {
@@ -237,6 +258,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", st.Table, err)
 	}
+	st.tableCreated = err == nil
 	if err != nil {
 		if err := st.addMissingIndexes(ctx, ddb, in); err != nil {
 			return err
@@ -338,12 +360,25 @@ func (st *Stack) functionEnv() map[string]string {
 	} {
 		env[k] = v
 	}
+	if st.EventBusURL != "" {
+		env["AWS_ENDPOINT_URL_EVENTBRIDGE"] = st.EventBusURL
+		for name, param := range map[string]string{"EVENT_BUS_NAME": "EventBusName", "EVENT_SOURCE": "EventSource"} {
+			if v, ok := st.cfg.Env(name); ok {
+				env[name] = v
+			} else if d := st.spec.Parameters[param]; d != "" {
+				env[name] = d
+			}
+		}
+	}
 	return env
 }
 
 func (st *Stack) startFunctions(ctx context.Context) error {
 	env := st.functionEnv()
 	functions := []string{st.spec.ObjectCreatedFunction}
+	if st.spec.Stream != nil {
+		functions = append(functions, st.spec.Stream.Function)
+	}
 	for _, r := range st.spec.Routes {
 		if !slices.Contains(functions, r.Function) {
 			functions = append(functions, r.Function)
@@ -361,15 +396,30 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var publisher any
+		if st.spec.Stream != nil {
+			p, err := wiring.Publisher(ctx, lookup, st.cfg.Logger,
+				wiring.Local(st.functionDynamoURL, st.S3URL, local.Credentials, local.Region, st.cfg.APIOptions...),
+				func(o *wiring.Options) {
+					o.EventBridge = append(o.EventBridge, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(st.EventBusURL) })
+				})
+			if err != nil {
+				return err
+			}
+			publisher = p.Handle
+		}
 		// Each logical id gets the handler of its kind, as its bootstrap
 		// would; every instance has its own, sharing the service (its AWS
 		// clients are safe for concurrent use).
 		for _, fn := range functions {
 			rec := &telemetry.Recorder{Logger: st.cfg.Logger, Namespace: cfg.MetricsNamespace, Function: "presign"}
 			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger, Telemetry: rec}).Handle
-			if fn == st.spec.ObjectCreatedFunction {
+			switch {
+			case fn == st.spec.ObjectCreatedFunction:
 				rec.Function = "finalize"
 				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger, Telemetry: rec}).Handle
+			case st.spec.Stream != nil && fn == st.spec.Stream.Function:
+				handler = publisher
 			}
 			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
 				return lambda.NewHandler(handler), nil

@@ -51,7 +51,7 @@ func bootstraps(t *testing.T) string {
 		if built.dir, built.err = os.MkdirTemp("", "onceupload-bootstraps-"); built.err != nil {
 			return
 		}
-		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize"} {
+		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize", "EventsFunction": "events"} {
 			if built.err = services.BuildBootstrap("../../functions/"+dir, "", filepath.Join(built.dir, fn, "bootstrap")); built.err != nil {
 				return
 			}

@@ -23,16 +23,36 @@ type Spec struct {
 	Parameters map[string]string
 	// Timeouts are the functions' timeouts (Globals, or their own).
 	Timeouts map[string]time.Duration
+	// Stream is the function on the table's stream, if there is one.
+	Stream *StreamSpec
+}
+
+// StreamSpec is a function's DynamoDB stream event source: what the
+// stack's poller does as Lambda's event source mapping would.
+type StreamSpec struct {
+	Function string
+	// StartingPosition is TRIM_HORIZON or LATEST.
+	StartingPosition string
+	BatchSize        int
+	// MaxRetries is MaximumRetryAttempts: a batch whose function reports a
+	// failure is retried this many times, then dropped (AWS would send it
+	// to the on-failure destination).
+	MaxRetries int
+	// Filters are the filter criteria's patterns, decoded: an event
+	// passes if any matches.
+	Filters []map[string]any
 }
 
 // TableSpec is the idempotency table's shape.
 type TableSpec struct {
-	PartitionKey  string
-	KeyType       string // S, N or B
-	TTLAttribute  string
-	BillingMode   string
-	LogicalID     string
-	AttributeDefs map[string]string
+	PartitionKey string
+	KeyType      string // S, N or B
+	TTLAttribute string
+	BillingMode  string
+	// StreamViewType is the table's stream (NEW_AND_OLD_IMAGES…), or "".
+	StreamViewType string
+	LogicalID      string
+	AttributeDefs  map[string]string
 	// Indexes are its global secondary indexes.
 	Indexes []IndexSpec
 }
@@ -182,6 +202,9 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 		TimeToLiveSpecification struct {
 			AttributeName string `yaml:"AttributeName"`
 		} `yaml:"TimeToLiveSpecification"`
+		StreamSpecification struct {
+			StreamViewType string `yaml:"StreamViewType"`
+		} `yaml:"StreamSpecification"`
 		GlobalSecondaryIndexes []struct {
 			IndexName string `yaml:"IndexName"`
 			KeySchema []struct {
@@ -198,6 +221,7 @@ func readTable(id string, props *yaml.Node, t *TableSpec) error {
 		return err
 	}
 	t.LogicalID, t.BillingMode, t.TTLAttribute = id, p.BillingMode, p.TimeToLiveSpecification.AttributeName
+	t.StreamViewType = p.StreamSpecification.StreamViewType
 	t.AttributeDefs = map[string]string{}
 	for _, d := range p.AttributeDefinitions {
 		t.AttributeDefs[d.AttributeName] = d.AttributeType
@@ -269,9 +293,17 @@ func readFunction(id string, props *yaml.Node, spec *Spec) error {
 		Events  map[string]struct {
 			Type       string `yaml:"Type"`
 			Properties struct {
-				Method string `yaml:"Method"`
-				Path   string `yaml:"Path"`
-				Events any    `yaml:"Events"`
+				Method               string `yaml:"Method"`
+				Path                 string `yaml:"Path"`
+				Events               any    `yaml:"Events"`
+				StartingPosition     string `yaml:"StartingPosition"`
+				BatchSize            int    `yaml:"BatchSize"`
+				MaximumRetryAttempts *int   `yaml:"MaximumRetryAttempts"`
+				FilterCriteria       struct {
+					Filters []struct {
+						Pattern string `yaml:"Pattern"`
+					} `yaml:"Filters"`
+				} `yaml:"FilterCriteria"`
 			} `yaml:"Properties"`
 		} `yaml:"Events"`
 	}
@@ -289,6 +321,25 @@ func readFunction(id string, props *yaml.Node, spec *Spec) error {
 			if strings.Contains(fmt.Sprint(ev.Properties.Events), "s3:ObjectCreated:") {
 				spec.ObjectCreatedFunction = id
 			}
+		case "DynamoDB":
+			if spec.Stream != nil {
+				return fmt.Errorf("a second reader of the table's stream (%s has one)", spec.Stream.Function)
+			}
+			st := &StreamSpec{Function: id, StartingPosition: ev.Properties.StartingPosition, BatchSize: ev.Properties.BatchSize, MaxRetries: -1}
+			if st.BatchSize == 0 {
+				st.BatchSize = 100 // Lambda's default for DynamoDB streams
+			}
+			if n := ev.Properties.MaximumRetryAttempts; n != nil {
+				st.MaxRetries = *n
+			}
+			for _, f := range ev.Properties.FilterCriteria.Filters {
+				pattern, err := parsePattern(f.Pattern)
+				if err != nil {
+					return err
+				}
+				st.Filters = append(st.Filters, pattern)
+			}
+			spec.Stream = st
 		}
 	}
 	return nil

@@ -1,0 +1,291 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	sttypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// pollInterval is how often an idle shard is read; Lambda polls a shard
+// about four times a second.
+const pollInterval = 250 * time.Millisecond
+
+// streamPoller plays Lambda's event source mapping for the table's stream:
+// it reads each shard in order, drops records no filter pattern matches,
+// invokes the stream function with the rest in batches, and on a reported
+// failure retries the batch from the failed record.
+type streamPoller struct {
+	st      *Stack
+	spec    StreamSpec
+	streams *dynamodbstreams.Client
+	arn     string
+}
+
+// startStreams enables the table's stream if the template declares one and
+// starts polling it. A table made before the template had a stream gets
+// one (as a CloudFormation update would); a DynamoDB server without
+// streams (dynalite) turns events off with a warning.
+func (st *Stack) startStreams(ctx context.Context, created bool) error {
+	spec := st.spec.Stream
+	if spec == nil || st.spec.Table.StreamViewType == "" {
+		return nil
+	}
+	ddb := dynamodb.NewFromConfig(st.awsConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = &st.DynamoURL })
+	out, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.Table})
+	if err != nil {
+		return fmt.Errorf("describe table %s: %w", st.Table, err)
+	}
+	arn := aws.ToString(out.Table.LatestStreamArn)
+	if !created && (out.Table.StreamSpecification == nil || !aws.ToBool(out.Table.StreamSpecification.StreamEnabled)) {
+		// A table made before the template had a stream gets one, as a
+		// CloudFormation update would.
+		up, err := ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: &st.Table, StreamSpecification: &dbtypes.StreamSpecification{
+			StreamEnabled: aws.Bool(true), StreamViewType: dbtypes.StreamViewType(st.spec.Table.StreamViewType)}})
+		if err == nil {
+			arn, out.Table.StreamSpecification = aws.ToString(up.TableDescription.LatestStreamArn), up.TableDescription.StreamSpecification
+		}
+	}
+	if arn == "" || out.Table.StreamSpecification == nil || !aws.ToBool(out.Table.StreamSpecification.StreamEnabled) {
+		st.cfg.Logger.Warn("events: the local DynamoDB server gives the table no stream, so no upload events are delivered (dynoxide has streams; dynalite does not)")
+		return nil
+	}
+	position := sttypes.ShardIteratorType(spec.StartingPosition)
+	if !created {
+		// A kept data directory: its old changes were delivered by the
+		// last run, so start at the end, as a mapping that already exists
+		// would continue rather than start over.
+		position = sttypes.ShardIteratorTypeLatest
+	}
+	p := &streamPoller{st: st, spec: *spec, arn: arn,
+		streams: dynamodbstreams.NewFromConfig(st.awsConfig(), func(o *dynamodbstreams.Options) { o.BaseEndpoint = &st.DynamoURL })}
+	shards, err := p.shards(ctx)
+	if err != nil {
+		return err
+	}
+	for _, shard := range shards {
+		it, err := p.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &shard, ShardIteratorType: position})
+		if err != nil {
+			return fmt.Errorf("events: shard iterator: %w", err)
+		}
+		st.pending.Add(1)
+		go p.poll(shard, aws.ToString(it.ShardIterator))
+	}
+	return nil
+}
+
+func (p *streamPoller) shards(ctx context.Context) ([]string, error) {
+	var ids []string
+	in := &dynamodbstreams.DescribeStreamInput{StreamArn: &p.arn}
+	for {
+		out, err := p.streams.DescribeStream(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("events: describe stream: %w", err)
+		}
+		for _, s := range out.StreamDescription.Shards {
+			if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+				ids = append(ids, aws.ToString(s.ShardId)) // open shards: the ones written to
+			}
+		}
+		if out.StreamDescription.LastEvaluatedShardId == nil {
+			return ids, nil
+		}
+		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
+	}
+}
+
+// poll reads one shard until the stack closes or the shard ends.
+func (p *streamPoller) poll(shard, iterator string) {
+	defer p.st.pending.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-p.st.closed
+		cancel()
+	}()
+	log := p.st.cfg.Logger.With("shard", shard)
+	for iterator != "" {
+		out, err := p.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(p.spec.BatchSize))})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			var expired *sttypes.ExpiredIteratorException
+			if errors.As(err, &expired) {
+				log.Error("events: the shard iterator expired; events of this shard stop", "error", err)
+				return
+			}
+			log.Warn("events: GetRecords failed; retrying", "error", err)
+			if !p.sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		iterator = aws.ToString(out.NextShardIterator)
+		if batch := p.filter(out.Records); len(batch) > 0 {
+			p.deliver(ctx, batch)
+		}
+		if len(out.Records) == 0 && !p.sleep(ctx, pollInterval) {
+			return
+		}
+	}
+	log.Info("events: shard closed")
+}
+
+func (p *streamPoller) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// filter converts records to the events Lambda delivers and keeps those a
+// filter pattern matches (all of them when there is no filter).
+func (p *streamPoller) filter(records []sttypes.Record) []events.DynamoDBEventRecord {
+	var kept []events.DynamoDBEventRecord
+	for _, r := range records {
+		ev := lambdaRecord(r, p.arn)
+		if len(p.spec.Filters) > 0 {
+			raw, err := json.Marshal(ev)
+			var generic map[string]any
+			if err == nil {
+				err = json.Unmarshal(raw, &generic)
+			}
+			if err != nil {
+				p.st.cfg.Logger.Error("events: cannot encode a stream record", "error", err)
+				continue
+			}
+			matched := false
+			for _, f := range p.spec.Filters {
+				matched = matched || matchPattern(f, generic)
+			}
+			if !matched {
+				continue
+			}
+		}
+		kept = append(kept, ev)
+	}
+	return kept
+}
+
+// deliver invokes the stream function with batch until it reports no
+// failure, retrying from the failed record, MaxRetries times at most
+// (Lambda's MaximumRetryAttempts; -1 is unbounded).
+func (p *streamPoller) deliver(ctx context.Context, batch []events.DynamoDBEventRecord) {
+	fn := p.spec.Function
+	for attempt := 0; len(batch) > 0; attempt++ {
+		if p.spec.MaxRetries >= 0 && attempt > p.spec.MaxRetries {
+			p.st.cfg.Logger.Error("events: batch dropped after its retries (AWS would send it to the on-failure destination; replay it with cmd/replay-events)",
+				"function", fn, "records", len(batch), "firstSequence", batch[0].Change.SequenceNumber)
+			return
+		}
+		if attempt > 0 && !p.sleep(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
+			return
+		}
+		payload, err := json.Marshal(events.DynamoDBEvent{Records: batch})
+		if err != nil {
+			p.st.cfg.Logger.Error("events: cannot encode a batch", "error", err)
+			return
+		}
+		ictx, cancel := context.WithTimeout(ctx, p.st.timeout(fn))
+		out, err := p.st.invokers[fn].Invoke(ictx, payload)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			p.st.cfg.Logger.Warn("events: the stream function failed; retrying the batch", "function", fn, "attempt", attempt+1, "error", err)
+			continue
+		}
+		var resp events.DynamoDBEventResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			p.st.cfg.Logger.Warn("events: unreadable answer; retrying the batch", "function", fn, "error", err)
+			continue
+		}
+		batch = fromFailure(batch, resp)
+	}
+}
+
+// fromFailure is what is left of batch after an answer: the records from
+// the lowest reported failure on, or nothing.
+func fromFailure(batch []events.DynamoDBEventRecord, resp events.DynamoDBEventResponse) []events.DynamoDBEventRecord {
+	for i, r := range batch {
+		for _, f := range resp.BatchItemFailures {
+			if f.ItemIdentifier == r.Change.SequenceNumber {
+				return batch[i:]
+			}
+		}
+	}
+	if len(resp.BatchItemFailures) > 0 {
+		return batch // a failure naming no record of the batch fails it all, as on Lambda
+	}
+	return nil
+}
+
+// lambdaRecord is a stream record as Lambda hands it to a function.
+func lambdaRecord(r sttypes.Record, arn string) events.DynamoDBEventRecord {
+	ev := events.DynamoDBEventRecord{
+		AWSRegion: aws.ToString(r.AwsRegion), EventID: aws.ToString(r.EventID), EventName: string(r.EventName),
+		EventSource: aws.ToString(r.EventSource), EventVersion: aws.ToString(r.EventVersion), EventSourceArn: arn,
+	}
+	if d := r.Dynamodb; d != nil {
+		ev.Change = events.DynamoDBStreamRecord{
+			Keys: lambdaImage(d.Keys), NewImage: lambdaImage(d.NewImage), OldImage: lambdaImage(d.OldImage),
+			SequenceNumber: aws.ToString(d.SequenceNumber), SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
+		}
+		if d.ApproximateCreationDateTime != nil {
+			ev.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
+		}
+	}
+	return ev
+}
+
+func lambdaImage(m map[string]sttypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = lambdaValue(v)
+	}
+	return out
+}
+
+func lambdaValue(v sttypes.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *sttypes.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *sttypes.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *sttypes.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *sttypes.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *sttypes.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *sttypes.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *sttypes.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *sttypes.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = lambdaValue(e)
+		}
+		return events.NewListAttribute(l)
+	case *sttypes.AttributeValueMemberM:
+		return events.NewMapAttribute(lambdaImage(v.Value))
+	default:
+		return events.NewNullAttribute()
+	}
+}
