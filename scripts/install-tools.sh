@@ -15,6 +15,7 @@
 #   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool; Linux only:
 #              it runs the Linux bootstraps, for DEV_RIE=true and the tests)
+#   tusd       the tus reference server, make bench's resumable-upload peer (Go tool)
 # Go tools are pinned by the tool directives of tools/go.mod (kept out of the
 # root go.mod, whose requirements every importer of the library inherits);
 # the linters among them (staticcheck, goimports) run with go tool.
@@ -108,13 +109,13 @@ else
 fi
 
 if [ "$os" = Linux ]; then
-  echo "install-tools: versitygw, aws-lambda-rie (pinned in tools/go.mod)"
+  echo "install-tools: versitygw, aws-lambda-rie, tusd (pinned in tools/go.mod)"
   (cd tools && go build -o "$TOOLS/bin/" \
-    github.com/versity/versitygw/cmd/versitygw \
+    github.com/versity/versitygw/cmd/versitygw github.com/tus/tusd/v2/cmd/tusd \
     github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie)
 else
-  echo "install-tools: versitygw (pinned in tools/go.mod); no aws-lambda-rie on $os: it runs Linux bootstraps (DEV_RIE=true is Linux-only)"
-  (cd tools && go build -o "$TOOLS/bin/" github.com/versity/versitygw/cmd/versitygw)
+  echo "install-tools: versitygw, tusd (pinned in tools/go.mod); no aws-lambda-rie on $os: it runs Linux bootstraps (DEV_RIE=true is Linux-only)"
+  (cd tools && go build -o "$TOOLS/bin/" github.com/versity/versitygw/cmd/versitygw github.com/tus/tusd/v2/cmd/tusd)
 fi
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
