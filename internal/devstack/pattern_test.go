@@ -18,11 +18,11 @@ func TestTemplateStreamFilter(t *testing.T) {
 	}
 	for raw, want := range map[string]bool{
 		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"completed"}},"OldImage":{"state":{"S":"pending"}}}}`: true,
-		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"aborted"}}}}`:                                         true,
-		`{"eventName":"INSERT","dynamodb":{"NewImage":{"state":{"S":"in_progress"}}}}`:                                     false,
-		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"pending"}}}}`:                                         false,
-		`{"eventName":"REMOVE","dynamodb":{"OldImage":{"state":{"S":"completed"}}}}`:                                       false,
-		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"N":"1"}}}}`:                                               false,
+		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"aborted"}}}}`:                                        true,
+		`{"eventName":"INSERT","dynamodb":{"NewImage":{"state":{"S":"in_progress"}}}}`:                                    false,
+		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"pending"}}}}`:                                        false,
+		`{"eventName":"REMOVE","dynamodb":{"OldImage":{"state":{"S":"completed"}}}}`:                                      false,
+		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"N":"1"}}}}`:                                              false,
 	} {
 		var ev map[string]any
 		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
