@@ -1,8 +1,8 @@
 package upload
 
 // Fuzz targets for everything the service parses from clients and from S3:
-// the create body and its fingerprint, upload ids, and the object keys of S3
-// events (the Idempotency-Key header's is in package api). Each also runs as a plain test over
+// the create, sign and complete bodies and the create's fingerprint, upload
+// ids, and the object keys of S3 events (the Idempotency-Key header's is in package api). Each also runs as a plain test over
 // its f.Add seeds and testdata/fuzz/<FuzzName>/; fuzz longer with e.g.
 //
 //	go test -run '^$' -fuzz '^FuzzDecodeCreateRequest$' -fuzztime 5m ./pkg/upload/
@@ -104,9 +104,12 @@ func respell(r api.CreateRequest, order [4]int, ws string, escapeAll bool, diges
 		`"size"` + ws + ":" + ws + strconv.FormatInt(r.Size, 10),
 		`"sha256"` + ws + ":" + ws + jsonQuote(digestCase(r.SHA256), escapeAll),
 	}
-	parts := make([]string, 4, 5)
-	for i, j := range order {
-		parts[i] = fields[j]
+	parts := make([]string, 0, 5)
+	for _, j := range order {
+		if j == 3 && r.SHA256 == "" {
+			continue // a multipart create may leave it out
+		}
+		parts = append(parts, fields[j])
 	}
 	if r.PartSize != 0 {
 		parts = append(parts, `"partSize"`+ws+":"+ws+strconv.FormatInt(r.PartSize, 10))
@@ -157,6 +160,9 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		"{\"filename\":\"\xff.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		`[` + strings.Repeat("[", 200) + `]`, `null`, `{}`, ``, `"x"`,
 		`{"filename":"big.mov","contentType":"video/quicktime","size":21474836480,"sha256":"` + fuzzDigest + `","partSize":16777216}`,
+		`{"filename":"big.mov","contentType":"video/quicktime","size":21474836480,"partSize":16777216}`,
+		`{"partSize":16777216,"filename":"big.mov","contentType":"video/quicktime","size":21474836480,"sha256":""}`,
+		`{"filename":"a.jpg","contentType":"image/jpeg","size":1}`,
 		`{"filename":"big.mov","contentType":"video/quicktime","size":53687091200001,"sha256":"` + fuzzDigest + `","partSize":5368709120}`,
 		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","partSize":5242879}`,
 		`{"filename":"a.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `","partSize":null}`,
@@ -216,7 +222,10 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if canon.Size < 1 || canon.Size > anyType.MaxUploadBytes {
 			t.Fatalf("accepted size %d", canon.Size)
 		}
-		if canon.SHA256 != strings.ToLower(req.SHA256) || len(canon.SHA256) != 64 || !isLowerHex(canon.SHA256) {
+		switch {
+		case canon.SHA256 == "" && canon.PartSize == 0:
+			t.Fatalf("accepted a single PUT without sha256: %q", body)
+		case canon.SHA256 != "" && (canon.SHA256 != strings.ToLower(req.SHA256) || len(canon.SHA256) != 64 || !isLowerHex(canon.SHA256)):
 			t.Fatalf("sha256 %q canonicalized to %q", req.SHA256, canon.SHA256)
 		}
 
@@ -245,6 +254,16 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		changed.Size++
 		if fingerprint("tenant", changed) == fp {
 			t.Fatal("the fingerprint ignores the size")
+		}
+		if canon.PartSize != 0 {
+			toggled := canon
+			toggled.SHA256 = fuzzDigest
+			if canon.SHA256 != "" {
+				toggled.SHA256 = ""
+			}
+			if fingerprint("tenant", toggled) == fp {
+				t.Fatal("the same multipart create with and without sha256 has one fingerprint")
+			}
 		}
 
 		// A narrower deployment refuses by its limits only, never by a
@@ -462,6 +481,74 @@ func FuzzDecodeSignPartsRequest(f *testing.F) {
 			t.Fatal(err)
 		}
 		if r2, err := DecodeSignPartsRequest(again); err != nil || fmt.Sprint(r2) != fmt.Sprint(req) {
+			t.Fatalf("written again as %s: %+v %v, want %+v", again, r2, err, req)
+		}
+	})
+}
+
+// FuzzDecodeCompleteRequest decodes arbitrary complete bodies. A refusal
+// is a client error; an accepted declaration lists 1 to api.MaxParts
+// distinct parts with lower-case 64-hex SHA-256s (or none), a sha256 that
+// is 64 lower-case hex (or none), and reads the same when written again.
+func FuzzDecodeCompleteRequest(f *testing.F) {
+	part := `{"partNumber":1,"sha256":"` + fuzzDigest + `"}`
+	for _, seed := range []string{
+		``, `{}`, ` `, `null`, `[]`, `{} {}`,
+		`{"parts":[` + part + `]}`,
+		`{"sha256":"` + strings.ToUpper(fuzzDigest) + `","parts":[` + part + `,{"partNumber":10000,"sha256":"` + fuzzDigest + `"}]}`,
+		`{"sha256":"` + fuzzDigest + `"}`, `{"sha256":""}`, `{"sha256":null}`, `{"sha256":"\ud800"}`,
+		`{"parts":[` + part + `,` + part + `]}`, `{"parts":[]}`, `{"parts":null}`, `{"parts":{}}`, `{"parts":[1]}`,
+		`{"parts":[{"partNumber":1.5,"sha256":"` + fuzzDigest + `"}]}`, `{"parts":[{"partNumber":-1,"sha256":"` + fuzzDigest + `"}]}`,
+		`{"parts":[{"partNumber":1,"sha256":"` + fuzzDigest + `","extra":1}]}`, `{"Parts":[` + part + `]}`,
+		`{"parts":[` + part + `],"parts":[]}`, `{"parts":[` + part + `],"sha256":"` + fuzzDigest + `","sha256":"` + fuzzDigest + `"}`,
+		"{\"sha256\":\"\xff\"}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Add(bytes.Repeat([]byte(" "), MaxCompleteBodyBytes+1))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeCompleteRequest(body)
+		if (len(body) > MaxCompleteBodyBytes) != errors.Is(err, ErrCompleteBodyTooLarge) {
+			t.Fatalf("%d-byte body: %v; want ErrCompleteBodyTooLarge exactly when over %d bytes", len(body), err, MaxCompleteBodyBytes)
+		}
+		if err != nil {
+			var v *ValidationError
+			if !errors.Is(err, ErrCompleteBodyTooLarge) && !errors.As(err, &v) {
+				t.Fatalf("body %q: refused with %T %v, not a client error", body, err, err)
+			}
+			if v != nil {
+				if v.Field != "body" && v.Field != "parts" && v.Field != "sha256" {
+					t.Fatalf("body %q: ValidationError names field %q", body, v.Field)
+				}
+				for _, leak := range goErrorText {
+					if strings.Contains(v.Message, leak) {
+						t.Fatalf("body %q: message %q leaks %q", body, v.Message, leak)
+					}
+				}
+			}
+			return
+		}
+		if len(body) > 0 && (!utf8.Valid(body) || !jsontext.Value(body).IsValid()) {
+			t.Fatalf("accepted a body that is not RFC 7493 JSON: %q", body)
+		}
+		if req.SHA256 != "" && (len(req.SHA256) != 64 || !isLowerHex(req.SHA256)) {
+			t.Fatalf("accepted sha256 %q", req.SHA256)
+		}
+		if req.Parts != nil && (len(req.Parts) < 1 || len(req.Parts) > api.MaxParts) {
+			t.Fatalf("accepted %d parts", len(req.Parts))
+		}
+		seen := map[int]bool{}
+		for _, p := range req.Parts {
+			if seen[p.PartNumber] || len(p.SHA256) != 64 || !isLowerHex(p.SHA256) {
+				t.Fatalf("accepted part %+v (seen before: %v)", p, seen[p.PartNumber])
+			}
+			seen[p.PartNumber] = true
+		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2, err := DecodeCompleteRequest(again); err != nil || fmt.Sprint(r2) != fmt.Sprint(req) {
 			t.Fatalf("written again as %s: %+v %v, want %+v", again, r2, err, req)
 		}
 	})
