@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -14,21 +16,81 @@ import (
 
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/devstack"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 
-// largeFile is the large-file section's flags.
+// largeFile is the large-file sections' flags and their files.
 var largeFile struct {
-	size int64
-	runs int
+	size      int64
+	runs      int
+	firstPart int64
+	// file is the --large-file file once written (sections share it).
+	file string
 }
 
-// measureLargeFile builds the upload CLI and compares it, in parts and in
-// one PUT, with the AWS CLI on the stack's S3.
-func measureLargeFile(ctx context.Context, st *devstack.Stack, dir string) (bench.LargeFile, error) {
+// largeFilePath writes the --large-file file once; run removes dir, and
+// it with it.
+func largeFilePath(dir string) (string, error) {
+	if largeFile.file == "" {
+		path := filepath.Join(dir, "large.bin")
+		if err := bench.WriteRandom(path, largeFile.size); err != nil {
+			return "", err
+		}
+		largeFile.file = path
+	}
+	return largeFile.file, nil
+}
+
+// uploadCLI builds cmd/upload into dir once.
+func uploadCLI(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "upload")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/upload").CombinedOutput(); err != nil {
-		return bench.LargeFile{}, fmt.Errorf("build the upload CLI: %v\n%s", err, out)
+		return "", fmt.Errorf("build the upload CLI: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func s3Client(st *devstack.Stack) *s3.Client {
+	return s3.NewFromConfig(aws.Config{Region: devstack.Region, Credentials: credentials.NewStaticCredentialsProvider(devstack.AccessKey, devstack.SecretKey, "")},
+		func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = &st.S3URL, true })
+}
+
+// emptyBucket deletes the bucket's objects and aborts its multipart uploads.
+func emptyBucket(ctx context.Context, s3c *s3.Client, bucket string) error {
+	var token *string
+	for {
+		list, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &bucket, ContinuationToken: token})
+		if err != nil {
+			return err
+		}
+		for _, o := range list.Contents {
+			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: o.Key}); err != nil {
+				return err
+			}
+		}
+		if !aws.ToBool(list.IsTruncated) {
+			break
+		}
+		token = list.NextContinuationToken
+	}
+	return bench.AbortMultipartUploads(ctx, s3c, bucket)
+}
+
+// measureLargeFile builds the upload CLI and compares it, in parts, with
+// the selected others: in one PUT and the AWS CLI (large), tusd (tusd),
+// the raw probe (probe).
+func measureLargeFile(ctx context.Context, rep *report, st *devstack.Stack, dir string) (bench.LargeFile, error) {
+	bin, err := uploadCLI(ctx, dir)
+	if err != nil {
+		return bench.LargeFile{}, err
+	}
+	file, err := largeFilePath(dir)
+	if err != nil {
+		return bench.LargeFile{}, err
 	}
 	awsCLI, _ := exec.LookPath("aws")
 	if awsCLI == "" {
@@ -36,24 +98,134 @@ func measureLargeFile(ctx context.Context, st *devstack.Stack, dir string) (benc
 			awsCLI = "/usr/bin/aws"
 		}
 	}
-	s3c := s3.NewFromConfig(aws.Config{Region: devstack.Region, Credentials: credentials.NewStaticCredentialsProvider(devstack.AccessKey, devstack.SecretKey, "")},
-		func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = &st.S3URL, true })
-	clean := func(ctx context.Context) error {
-		list, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &st.Bucket})
+	s3c := s3Client(st)
+	clean := func(ctx context.Context) error { return emptyBucket(ctx, s3c, st.Bucket) }
+	cfg := bench.LargeFileConfig{
+		Dir: dir, File: file, Bytes: largeFile.size, Runs: largeFile.runs, APIURL: st.APIURL, S3URL: st.S3URL, Bucket: st.Bucket,
+		UploadCLI: bin, AWS: awsCLI, PartSize: client.PartSizeFor(max(largeFile.size, client.MultipartThreshold)), Parallel: client.DefaultParallel, Clean: clean,
+		PartsOnly: !rep.ran("large"),
+	}
+	if rep.ran("tusd") {
+		tus, stop, err := startTusd(ctx, st, s3c, dir)
 		if err != nil {
-			return err
+			tus = &bench.TusWay{Note: err.Error()}
+		} else {
+			defer stop()
 		}
-		for _, o := range list.Contents {
-			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &st.Bucket, Key: o.Key}); err != nil {
-				return err
-			}
+		cfg.Tus = tus
+	}
+	if rep.ran("probe") {
+		cfg.Probe = &bench.Probe{S3: s3c, Bucket: st.Bucket, File: file, PartSize: cfg.PartSize, Parallel: cfg.Parallel}
+	}
+	return bench.MeasureLargeFile(ctx, cfg)
+}
+
+// tusBucket is where tusd's S3 store keeps its uploads, on the stack's S3.
+const tusBucket = "tus-bench"
+
+// startTusd starts tusd on the stack's S3 and says how to feed it with
+// tus-js-client (bench/peer, installed by make bench).
+func startTusd(ctx context.Context, st *devstack.Stack, s3c *s3.Client, dir string) (*bench.TusWay, func(), error) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, nil, errors.New("node is not on PATH")
+	}
+	if _, err := os.Stat("bench/peer/node_modules/tus-js-client"); err != nil {
+		return nil, nil, errors.New("bench/peer/node_modules/tus-js-client missing (make bench runs npm ci there)")
+	}
+	script, err := filepath.Abs("bench/peer/tus-upload.mjs")
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(tusBucket)}); err != nil {
+		return nil, nil, fmt.Errorf("create bucket %s: %w", tusBucket, err)
+	}
+	tmp := filepath.Join(dir, "tusd-tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, nil, err
+	}
+	proc, err := services.StartTusd(ctx, services.TusdOptions{
+		Options: services.Options{LogPath: filepath.Join(dir, "tusd.log")}, S3URL: st.S3URL, Bucket: tusBucket, TempDir: tmp,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &bench.TusWay{
+		Node: node, Script: script, Endpoint: proc.Endpoint + "/files/",
+		Clean: func(ctx context.Context) error { return emptyBucket(ctx, s3c, tusBucket) },
+	}, func() { _ = proc.Stop() }, nil
+}
+
+// browserDriver is bench/browser/upload.mjs on the stack's demo page, or
+// why it cannot run.
+func browserDriver(st *devstack.Stack, dir string) (*bench.BrowserDriver, error) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		return nil, errors.New(chromium + " is missing (scripts/install-tools.sh installs it)")
+	}
+	for _, f := range []string{"web/dist/index.html", "web/node_modules/playwright-core/package.json"} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, errors.New(f + " is missing: run make web first")
 		}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, errors.New("node is not on PATH")
+	}
+	script, err := filepath.Abs("bench/browser/upload.mjs")
+	if err != nil {
+		return nil, err
+	}
+	return &bench.BrowserDriver{Node: node, Script: script, AppURL: st.APIURL, Chromium: chromium, LogPath: filepath.Join(dir, "chromium.log")}, nil
+}
+
+// measureBrowser uploads the --large-file file through the demo page.
+func measureBrowser(ctx context.Context, rep *report, st *devstack.Stack, dir string) error {
+	d, err := browserDriver(st, dir)
+	if err != nil {
+		rep.Browser = &bench.BrowserUpload{Bytes: largeFile.size, Note: err.Error()}
 		return nil
 	}
-	return bench.MeasureLargeFile(ctx, bench.LargeFileConfig{
-		Dir: dir, Bytes: largeFile.size, Runs: largeFile.runs, APIURL: st.APIURL, S3URL: st.S3URL, Bucket: st.Bucket,
-		UploadCLI: bin, AWS: awsCLI, PartSize: client.PartSizeFor(max(largeFile.size, client.MultipartThreshold)), Parallel: client.DefaultParallel, Clean: clean,
-	})
+	file, err := largeFilePath(dir)
+	if err != nil {
+		return err
+	}
+	res, err := bench.MeasureBrowserUpload(ctx, d, file, largeFile.size)
+	if err != nil {
+		res.Note = err.Error()
+	}
+	rep.Browser = &res
+	return emptyBucket(ctx, s3Client(st), st.Bucket)
+}
+
+// measureFirstPart writes the --first-part-file file, times the first
+// part stored through the CLI and Chromium, and removes it.
+func measureFirstPart(ctx context.Context, rep *report, st *devstack.Stack, dir string) error {
+	bin, err := uploadCLI(ctx, dir)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "first-part.bin")
+	t0 := time.Now()
+	if err := bench.WriteRandom(file, largeFile.firstPart); err != nil {
+		return err
+	}
+	defer os.Remove(file)
+	fmt.Fprintf(os.Stderr, "bench: wrote %d MiB in %.1f s\n", largeFile.firstPart>>20, time.Since(t0).Seconds())
+	cfg := bench.FirstPartConfig{Dir: dir, File: file, Bytes: largeFile.firstPart, APIURL: st.APIURL, UploadCLI: bin, S3: s3Client(st), Bucket: st.Bucket}
+	d, derr := browserDriver(st, dir)
+	if derr == nil {
+		cfg.Browser = d
+	}
+	fp, err := bench.MeasureFirstPart(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if derr != nil {
+		fp.Chromium.Note = derr.Error()
+	}
+	rep.FirstPart = &fp
+	return nil
 }
 
 // printLargeFile renders the large-file section and its targets.
@@ -61,11 +233,13 @@ func printLargeFile(w io.Writer, lf *bench.LargeFile) {
 	if lf == nil {
 		return
 	}
-	fmt.Fprintf(w, "\n## Large file: %d MiB to the same local S3 (whole processes, medians of %d runs)\n\n", lf.Bytes>>20, runsOf(lf))
+	fmt.Fprintf(w, "\n## Large file: %d MiB to the same local S3 (whole processes but the probe, medians of %d runs)\n\n", lf.Bytes>>20, runsOf(lf))
 	fmt.Fprintf(w, "| way | runs (s) | median MiB/s | CPU (s, median) | peak RSS | command |\n|---|---|---|---|---|---|\n")
 	for _, way := range lf.Ways {
 		if len(way.Seconds) == 0 {
-			fmt.Fprintf(w, "| %s | not run: %s | | | | |\n", way.Name, way.Note)
+			if way.Note != "not selected" {
+				fmt.Fprintf(w, "| %s | not run: %s | | | | |\n", way.Name, way.Note)
+			}
 			continue
 		}
 		runs := ""
@@ -75,26 +249,96 @@ func printLargeFile(w io.Writer, lf *bench.LargeFile) {
 			}
 			runs += fmt.Sprintf("%.2f", s)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.1f MiB | `%s` |\n", way.Name, runs, way.MedianMiBps, way.CPUSeconds, float64(way.PeakRSSKiB)/1024, way.Command)
+		cpu, rss := fmt.Sprintf("%.2f", way.CPUSeconds), fmt.Sprintf("%.1f MiB", float64(way.PeakRSSKiB)/1024)
+		if way.Name == bench.WayProbe {
+			cpu, rss = "— (in-process)", "—"
+		} else if way.Name == bench.WayTusd {
+			cpu, rss = cpu+" (client only)", rss+" (client only)"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | `%s` |\n", way.Name, runs, way.MedianMiBps, cpu, rss, way.Command)
 	}
-	parts, single, awsCp := lf.Ways[0], lf.Ways[1], lf.Ways[2]
+	parts, ok := lf.Way(bench.WayParts)
+	if !ok {
+		return
+	}
 	fmt.Fprintf(w, "\n| target | measured | verdict |\n|---|---|---|\n")
-	if single.MedianMiBps > 0 {
+	if single, ok := lf.Way(bench.WayOnePut); ok {
 		r := parts.MedianMiBps / single.MedianMiBps
 		fmt.Fprintf(w, "| parts (%d in flight) ≥ 1.5× one PUT | %.2f× | %s |\n", lf.Parallel, r, verdict(r >= 1.5))
 	}
-	if awsCp.MedianMiBps > 0 {
+	if awsCp, ok := lf.Way(bench.WayAWS); ok {
 		r := parts.MedianMiBps / awsCp.MedianMiBps
 		fmt.Fprintf(w, "| parts ≥ 1× aws s3 cp | %.2f× | %s |\n", r, verdict(r >= 1))
 	}
-	fmt.Fprintf(w, "| CLI peak RSS < 64 MiB | %.1f MiB | %s |\n", float64(parts.PeakRSSKiB)/1024, verdict(parts.PeakRSSKiB < 64<<10))
-
+	if tus, ok := lf.Way(bench.WayTusd); ok {
+		r := parts.MedianMiBps / tus.MedianMiBps
+		fmt.Fprintf(w, "| CLI in parts ≥ 1.5× tusd + tus-js-client (MiB/s: %.0f vs %.0f) | %.2f× | %s |\n", parts.MedianMiBps, tus.MedianMiBps, r, verdict(r >= 1.5))
+	}
+	if probe, ok := lf.Way(bench.WayProbe); ok {
+		r := parts.MedianMiBps / probe.MedianMiBps
+		fmt.Fprintf(w, "| CLI in parts ≥ 0.8× the raw probe (MiB/s: %.0f vs %.0f) | %.2f× | %s |\n", parts.MedianMiBps, probe.MedianMiBps, r, verdict(r >= 0.8))
+	}
+	fmt.Fprintf(w, "| CLI peak RSS < 64 MiB (VmHWM, largest of the runs) | %.1f MiB | %s |\n", float64(parts.PeakRSSKiB)/1024, verdict(parts.PeakRSSKiB < 64<<10))
+	if _, ok := lf.Way(bench.WayTusd); ok {
+		fmt.Fprintf(w, "\n%s\n", tusdHow)
+	}
+	if _, ok := lf.Way(bench.WayProbe); ok {
+		fmt.Fprintf(w, "\n%s\n", probeHow)
+	}
+	if lf.Phases.Total == 0 {
+		return
+	}
 	p, o := lf.Phases, lf.SinglePhases
 	fmt.Fprintf(w, "\nWhere the time goes (one in-process run of the client library each, seconds):\n\n")
 	fmt.Fprintf(w, "| phase | parts | one PUT |\n|---|---|---|\n")
 	fmt.Fprintf(w, "| hash before the create | %.2f | %.2f |\n| send | %.2f | %.2f |\n| complete (parts) or wait for the event (one PUT) | %.2f | %.2f |\n| total | %.2f | %.2f |\n",
 		p.Hash, o.Hash, p.Send, o.Send, p.Complete, o.Complete, p.Total, o.Total)
 	fmt.Fprintf(w, "\n%s\n", largeFileWhy)
+}
+
+const tusdHow = `tusd: the tus reference server (tools/go.mod), its S3 store on the same
+Versity Gateway, default settings (50 MiB parts buffered on disk, 10 sent
+to S3 at once); tus-js-client (bench/peer) sends the file as one PATCH,
+its default. Timed: the client process from start to exit, after tusd
+answered the last PATCH, which it does once CompleteMultipartUpload is done.`
+
+const probeHow = `Raw probe: the floor of an upload in parts here, no API. Parts hashed
+before the clock starts; timed from CreateMultipartUpload (SHA-256
+checksums) to CompleteMultipartUpload, the parts PUT through URLs
+presigned with their SHA-256 by the product's own presigner, as many in
+flight and of the same size as the CLI's.`
+
+// printIssue24 renders the time to the first stored part and the upload
+// in Chromium.
+func printIssue24(w io.Writer, rep report) {
+	if fp := rep.FirstPart; fp != nil {
+		fmt.Fprintf(w, "\n## First part stored: a %d MiB file (one run each)\n\n", fp.Bytes>>20)
+		fmt.Fprintf(w, "From the start of the upload (the CLI's process start; the page's change event on its file input) to the first part S3 lists (ListParts, polled every %d ms): observed at S3, not reported by the client. The upload is then stopped and aborted.\n\n", max(fp.CLI.PollMs, fp.Chromium.PollMs))
+		fmt.Fprintf(w, "| way | first part stored after | target ≤ 1 s |\n|---|---|---|\n")
+		for _, r := range []struct {
+			name string
+			run  bench.FirstPartRun
+		}{{"upload CLI (defaults)", fp.CLI}, {"demo page in Chromium (headless)", fp.Chromium}} {
+			if r.run.Note != "" {
+				fmt.Fprintf(w, "| %s | not run: %s | |\n", r.name, r.run.Note)
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %.2f s | %s |\n", r.name, r.run.Seconds, verdict(r.run.Seconds <= 1))
+		}
+	}
+	if b := rep.Browser; b != nil {
+		fmt.Fprintf(w, "\n## A %d MiB file through the demo page in Chromium (headless, one run)\n\n", b.Bytes>>20)
+		if b.Note != "" {
+			fmt.Fprintf(w, "Not run: %s\n", b.Note)
+		} else {
+			fmt.Fprintf(w, "From the pick (the input's change event) to the row shown completed (the API's recorded completion): %.1f s, %.0f MiB/s.\n", b.Seconds, b.MiBps)
+			if lf := rep.LargeFile; lf != nil && lf.Bytes == b.Bytes {
+				if parts, ok := lf.Way(bench.WayParts); ok {
+					fmt.Fprintf(w, "The CLI in parts, same file: %.0f MiB/s (median above).\n", parts.MedianMiBps)
+				}
+			}
+		}
+	}
 }
 
 // largeFileWhy explains the large-file figures; the tables above are what

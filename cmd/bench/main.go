@@ -1,8 +1,12 @@
 // Command bench measures the system and prints one report (Markdown on
 // stdout, JSON to --out): round trips per request, hot-path CPU, load
 // through the local front door side by side with a Powertools peer, cold
-// start and binary size. It is what `make bench` runs; numbers are printed,
-// never asserted.
+// start and binary size, and a large file: the CLI against the AWS CLI,
+// tusd and a raw S3 probe, its peak RSS, the time to the first part stored
+// (CLI and Chromium) and a whole upload in Chromium. It is what `make
+// bench` runs; numbers are printed, never asserted. --only picks sections:
+//
+//	make bench BENCH_FLAGS="--only large,tusd,probe,firstpart,browser"
 package main
 
 import (
@@ -50,8 +54,22 @@ type report struct {
 	Inits []bench.PackageInit `json:"presign_package_inits"`
 	// LargeFile is absent when --large-file is 0.
 	LargeFile *bench.LargeFile `json:"large_file,omitempty"`
-	Notes     []string         `json:"notes"`
+	// FirstPart (--first-part-file) and Browser (the --large-file file in
+	// Chromium), when run.
+	FirstPart *bench.FirstPart     `json:"first_part,omitempty"`
+	Browser   *bench.BrowserUpload `json:"browser_upload,omitempty"`
+	// Sections are those run (--only).
+	Sections []string `json:"sections"`
+	Notes    []string `json:"notes"`
 }
+
+// allSections are --only's choices, in the order they run.
+var allSections = []string{"roundtrips", "hotpath", "load", "coldstart", "large", "tusd", "probe", "firstpart", "browser"}
+
+// selected says whether --only picked a section.
+var selected = map[string]bool{}
+
+func (r report) ran(section string) bool { return slices.Contains(r.Sections, section) }
 
 type benchLine struct {
 	Name        string  `json:"name"`
@@ -61,12 +79,25 @@ type benchLine struct {
 }
 
 func main() {
-	count := flag.Int("count", 1000, "requests per load run")
+	flag.IntVar(&loadCount, "count", 1000, "requests per load run")
 	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (front door and in-process functions included) here")
 	flag.Int64Var(&largeFile.size, "large-file", 1<<30, "bytes of the large-file comparison's file (0: skip the section)")
 	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
+	flag.Int64Var(&largeFile.firstPart, "first-part-file", 4<<30, "bytes of the file whose first stored part is timed, CLI and Chromium (0: skip)")
+	only := flag.String("only", strings.Join(allSections, ","), "sections to run, comma-separated: "+strings.Join(allSections, ", ")+
+		" (tusd and probe run with the CLI in parts of the large-file comparison; large adds its one PUT, aws s3 cp and phases)")
 	flag.Parse()
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(allSections, s) {
+			fmt.Fprintf(os.Stderr, "bench: --only: unknown section %q (sections: %s)\n", s, strings.Join(allSections, ", "))
+			os.Exit(2)
+		}
+		selected[s] = true
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -80,31 +111,106 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *count, *out); err != nil {
+	if err := run(ctx, *out); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, count int, out string) error {
+// loadCount is --count.
+var loadCount int
+
+func run(ctx context.Context, out string) error {
 	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Sizes: map[string]int64{}}
+	for _, s := range allSections {
+		if selected[s] {
+			rep.Sections = append(rep.Sections, s)
+		}
+	}
 	var calls callcount.Counter
 	dir, err := os.MkdirTemp("", "onceupload-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	static := ""
+	if _, err := os.Stat("web/dist/index.html"); err == nil {
+		static = "web/dist" // the demo page, for the Chromium sections
+	}
 	st, err := devstack.Start(ctx, devstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
 		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		StaticDir:  static,
 	})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
+	if err := sections(ctx, &rep, st, &calls, dir); err != nil {
+		return err
+	}
+
+	printMarkdown(os.Stdout, rep)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	return os.WriteFile(out, raw, 0o644)
+}
+
+// sections runs the selected sections on the stack.
+func sections(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount.Counter, dir string) error {
+	var err error
+	if rep.ran("roundtrips") {
+		if err := roundTrips(ctx, rep, st); err != nil {
+			return err
+		}
+	}
+	if rep.ran("hotpath") {
+		fmt.Fprintln(os.Stderr, "bench: hot path (go test -bench)")
+		if rep.HotPath, err = hotPath(ctx); err != nil {
+			return err
+		}
+	}
+	if rep.ran("load") {
+		if err := load(ctx, rep, st, calls, dir); err != nil {
+			return err
+		}
+	}
+	if rep.ran("coldstart") {
+		if err := coldStart(ctx, rep, st, dir); err != nil {
+			return err
+		}
+	}
+	if largeFile.size > 0 && (rep.ran("large") || rep.ran("tusd") || rep.ran("probe")) {
+		fmt.Fprintf(os.Stderr, "bench: a %d MiB file: upload CLI in parts against %s\n", largeFile.size>>20, strings.Join(slices.DeleteFunc([]string{"large", "tusd", "probe"}, func(s string) bool { return !rep.ran(s) }), ", "))
+		lf, err := measureLargeFile(ctx, rep, st, dir)
+		if err != nil {
+			return err
+		}
+		rep.LargeFile = &lf
+	}
+	if largeFile.size > 0 && rep.ran("browser") {
+		fmt.Fprintf(os.Stderr, "bench: a %d MiB file through the demo page in Chromium\n", largeFile.size>>20)
+		if err := measureBrowser(ctx, rep, st, dir); err != nil {
+			return err
+		}
+	}
+	if largeFile.firstPart > 0 && rep.ran("firstpart") {
+		fmt.Fprintf(os.Stderr, "bench: a %d MiB file: time to the first part stored, CLI and Chromium\n", largeFile.firstPart>>20)
+		if err := measureFirstPart(ctx, rep, st, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roundTrips counts the AWS calls of each path.
+func roundTrips(ctx context.Context, rep *report, st *devstack.Stack) error {
+	var err error
 	fmt.Fprintln(os.Stderr, "bench: round trips")
 	// The round trips run on a bucket of their own: the dev stack's finalize
 	// records only its own bucket's objects, so it cannot record the measured
@@ -114,15 +220,12 @@ func run(ctx context.Context, count int, out string) error {
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(rtBucket)}); err != nil {
 		return fmt.Errorf("round trips: create bucket: %w", err)
 	}
-	if rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.Table, st.S3URL, rtBucket); err != nil {
-		return err
-	}
+	rep.RoundTrips, err = bench.MeasureRoundTrips(ctx, st.DynamoURL, st.Table, st.S3URL, rtBucket)
+	return err
+}
 
-	fmt.Fprintln(os.Stderr, "bench: hot path (go test -bench)")
-	if rep.HotPath, err = hotPath(ctx); err != nil {
-		return err
-	}
-
+// load runs POST /uploads under load, ours and the Powertools peer's.
+func load(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount.Counter, dir string) error {
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
 	targets := []struct {
 		name, api string
@@ -152,22 +255,28 @@ func run(ctx context.Context, count int, out string) error {
 					}
 				}
 				// Warm up connections and both runtimes' code paths.
-				if _, err := bench.Load(ctx, httpClient, tgt.api, conc, min(200, count), bench.FreshKeys(run+"-warm")); err != nil {
+				if _, err := bench.Load(ctx, httpClient, tgt.api, conc, min(200, loadCount), bench.FreshKeys(run+"-warm")); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "bench: load %s %s c=%d\n", tgt.name, workload, conc)
 				tgt.reset()
-				res, err := bench.Load(ctx, httpClient, tgt.api, conc, count, keys)
+				res, err := bench.Load(ctx, httpClient, tgt.api, conc, loadCount, keys)
 				if err != nil {
 					return err
 				}
 				res.Target, res.Workload = tgt.name, workload
-				res.CallsPerRequest = float64(tgt.calls()) / float64(count)
+				res.CallsPerRequest = float64(tgt.calls()) / float64(loadCount)
 				rep.Load = append(rep.Load, res)
 			}
 		}
 	}
 
+	return nil
+}
+
+// coldStart builds the bootstraps and starts presign cold.
+func coldStart(ctx context.Context, rep *report, st *devstack.Stack, dir string) error {
+	var err error
 	fmt.Fprintln(os.Stderr, "bench: bootstrap size and cold start")
 	for _, arch := range []string{"arm64", "amd64"} {
 		for _, fn := range []string{"presign", "finalize"} {
@@ -196,25 +305,8 @@ func run(ctx context.Context, count int, out string) error {
 	if _, err := bench.BuildBootstrap("./internal/bench/testdata/hello", host, hello); err != nil {
 		return err
 	}
-	if rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000); err != nil {
-		return err
-	}
-
-	if largeFile.size > 0 {
-		fmt.Fprintf(os.Stderr, "bench: a %d MiB file: upload CLI in parts, in one PUT, aws s3 cp\n", largeFile.size>>20)
-		lf, err := measureLargeFile(ctx, st, dir)
-		if err != nil {
-			return err
-		}
-		rep.LargeFile = &lf
-	}
-
-	printMarkdown(os.Stdout, rep)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	raw, _ := json.MarshalIndent(rep, "", "  ")
-	return os.WriteFile(out, raw, 0o644)
+	rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000)
+	return err
 }
 
 var benchRE = regexp.MustCompile(`^Benchmark([\w/]+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)

@@ -3,9 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,9 +18,11 @@ import (
 )
 
 // LargeFile compares ways of sending one large file to the same local S3:
-// the upload CLI in parts, the upload CLI in one PUT, and `aws s3 cp`.
-// Each run is a whole process, from start to exit (hashing included for
-// the CLI; the AWS CLI computes MD5s of its parts).
+// the upload CLI in parts, the upload CLI in one PUT, `aws s3 cp`, tusd
+// (its S3 store) fed by tus-js-client, and the raw probe (Probe). Each run
+// but the probe's is a whole process, from start to exit (hashing included
+// for the CLI; the AWS CLI computes MD5s of its parts); the probe runs in
+// the benchmark's process.
 type LargeFile struct {
 	Bytes int64 `json:"bytes"`
 	// PartSize and Parallel are the CLI's, in parts.
@@ -47,6 +47,25 @@ type Phases struct {
 	Total    float64 `json:"total"`
 }
 
+// The ways' names, as LargeFileWay.Name.
+const (
+	WayParts  = "upload CLI, parts"
+	WayOnePut = "upload CLI, one PUT"
+	WayAWS    = "aws s3 cp"
+	WayTusd   = "tusd + tus-js-client"
+	WayProbe  = "raw probe"
+)
+
+// Way returns the named way, and whether it ran.
+func (lf *LargeFile) Way(name string) (LargeFileWay, bool) {
+	for _, w := range lf.Ways {
+		if w.Name == name {
+			return w, len(w.Seconds) > 0
+		}
+	}
+	return LargeFileWay{}, false
+}
+
 // LargeFileWay is one way of sending the file, run several times.
 type LargeFileWay struct {
 	Name string `json:"name"`
@@ -68,7 +87,10 @@ type LargeFileWay struct {
 
 // LargeFileConfig says what to measure.
 type LargeFileConfig struct {
-	Dir       string // for the file, the state files and the AWS config
+	Dir string // for the file, the state files and the AWS config
+	// File, if set, is the file to send (the caller writes and removes
+	// it); else a file of Bytes random bytes is written in Dir.
+	File      string
 	Bytes     int64
 	Runs      int
 	APIURL    string
@@ -81,6 +103,22 @@ type LargeFileConfig struct {
 	// Between runs, to keep the disk from filling: removes what the run
 	// stored.
 	Clean func(ctx context.Context) error
+	// Tus, if set, adds tusd fed by tus-js-client.
+	Tus *TusWay
+	// Probe, if set, adds the raw probe (it writes to Bucket).
+	Probe *Probe
+	// PartsOnly leaves out the CLI's one PUT, the AWS CLI and the
+	// in-process phases: the CLI in parts is what the peers compare with.
+	PartsOnly bool
+}
+
+// TusWay runs bench/peer/tus-upload.mjs against a running tusd.
+type TusWay struct {
+	Node, Script string
+	Endpoint     string // tusd's, ending in /files/
+	Note         string // why it cannot run, if it cannot
+	// Clean removes what a run stored in tusd's bucket.
+	Clean func(ctx context.Context) error
 }
 
 // MeasureLargeFile writes a file of random bytes and sends it each way,
@@ -88,11 +126,14 @@ type LargeFileConfig struct {
 // them alike.
 func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, error) {
 	out := LargeFile{Bytes: cfg.Bytes, PartSize: cfg.PartSize, Parallel: cfg.Parallel}
-	file := filepath.Join(cfg.Dir, "large.bin")
-	if err := writeRandom(file, cfg.Bytes); err != nil {
-		return out, err
+	file := cfg.File
+	if file == "" {
+		file = filepath.Join(cfg.Dir, "large.bin")
+		if err := WriteRandom(file, cfg.Bytes); err != nil {
+			return out, err
+		}
+		defer os.Remove(file)
 	}
-	defer os.Remove(file)
 
 	awsConfig := filepath.Join(cfg.Dir, "aws-config")
 	awsEnv := append(os.Environ(), "AWS_CONFIG_FILE="+awsConfig, "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
@@ -100,6 +141,9 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 	type way struct {
 		LargeFileWay
 		cmd func(run int) *exec.Cmd
+		// fn runs in this process instead: wall time only.
+		fn    func(run int) (float64, error)
+		clean func(ctx context.Context) error
 	}
 	upload := func(partSize string) func(int) *exec.Cmd {
 		return func(run int) *exec.Cmd {
@@ -108,9 +152,9 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 		}
 	}
 	ways := []*way{
-		{LargeFileWay: LargeFileWay{Name: "upload CLI, parts", Command: fmt.Sprintf("upload --part-size %d --parallel %d", cfg.PartSize, cfg.Parallel)}, cmd: upload(fmt.Sprint(cfg.PartSize))},
-		{LargeFileWay: LargeFileWay{Name: "upload CLI, one PUT", Command: "upload --part-size -1"}, cmd: upload("-1")},
-		{LargeFileWay: LargeFileWay{Name: "aws s3 cp", Command: "aws s3 cp --endpoint-url S3 (multipart_chunksize 8MB, max_concurrent_requests default 10)"}},
+		{LargeFileWay: LargeFileWay{Name: WayParts, Command: fmt.Sprintf("upload --part-size %d --parallel %d", cfg.PartSize, cfg.Parallel)}, cmd: upload(fmt.Sprint(cfg.PartSize))},
+		{LargeFileWay: LargeFileWay{Name: WayOnePut, Command: "upload --part-size -1"}, cmd: upload("-1")},
+		{LargeFileWay: LargeFileWay{Name: WayAWS, Command: "aws s3 cp --endpoint-url S3 (multipart_chunksize 8MB, max_concurrent_requests default 10)"}},
 	}
 	aws := ways[2]
 	if cfg.AWS == "" {
@@ -137,30 +181,63 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 			}
 		}
 	}
+	if t := cfg.Tus; t != nil {
+		w := &way{LargeFileWay: LargeFileWay{Name: WayTusd, Note: t.Note,
+			Command: "tusd -s3-bucket B -s3-endpoint S3 (defaults: 50 MiB parts, 10 to S3 at once); node bench/peer/tus-upload.mjs (tus-js-client defaults: one PATCH)"}}
+		if t.Note == "" {
+			w.cmd = func(run int) *exec.Cmd { return exec.CommandContext(ctx, t.Node, t.Script, t.Endpoint, file) }
+			w.clean = t.Clean
+		}
+		ways = append(ways, w)
+	}
+	if p := cfg.Probe; p != nil {
+		w := &way{LargeFileWay: LargeFileWay{Name: WayProbe,
+			Command: fmt.Sprintf("in-process: SDK CreateMultipartUpload, %d presigned part PUTs in flight (SHA-256 signed, hashed beforehand), CompleteMultipartUpload", p.Parallel)}}
+		if err := p.Prepare(); err != nil {
+			return out, fmt.Errorf("probe: %w", err)
+		}
+		w.fn = func(run int) (float64, error) { return p.Run(ctx, fmt.Sprintf("bench-probe/large-%d.bin", run)) }
+		ways = append(ways, w)
+	}
+	if cfg.PartsOnly {
+		ways[1].cmd, ways[1].Note = nil, "not selected"
+		aws.cmd, aws.Note = nil, "not selected"
+	}
 	for run := range cfg.Runs {
 		for _, w := range ways {
-			if w.cmd == nil {
+			var secs, cpu float64
+			var rss int64
+			var err error
+			switch {
+			case w.cmd != nil:
+				secs, cpu, rss, err = timeProcess(w.cmd(run))
+			case w.fn != nil:
+				secs, err = w.fn(run)
+			default:
 				continue
 			}
-			secs, cpu, rss, err := timeProcess(w.cmd(run))
 			if err != nil {
 				return out, fmt.Errorf("%s: %w", w.Name, err)
 			}
 			w.Seconds, w.cpu = append(w.Seconds, secs), append(w.cpu, cpu)
 			w.PeakRSSKiB = max(w.PeakRSSKiB, rss)
-			if cfg.Clean != nil {
-				if err := cfg.Clean(ctx); err != nil {
-					return out, err
+			for _, clean := range []func(context.Context) error{cfg.Clean, w.clean} {
+				if clean != nil {
+					if err := clean(ctx); err != nil {
+						return out, err
+					}
 				}
 			}
 		}
 	}
-	var err error
-	if out.Phases, err = measurePhases(ctx, cfg.APIURL, file, cfg.PartSize, cfg.Parallel); err != nil {
-		return out, err
-	}
-	if out.SinglePhases, err = measurePhases(ctx, cfg.APIURL, file, -1, 1); err != nil {
-		return out, err
+	if !cfg.PartsOnly {
+		var err error
+		if out.Phases, err = measurePhases(ctx, cfg.APIURL, file, cfg.PartSize, cfg.Parallel); err != nil {
+			return out, err
+		}
+		if out.SinglePhases, err = measurePhases(ctx, cfg.APIURL, file, -1, 1); err != nil {
+			return out, err
+		}
 	}
 	for _, w := range ways {
 		if len(w.Seconds) > 0 {
@@ -226,18 +303,6 @@ func vmHWM(status string) int64 {
 		}
 	}
 	return 0
-}
-
-func writeRandom(path string, n int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.CopyN(f, rand.Reader, n); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // phaseClock notes when the requests of one upload start and end.

@@ -1,0 +1,325 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// FirstPart is the time from the start of an upload to its first part
+// stored, as S3 shows it (ListParts), for one large file: through the
+// upload CLI and through the demo page in Chromium. Each upload is stopped
+// and its multipart upload aborted once that part is seen.
+type FirstPart struct {
+	Bytes    int64        `json:"bytes"`
+	CLI      FirstPartRun `json:"cli"`
+	Chromium FirstPartRun `json:"chromium"`
+}
+
+// FirstPartRun is one way's measurement: Seconds from the start (the CLI's
+// process start; the page's change event on its file input) until the poll
+// of S3 first listed a part. Note says why it is missing.
+type FirstPartRun struct {
+	Seconds float64 `json:"seconds"`
+	// PollMs is the poll's interval: the first part was stored at most
+	// this long (plus one ListParts round trip) before it was seen.
+	PollMs int    `json:"poll_ms"`
+	Note   string `json:"note,omitempty"`
+}
+
+// BrowserUpload is one upload of a whole file by the demo page in
+// Chromium, from the pick (the input's change event) to the row shown
+// completed (the API's recorded completion).
+type BrowserUpload struct {
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	MiBps   float64 `json:"mib_per_second"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// firstPartPoll is how often S3 is asked whether a part is stored.
+const firstPartPoll = 10 * time.Millisecond
+
+// WaitFirstPart polls the bucket until one of its multipart uploads holds
+// a part, and returns the moment it saw it. Versity Gateway lists a part
+// only once it is whole and its checksum checked: it writes each part to
+// a temporary file and links it into place at the end.
+func WaitFirstPart(ctx context.Context, s3c *s3.Client, bucket string) (time.Time, error) {
+	for {
+		ups, err := s3c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("list multipart uploads: %w", err)
+		}
+		for _, u := range ups.Uploads {
+			parts, err := s3c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId, MaxParts: aws.Int32(1)})
+			if err == nil && len(parts.Parts) > 0 {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(firstPartPoll):
+		}
+	}
+}
+
+// AbortMultipartUploads aborts every unfinished multipart upload in the
+// bucket.
+func AbortMultipartUploads(ctx context.Context, s3c *s3.Client, bucket string) error {
+	ups, err := s3c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return err
+	}
+	for _, u := range ups.Uploads {
+		if _, err := s3c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FirstPartConfig says what to measure.
+type FirstPartConfig struct {
+	Dir       string // for the CLI's state file
+	File      string // the file, written by the caller
+	Bytes     int64
+	APIURL    string
+	UploadCLI string
+	S3        *s3.Client
+	Bucket    string // the stack's
+	// Browser, if not nil, drives the demo page (else Chromium is not run).
+	Browser *BrowserDriver
+}
+
+// BrowserDriver runs bench/browser/upload.mjs.
+type BrowserDriver struct {
+	Node, Script string
+	AppURL       string // the stack's front door, which serves web/dist
+	Chromium     string
+	LogPath      string
+}
+
+// MeasureFirstPart measures the CLI, then Chromium.
+func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, error) {
+	out := FirstPart{Bytes: cfg.Bytes}
+	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
+		return out, err
+	}
+	var err error
+	if out.CLI, err = firstPartCLI(ctx, cfg); err != nil {
+		return out, fmt.Errorf("first part, CLI: %w", err)
+	}
+	if cfg.Browser == nil {
+		out.Chromium.Note = "Chromium not run"
+		return out, nil
+	}
+	out.Chromium, err = firstPartBrowser(ctx, cfg)
+	if err != nil {
+		out.Chromium = FirstPartRun{Note: err.Error()}
+	}
+	return out, AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket)
+}
+
+func firstPartCLI(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, error) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(wctx, cfg.UploadCLI, "--api", cfg.APIURL, "--state", filepath.Join(cfg.Dir, "state-first-part.json"), "--quiet", cfg.File)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return FirstPartRun{}, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	seen, err := waitFirstPartOrExit(wctx, cfg, exited)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		return FirstPartRun{}, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
+		return FirstPartRun{}, err
+	}
+	return FirstPartRun{Seconds: seen.Sub(start).Seconds(), PollMs: int(firstPartPoll.Milliseconds())}, nil
+}
+
+// waitFirstPartOrExit waits for the first stored part, or fails when the
+// uploader ends first.
+func waitFirstPartOrExit(ctx context.Context, cfg FirstPartConfig, exited <-chan error) (time.Time, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type seen struct {
+		t   time.Time
+		err error
+	}
+	got := make(chan seen, 1)
+	go func() {
+		t, err := WaitFirstPart(ctx, cfg.S3, cfg.Bucket)
+		got <- seen{t, err}
+	}()
+	select {
+	case s := <-got:
+		return s.t, s.err
+	case err := <-exited:
+		cancel()
+		<-got
+		return time.Time{}, fmt.Errorf("the uploader ended before a part was stored (%v)", err)
+	}
+}
+
+// browserEvent is a line of bench/browser/upload.mjs.
+type browserEvent struct {
+	Event   string  `json:"event"`
+	EpochMs float64 `json:"epochMs"`
+}
+
+// browserRun is a running bench/browser/upload.mjs.
+type browserRun struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan browserEvent
+	exited chan error
+	log    *os.File
+}
+
+func (d *BrowserDriver) start(ctx context.Context, file, mode string) (*browserRun, error) {
+	cmd := exec.CommandContext(ctx, d.Node, d.Script)
+	cmd.Env = append(os.Environ(), "APP_URL="+d.AppURL, "FILE_PATH="+file, "MODE="+mode, "CHROMIUM="+d.Chromium)
+	// Its own process group, so that a kill also ends the browser it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	r := &browserRun{cmd: cmd, events: make(chan browserEvent, 4), exited: make(chan error, 1)}
+	var err error
+	if r.log, err = os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return nil, err
+	}
+	cmd.Stderr = r.log
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		r.log.Close()
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var e browserEvent
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Event != "" {
+				r.events <- e
+			}
+		}
+		close(r.events)
+		r.exited <- cmd.Wait()
+		r.log.Close()
+	}()
+	return r, nil
+}
+
+// next waits for the named event.
+func (r *browserRun) next(ctx context.Context, name string) (time.Time, error) {
+	for {
+		select {
+		case e, ok := <-r.events:
+			if !ok {
+				return time.Time{}, fmt.Errorf("the browser driver ended before %q (its log: %s)", name, r.log.Name())
+			}
+			if e.Event == name {
+				return time.UnixMicro(int64(e.EpochMs * 1000)), nil
+			}
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// stop asks the driver to close the browser, and kills it after 20 s.
+func (r *browserRun) stop() error {
+	_, _ = io.WriteString(r.stdin, "stop\n")
+	_ = r.stdin.Close()
+	select {
+	case err := <-r.exited:
+		return err
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		return errors.Join(errors.New("the browser driver did not stop; killed"), <-r.exited)
+	}
+}
+
+func firstPartBrowser(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, error) {
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	r, err := cfg.Browser.start(wctx, cfg.File, "first-part")
+	if err != nil {
+		return FirstPartRun{}, err
+	}
+	defer func() { _ = r.stop() }()
+	type seen struct {
+		t   time.Time
+		err error
+	}
+	got := make(chan seen, 1)
+	go func() {
+		t, err := WaitFirstPart(wctx, cfg.S3, cfg.Bucket)
+		got <- seen{t, err}
+	}()
+	picked, err := r.next(wctx, "picked")
+	if err != nil {
+		cancel()
+		<-got
+		return FirstPartRun{}, err
+	}
+	s := <-got
+	if s.err != nil {
+		return FirstPartRun{}, s.err
+	}
+	return FirstPartRun{Seconds: s.t.Sub(picked).Seconds(), PollMs: int(firstPartPoll.Milliseconds())}, nil
+}
+
+// MeasureBrowserUpload uploads file whole through the demo page once.
+func MeasureBrowserUpload(ctx context.Context, d *BrowserDriver, file string, bytes int64) (BrowserUpload, error) {
+	out := BrowserUpload{Bytes: bytes}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	r, err := d.start(wctx, file, "complete")
+	if err != nil {
+		return out, err
+	}
+	picked, err := r.next(wctx, "picked")
+	if err != nil {
+		_ = r.stop()
+		return out, err
+	}
+	done, err := r.next(wctx, "completed")
+	if err != nil {
+		_ = r.stop()
+		return out, err
+	}
+	if err := r.stop(); err != nil {
+		return out, err
+	}
+	out.Seconds = done.Sub(picked).Seconds()
+	out.MiBps = float64(bytes) / (1 << 20) / out.Seconds
+	return out, nil
+}
