@@ -77,7 +77,7 @@ test: lint web
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
-	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest \
+	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest ./pkg/upload/:FuzzDecodeCompleteRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:
