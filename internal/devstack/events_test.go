@@ -252,3 +252,48 @@ func multipartUpload(t *testing.T, st *Stack, auth, key string, data []byte) str
 	}
 	return u.UploadID
 }
+
+// A stack started again on its data directory goes on from the stream's
+// end, as an existing event source mapping would: the events of the last
+// run are not delivered again, and new uploads' are.
+func TestUploadEventsAfterRestart(t *testing.T) {
+	testenv.RequireTools(t, "dynoxide", "versitygw")
+	sink := &collector{refused: true}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	cfg := Config{Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		Table: "idempotency-restart", Bucket: "uploads-restart", EventsURL: srv.URL}
+	uploadOne := func(st *Stack, key string) string {
+		content := []byte("restart " + key)
+		var u api.Upload
+		r := do(t, "POST", st.APIURL+"/uploads", key, "", createBody(content))
+		if r.status != 201 || json.Unmarshal(r.body, &u) != nil {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		if code, err := testenv.PutPresigned(u, content, nil); err != nil || code != 200 {
+			t.Fatalf("PUT: %d %v", code, err)
+		}
+		return u.UploadID
+	}
+	ids := map[string]int{}
+	for run, key := range []string{"restart-events-key-1", "restart-events-key-2"} {
+		st, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[uploadOne(st, key)] = 0
+		sink.waitEvents(t, run+1)
+		st.Close()
+	}
+	got, _ := sink.events()
+	for _, e := range got {
+		var d api.EventDetail
+		_ = json.Unmarshal(e.Detail, &d)
+		ids[d.UploadID]++
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("upload %s: %d events over two runs, want 1", id, n)
+		}
+	}
+}

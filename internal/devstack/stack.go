@@ -89,6 +89,10 @@ type Config struct {
 	// FunctionTimeout, if set, replaces every function's Timeout from the
 	// template: an invocation's context ends then, as on Lambda.
 	FunctionTimeout time.Duration
+	// FunctionEventBus, if set, is given the local event bus's endpoint
+	// and returns the one the stream function puts events to (the chaos
+	// run puts a fault-injecting proxy there).
+	FunctionEventBus func(busURL string) (string, error)
 	// EventsURL, if set, receives every upload event the stack's event
 	// bus is given: a POST of the EventBridge JSON envelope, retried until
 	// it answers 2xx (DEV_EVENTS_URL in make dev). Each event is logged
@@ -119,8 +123,9 @@ type Stack struct {
 	multipart         completions
 	// EventBusURL is the local event bus (PutEvents), if the template has
 	// a stream function.
-	EventBusURL  string
-	tableCreated bool
+	EventBusURL      string
+	functionEventBus string
+	tableCreated     bool
 }
 
 // Start starts everything, or nothing: on error, what was started is
@@ -197,6 +202,12 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if st.spec.Stream != nil {
 		if st.EventBusURL, err = st.serve(http.HandlerFunc(st.handleEventBus), 0); err != nil {
 			return st, err
+		}
+		st.functionEventBus = st.EventBusURL
+		if cfg.FunctionEventBus != nil {
+			if st.functionEventBus, err = cfg.FunctionEventBus(st.EventBusURL); err != nil {
+				return st, err
+			}
 		}
 	}
 	if err := st.startFunctions(ctx); err != nil {
@@ -361,7 +372,7 @@ func (st *Stack) functionEnv() map[string]string {
 		env[k] = v
 	}
 	if st.EventBusURL != "" {
-		env["AWS_ENDPOINT_URL_EVENTBRIDGE"] = st.EventBusURL
+		env["AWS_ENDPOINT_URL_EVENTBRIDGE"] = st.functionEventBus
 		for name, param := range map[string]string{"EVENT_BUS_NAME": "EventBusName", "EVENT_SOURCE": "EventSource"} {
 			if v, ok := st.cfg.Env(name); ok {
 				env[name] = v
@@ -401,7 +412,7 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 			p, err := wiring.Publisher(ctx, lookup, st.cfg.Logger,
 				wiring.Local(st.functionDynamoURL, st.S3URL, local.Credentials, local.Region, st.cfg.APIOptions...),
 				func(o *wiring.Options) {
-					o.EventBridge = append(o.EventBridge, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(st.EventBusURL) })
+					o.EventBridge = append(o.EventBridge, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(st.functionEventBus) })
 				})
 			if err != nil {
 				return err

@@ -90,10 +90,12 @@ func (p *streamPoller) shards(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("events: describe stream: %w", err)
 		}
+		// Every shard, closed ones too: a closed shard's reader ends when
+		// GetRecords gives no next iterator. (dynoxide, restarted on its
+		// data, reports its one shard with an ending sequence number yet
+		// goes on writing to it.)
 		for _, s := range out.StreamDescription.Shards {
-			if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
-				ids = append(ids, aws.ToString(s.ShardId)) // open shards: the ones written to
-			}
+			ids = append(ids, aws.ToString(s.ShardId))
 		}
 		if out.StreamDescription.LastEvaluatedShardId == nil {
 			return ids, nil
