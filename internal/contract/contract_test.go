@@ -96,6 +96,8 @@ func TestContract(t *testing.T) {
 	t.Run("multipart", e.multipart)
 	t.Run("multipart abort", e.multipartAbort)
 	t.Run("multipart errors", e.multipartErrors)
+	t.Run("multipart declared at complete", e.multipartDeclared)
+	t.Run("complete body errors", e.completeBodyErrors)
 	t.Run("multipart create in progress", e.multipartInProgress)
 }
 
@@ -443,6 +445,131 @@ func (e *env) multipartErrors(t *testing.T) {
 			{"GET", "/uploads/" + m.UploadID + "/parts"}, {"POST", "/uploads/" + m.UploadID + "/complete"}, {"DELETE", "/uploads/" + m.UploadID},
 		} {
 			wantError(t, e.send(t, e.strict, r.method, r.path, other, nil), 404, api.CodeNotFound)
+		}
+	})
+}
+
+// A multipart upload created without sha256 and completed with every
+// part's SHA-256 declared: a declaration S3 contradicts is a 409
+// parts_mismatch that stores nothing; the right one completes, with the
+// whole file's sha256 given at complete recorded, and every later answer
+// is that body.
+func (e *env) multipartDeclared(t *testing.T) {
+	const key = "contract-multipart-key-0006"
+	parts := [][]byte{bytes.Repeat([]byte("c"), api.MinPartSize), []byte("declared at complete\n")}
+	file := bytes.Join(parts, nil)
+	create := []byte(fmt.Sprintf(`{"filename":"declared.bin","contentType":"application/octet-stream","size":%d,"partSize":%d}`, len(file), api.MinPartSize))
+	first := e.create(t, e.strict, key, create)
+	wantStatus(t, first, 201)
+	var u api.Upload
+	decode(t, first, &u)
+	if u.SHA256 != "" || u.Multipart == nil || u.Multipart.PartCount != 2 {
+		t.Fatalf("create without sha256: %s", first.body)
+	}
+	// The same key with sha256 is another request.
+	whole := sha256.Sum256(file)
+	withSHA := []byte(strings.Replace(string(create), `"partSize"`, fmt.Sprintf(`"sha256":"%x","partSize"`, whole), 1))
+	wantError(t, e.create(t, e.strict, key, withSHA), 422, api.CodeKeyReuse)
+
+	base := "/uploads/" + u.UploadID
+	for _, p := range e.signParts(t, base, parts, 1, 2) {
+		if code := testenv.PutPart(p, parts[p.PartNumber-1]); code != 200 {
+			t.Fatalf("part %d: S3 answered %d", p.PartNumber, code)
+		}
+	}
+	sum1, sum2 := sha256.Sum256(parts[0]), sha256.Sum256(parts[1])
+	declare := func(d1, d2 [32]byte, whole string) []byte {
+		body := fmt.Sprintf(`{"parts":[{"partNumber":2,"sha256":"%x"},{"partNumber":1,"sha256":"%x"}]`, d2, d1)
+		if whole != "" {
+			body += `,"sha256":"` + whole + `"`
+		}
+		return []byte(body + "}")
+	}
+	mismatch := e.json(t, e.strict, "POST", base+"/complete", declare(sum1, sha256.Sum256([]byte("other")), ""), 409)
+	wantError(t, mismatch, 409, api.CodePartsMismatch)
+	if !bytes.Contains(mismatch.body, []byte("one: 2.")) {
+		t.Errorf("parts_mismatch %s: want part 2 named", mismatch.body)
+	}
+	var pending api.Upload
+	decode(t, e.json(t, e.strict, "GET", base, nil, 200), &pending)
+	if pending.Status != api.StatusPending {
+		t.Fatalf("after parts_mismatch the upload is %s", pending.Status)
+	}
+
+	done := e.json(t, e.strict, "POST", base+"/complete", declare(sum1, sum2, strings.ToUpper(hex.EncodeToString(whole[:]))), 200)
+	var c api.Upload
+	decode(t, done, &c)
+	composite := sha256.Sum256(append(sum1[:], sum2[:]...))
+	if want := base64.StdEncoding.EncodeToString(composite[:]) + "-2"; c.Status != api.StatusCompleted || c.CompositeSHA256 != want || c.SHA256 != hex.EncodeToString(whole[:]) {
+		t.Errorf("completed: %s\nwant compositeSha256 %s and the sha256 given at complete", done.body, want)
+	}
+	again := e.json(t, e.strict, "POST", base+"/complete", nil, 200)
+	wrongAgain := e.json(t, e.strict, "POST", base+"/complete", declare(sum2, sum1, ""), 200)
+	status := e.json(t, e.strict, "GET", base, nil, 200)
+	replayed := e.create(t, e.strict, key, create)
+	for _, x := range []exchange{again, wrongAgain, status, replayed} {
+		if !bytes.Equal(x.body, done.body) {
+			t.Errorf("after completion: %s\nwant %s", x.body, done.body)
+		}
+	}
+}
+
+// The 400s and 413 of a complete body, and a single PUT without sha256.
+func (e *env) completeBodyErrors(t *testing.T) {
+	mp := e.create(t, e.strict, "contract-multipart-key-0007", sizedBody(2*api.MinPartSize, api.MinPartSize))
+	var m api.Upload
+	decode(t, mp, &m)
+	path := "/uploads/" + m.UploadID + "/complete"
+	part := func(n int) string { return fmt.Sprintf(`{"partNumber":%d,"sha256":"%s"}`, n, strings.Repeat("0", 64)) }
+	for _, tc := range []struct {
+		name   string
+		proxy  *testenv.Proxy
+		body   []byte
+		status int
+		code   string
+	}{
+		{"a part left out", e.strict, []byte(`{"parts":[` + part(1) + `]}`), 400, api.CodeInvalidRequest},
+		{"a part listed twice", e.strict, []byte(`{"parts":[` + part(1) + `,` + part(2) + `,` + part(1) + `]}`), 400, api.CodeInvalidRequest},
+		{"a part beyond partCount", e.strict, []byte(`{"parts":[` + part(1) + `,` + part(2) + `,` + part(3) + `]}`), 400, api.CodeInvalidRequest},
+		{"a sha256 other than the create's", e.strict, []byte(`{"sha256":"` + strings.Repeat("cd", 32) + `"}`), 400, api.CodeInvalidRequest},
+		{"no parts", e.lenient, []byte(`{"parts":[]}`), 400, api.CodeInvalidRequest},
+		{"a part's sha256 not hex", e.lenient, []byte(`{"parts":[{"partNumber":1,"sha256":"xyz"}]}`), 400, api.CodeInvalidRequest},
+		{"an unknown member", e.lenient, []byte(`{"parts":[` + part(1) + `,` + part(2) + `],"size":3}`), 400, api.CodeInvalidRequest},
+		{"a member given twice", e.lenient, []byte(`{"sha256":"` + strings.Repeat("ab", 32) + `","sha256":"` + strings.Repeat("ab", 32) + `"}`), 400, api.CodeInvalidRequest},
+		{"body over 2 MiB", e.lenient, []byte(`{"parts":[` + part(1) + `]` + strings.Repeat(" ", 2<<20) + `}`), 413, api.CodeRequestTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"Content-Type": "application/json"}
+			body := tc.body
+			if tc.proxy == e.lenient {
+				body = exact(h, body)
+			}
+			wantError(t, e.send(t, tc.proxy, "POST", path, h, body), tc.status, tc.code)
+		})
+	}
+	// The upload is still pending and completes from what S3 holds
+	// (here: nothing yet).
+	wantError(t, e.json(t, e.strict, "POST", path, nil, 409), 409, api.CodePartsMissing)
+
+	t.Run("aborted without sha256", func(t *testing.T) {
+		x := e.create(t, e.strict, "contract-multipart-key-0008",
+			[]byte(fmt.Sprintf(`{"filename":"big.bin","contentType":"application/octet-stream","size":%d,"partSize":%d}`, 2*api.MinPartSize, api.MinPartSize)))
+		wantStatus(t, x, 201)
+		var u api.Upload
+		decode(t, x, &u)
+		var a api.Upload
+		decode(t, e.json(t, e.strict, "DELETE", "/uploads/"+u.UploadID, nil, 200), &a)
+		if a.Status != api.StatusAborted || a.SHA256 != "" {
+			t.Errorf("aborted: %+v", a)
+		}
+	})
+	t.Run("a single PUT without sha256", func(t *testing.T) {
+		h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "contract-no-sha256-single-1"}
+		body := exact(h, []byte(`{"filename":"a.txt","contentType":"text/plain","size":3}`))
+		x := e.send(t, e.lenient, "POST", "/uploads", h, body)
+		wantError(t, x, 400, api.CodeInvalidRequest)
+		if !bytes.Contains(x.body, []byte("sha256")) {
+			t.Errorf("400 %s: want the message to name sha256", x.body)
 		}
 	})
 }
