@@ -3,7 +3,8 @@
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build both Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start
-#   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected
+#   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
+#               and every completed upload's event processed exactly once by the example consumer
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash

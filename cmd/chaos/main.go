@@ -5,12 +5,15 @@
 // Complete's above all), some keys are shared by concurrent clients, some
 // clients are killed and restarted mid-upload (mid-part for the multipart
 // uploads mixed in), and S3 events are duplicated, delayed (so reordered)
-// or dropped. It then checks every key against the bucket and
-// the table and prints one line:
+// or dropped. Upload events flow as well, with faults between the events
+// function and the bus and between the bus and the example consumer
+// (examples/upload-events), whose side effect is counted. It then checks
+// every key against the bucket and the table, and every completed upload
+// against the consumer, and prints one line:
 //
-//	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys, M misdirected answers
+//	chaos: R requests, F faults, U uploads, D duplicate objects, L lost uploads, W wedged keys, M misdirected answers, E events delivered, X missing events, Y doubled side effects
 //
-// D, L, W and M must be 0; the exit status is 1 otherwise. M counts answers
+// D, L, W, M, X and Y must be 0; the exit status is 1 otherwise. M counts answers
 // that belong to another request: the client refuses a create answer that
 // does not echo its own request, and every upload id must be its key's.
 package main
@@ -110,7 +113,29 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	var dynamoProxy *faults.Proxy
 	var rndMu sync.Mutex
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	random := func() float64 {
+		rndMu.Lock()
+		defer rndMu.Unlock()
+		return rnd.Float64()
+	}
+	events, err := startEventCheck()
+	if err != nil {
+		return false, err
+	}
+	defer events.close()
+	var busProxy *faults.Proxy
 	st, err := devstack.Start(ctx, devstack.Config{
+		EventsURL: events.proxy.URL,
+		// The events function reaches the bus through a proxy too: a
+		// PutEvents whose answer is lost is put again, twice on the bus.
+		FunctionEventBus: func(bus string) (string, error) {
+			p, err := faults.Start(bus)
+			busProxy = p
+			if err != nil {
+				return "", err
+			}
+			return p.URL, nil
+		},
 		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet,
 		// The functions reach DynamoDB through a fault-injecting proxy.
 		FunctionDynamo: func(server string) (string, error) {
@@ -150,6 +175,13 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	}
 	defer st.Close()
 	defer dynamoProxy.Close()
+	defer busProxy.Close()
+	if err := events.connect(ctx, st.DynamoURL, s.rate, random); err != nil {
+		return false, err
+	}
+	eventFaultKinds := faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.ServerError)
+	busProxy.SetRule(eventFaultKinds)
+	events.proxy.SetRule(eventFaultKinds)
 
 	s3Proxy, err := faults.Start(st.S3URL)
 	if err != nil {
@@ -268,6 +300,8 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	dynamoProxy.SetRule(faults.Always(faults.None))
 	s3Proxy.SetRule(faults.Always(faults.None))
 	apiProxy.SetRule(faults.Always(faults.None))
+	busProxy.SetRule(faults.Always(faults.None))
+	events.proxy.SetRule(faults.Always(faults.None))
 	wedged := 0
 	clean, _ := client.New(st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
 	for _, l := range uploads {
@@ -306,17 +340,32 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			fmt.Fprintf(os.Stderr, "chaos: object %s belongs to no key\n", key)
 		}
 	}
-	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load()
-	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load()
+	// Every upload in the bucket completed, so each must have had its
+	// event processed exactly once.
+	completed := map[string]bool{}
+	for _, l := range uploads {
+		for id := range l.ids {
+			if _, ok := objects["uploads/"+id]; ok {
+				completed[id] = true
+			}
+		}
+	}
+	missingEvents, doubled, unexpected := events.settle(completed, time.Minute)
+	if missingEvents+doubled+unexpected > 0 {
+		fmt.Fprintf(os.Stderr, "chaos: events: %d completed uploads never processed, %d processed more than once, %d processed that did not complete\n", missingEvents, doubled, unexpected)
+	}
+	doubled += unexpected
+	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load() + busProxy.Requests() + events.proxy.Requests()
+	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load() + busProxy.Faults() + events.proxy.Faults() + events.sinkFails.Load()
 	multipart := 0
 	for _, l := range uploads {
 		if l.partSize > 0 {
 			multipart++
 		}
 	}
-	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads (%d multipart), %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers\n",
-		requests, injected, len(uploads), multipart, duplicates, lost, wedged, misdirected.Load())
-	return duplicates+lost+wedged+int(misdirected.Load()) > 0, nil
+	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads (%d multipart), %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers, %d events delivered, %d missing events, %d doubled side effects\n",
+		requests, injected, len(uploads), multipart, duplicates, lost, wedged, misdirected.Load(), events.delivered.Load(), missingEvents, doubled)
+	return duplicates+lost+wedged+int(misdirected.Load())+missingEvents+doubled > 0, nil
 }
 
 // ownedBy reports whether uploadID belongs to key: upload ids start with
