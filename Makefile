@@ -1,7 +1,7 @@
 # onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
 #   make test   install the pinned local servers, lint, run every test
-#   make build  build both Lambda bootstraps (linux/arm64) into .build/
+#   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
@@ -60,7 +60,7 @@ lint: tools
 	$(GO) vet ./...
 	$(GOTOOL) staticcheck ./...
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
-	cfn-lint template.yaml
+	cfn-lint template.yaml examples/*/template.yaml
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(TOOLS)/redocly lint --format=stylish openapi.yaml
 
 # Unit and integration tests. Integration tests start the servers they need
