@@ -1,0 +1,98 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// PublishItems publishes the events of items read back from the table, for
+// stream batches whose retries ran out (cmd/replay-events). Each item goes
+// through Handle's own code as a stream record whose new image is the
+// item and which has no old image, so every upload in a final state yields
+// its event again, whether or not it was published before: delivery is at
+// least once, and consumers deduplicate on uploadId. An item in another
+// state yields nothing.
+//
+// The events are put in items' order, in calls of up to 10, and as in
+// Handle the first failure ends the work: it returns how many of items,
+// from the first, were handled (their events put, or none due), and an
+// error naming the first item that was not (an item that is not an
+// upload's record, or an event PutEvents refused; the Logger has the
+// details). All of items were handled exactly when the error is nil.
+func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.AttributeValue) (int, error) {
+	var batch []pending
+	handled, failed := len(items), error(nil)
+	for i, item := range items {
+		r := events.DynamoDBEventRecord{Change: events.DynamoDBStreamRecord{
+			SequenceNumber: strconv.Itoa(i), NewImage: lambdaImage(item),
+		}}
+		p, ok, err := h.shape(r)
+		if err != nil {
+			handled, failed = i, fmt.Errorf("item %d of %d: %w", i+1, len(items), err)
+			break
+		}
+		if ok {
+			batch = append(batch, p)
+		}
+	}
+	if seq := h.put(ctx, batch); seq != "" {
+		i, _ := strconv.Atoi(seq) // put returns a SequenceNumber set above
+		if i < handled {
+			id := ""
+			for _, p := range batch {
+				if p.seq == seq {
+					id = p.id
+				}
+			}
+			handled, failed = i, fmt.Errorf("item %d of %d: the event of upload %s was not put", i+1, len(items), id)
+		}
+	}
+	return handled, failed
+}
+
+// lambdaImage converts an item from the SDK's attribute values to
+// aws-lambda-go's, the shape a stream record has: the inverse of
+// sdkImage.
+func lambdaImage(m map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = lambdaValue(v)
+	}
+	return out
+}
+
+func lambdaValue(v types.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = lambdaValue(e)
+		}
+		return events.NewListAttribute(l)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(lambdaImage(v.Value))
+	default:
+		return events.NewNullAttribute()
+	}
+}
