@@ -1,20 +1,33 @@
 // Package client uploads files to an onceupload API so that a retried
 // upload is stored exactly once.
 //
-// Upload does the whole job: it streams the file once for its size and
-// SHA-256, mints one Idempotency-Key before the first attempt (or takes the
-// caller's, to resume after a crash), creates the upload, PUTs the bytes to
-// the presigned URL with the signed headers, and waits for the recorded
-// completion. UploadReader does the same for bytes that are not a file on
-// disk: any io.ReaderAt and its size. Create, Put, Status and Wait are the
-// steps, for callers who need them.
+// Upload does the whole job: it mints one Idempotency-Key before the first
+// attempt (or takes the caller's, to resume after a crash), creates the
+// upload, PUTs the bytes to the presigned URLs with the signed headers, and
+// waits for the recorded completion. UploadReader does the same for bytes
+// that are not a file on disk: any io.ReaderAt and its size. Create, Put,
+// Status and Wait are the steps, for callers who need them.
 //
-// Files from MultipartThreshold (64 MiB) up go in parts (PartSizeFor),
-// DefaultParallel at a time: one pass hashes the whole file and every part,
-// parts are signed in batches of up to 100 and each is retried on its own;
-// Complete assembles them. Given the key of an unfinished upload, Upload
-// lists the parts S3 holds and sends only the others. SignParts, ListParts,
-// Complete and Abort are those steps.
+// Files below MultipartThreshold (64 MiB) go in one PUT: the file is
+// streamed once for its SHA-256, which the URL signs, then sent.
+//
+// Files from MultipartThreshold up go in parts (PartSizeFor), starting at
+// once: there is no pass over the whole file before the create, which
+// declares no whole-file SHA-256. A hasher reads the parts in order, a
+// bounded window ahead of the parts S3 has acknowledged, and hashes each
+// just before it is sent; parts are signed (their SHA-256 in the URL) in
+// batches, and DefaultParallel of them are in flight, each read again from
+// the file as its PUT's body and retried on its own. Memory stays a few MiB
+// whatever the part size. Complete declares every part's SHA-256; the
+// server compares them with what S3 holds (parts_mismatch when they
+// differ, CodePartsMismatch), and the completed upload carries S3's
+// compositeSha256 and no whole-file sha256. A file that changes while its
+// parts are sent is not completed (CodeFileChanged). Given the key of an
+// unfinished upload, Upload lists the parts S3 holds, hashes those parts of
+// the file (in parallel) to check that they are the file's, refusing the
+// upload with CodePartsMismatch before sending anything if one is not, and
+// sends only the others. SignParts, ListParts, Complete and Abort are those
+// steps.
 //
 // Every request is retried by the same rules, the policy every onceupload
 // client shares (pkg/api/testdata/retry-policy.json; the tests read it):

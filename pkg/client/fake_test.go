@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -34,8 +36,10 @@ type fakeAPI struct {
 	puts      map[int]int // PUT attempts per part number
 	signed    [][]int     // part numbers of each sign request
 	completes int
-	inFlight  int
-	maxFlight int
+	// completeBodies are the bodies of the complete requests.
+	completeBodies []api.CompleteRequest
+	inFlight       int
+	maxFlight      int
 
 	creates []api.CreateRequest
 
@@ -47,6 +51,7 @@ type fakeAPI struct {
 	refuse       map[int]int // part → status to answer, forever
 	dropAtFirst  []int       // parts S3 loses before the first complete
 	onStored     func(part int)
+	onPut        func(part int) // a part PUT arrived (before its body is read)
 	// Faults of whole PUTs: answers to lose after storing the object; 409
 	// ConditionalRequestConflict answers to give instead of taking it (a
 	// racing PUT of the same upload, which stores the object when
@@ -105,6 +110,10 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.creates = append(f.creates, req)
+	if req.PartSize == 0 && req.SHA256 == "" {
+		apiError(w, 400, api.CodeInvalidRequest, "sha256 is required without partSize")
+		return
+	}
 	if f.refuseCreate {
 		apiError(w, 400, api.CodeInvalidRequest, "refused by the test")
 		return
@@ -214,6 +223,13 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) {
+	var req api.CompleteRequest
+	if raw, _ := io.ReadAll(r.Body); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			apiError(w, 400, api.CodeInvalidRequest, err.Error())
+			return
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u := f.upload(w, r)
@@ -221,6 +237,7 @@ func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.completes++
+	f.completeBodies = append(f.completeBodies, req)
 	if f.completes == 1 {
 		for _, n := range f.dropAtFirst {
 			delete(u.parts, n)
@@ -236,13 +253,31 @@ func (f *fakeAPI) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	whole := sha256.New()
+	if len(req.Parts) > 0 {
+		var bad []string
+		for i, p := range req.Parts {
+			sum := sha256.Sum256(u.parts[p.PartNumber])
+			if p.PartNumber != i+1 || p.SHA256 != hex.EncodeToString(sum[:]) {
+				bad = append(bad, strconv.Itoa(p.PartNumber))
+			}
+		}
+		if len(bad) > 0 || len(req.Parts) != u.body.Multipart.PartCount {
+			apiError(w, 409, api.CodePartsMismatch, "parts whose SHA-256 differs from the declared one: "+strings.Join(bad, ", "))
+			return
+		}
+	}
+	whole, composite := sha256.New(), sha256.New()
 	for n := 1; n <= u.body.Multipart.PartCount; n++ {
 		whole.Write(u.parts[n])
+		sum := sha256.Sum256(u.parts[n])
+		composite.Write(sum[:])
 	}
-	if hex.EncodeToString(whole.Sum(nil)) != u.body.SHA256 {
+	declared := cmp.Or(u.body.SHA256, req.SHA256)
+	if declared != "" && hex.EncodeToString(whole.Sum(nil)) != declared {
 		f.t.Errorf("complete: the parts are not the file the client declared")
 	}
+	u.body.SHA256 = declared
+	u.body.CompositeSHA256 = fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(composite.Sum(nil)), u.body.Multipart.PartCount)
 	u.body.Status, u.body.ETag, u.body.CompletedAt = api.StatusCompleted, `"etag-1"`, "2026-11-29T12:00:00Z"
 	writeJSON(w, 200, u.body)
 }
@@ -264,8 +299,12 @@ func (f *fakeAPI) putPart(w http.ResponseWriter, r *http.Request) {
 	if expired {
 		f.expiredToken[n]--
 	}
+	onPut := f.onPut
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); f.inFlight--; f.mu.Unlock() }()
+	if onPut != nil {
+		onPut(n)
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return

@@ -1,12 +1,16 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/onceupload/onceupload/pkg/api"
@@ -55,12 +59,23 @@ func (c *Client) ListParts(ctx context.Context, uploadID string) ([]api.StoredPa
 }
 
 // Complete asks the server to assemble a multipart upload from the parts
-// S3 holds. It is idempotent: a Complete whose answer was lost is retried
-// and gets the same completed body. A part S3 lacks is an *Error with
-// Code api.CodePartsMissing.
-func (c *Client) Complete(ctx context.Context, uploadID string) (*api.Upload, error) {
+// S3 holds. req, if not nil, is its body: every part's SHA-256 (the server
+// compares them with what S3 holds and completes with them) and, if known,
+// the whole file's. It is idempotent: a Complete whose answer was lost is
+// retried and gets the same completed body. A part S3 lacks is an *Error
+// with Code api.CodePartsMissing; a part S3 holds with other bytes than
+// declared, one with Code CodePartsMismatch (final: the parts stored under
+// this key are not the file's).
+func (c *Client) Complete(ctx context.Context, uploadID string, req *api.CompleteRequest) (*api.Upload, error) {
+	var payload []byte
+	if req != nil {
+		var err error
+		if payload, err = json.Marshal(req); err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+	}
 	var u api.Upload
-	if err := c.call(ctx, "complete", http.MethodPost, "/complete", uploadID, nil, &u); err != nil {
+	if err := c.call(ctx, "complete", http.MethodPost, "/complete", uploadID, payload, &u); err != nil {
 		return nil, err
 	}
 	return &u, nil
@@ -76,12 +91,29 @@ func (c *Client) Abort(ctx context.Context, uploadID string) (*api.Upload, error
 	return &u, nil
 }
 
-// uploadParts is Upload for bytes in parts, read from r, once created (d
-// has the whole and per-part SHA-256 from one pass): list what S3 holds if
-// the key was known (replayed), send the rest, complete; parts that turn
-// out missing at completion are sent and completion asked again.
-func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res *Result, replayed bool, in UploadInput) (*Result, error) {
-	var err error
+// Codes of the errors of an upload in parts whose bytes are not the
+// file's. Neither is retried, and the key cannot store this file: a new
+// key can.
+const (
+	// CodePartsMismatch: S3 holds parts under this key with other bytes
+	// than the file's, found when a resumed upload checks the parts S3
+	// holds against the file (Op "resume", before anything is sent), or
+	// by the server at Complete (409 api.CodePartsMismatch). The file
+	// changed since the upload began, or the key is another file's.
+	CodePartsMismatch = api.CodePartsMismatch
+	// CodeFileChanged: the file changed while it was being sent (its size
+	// or modification time, or a part read again differs from the first
+	// read): the parts S3 holds are not all of one version of it, so the
+	// upload is not completed.
+	CodeFileChanged = "file_changed"
+)
+
+// uploadParts is Upload for size bytes of r in parts of partSize, once
+// created: check the parts S3 holds if the key was known (replayed) against
+// the file, send the others, complete with every part's SHA-256; parts
+// that turn out missing at completion are sent and completion asked again.
+// changed, if not nil, says whether the file changed since it was opened.
+func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, size, partSize int64, res *Result, replayed bool, in UploadInput, changed func() error) (*Result, error) {
 	switch res.Upload.Status {
 	case api.StatusCompleted:
 		return res, nil
@@ -90,43 +122,67 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res 
 			Message: "the upload with this key (" + res.Upload.UploadID + ") was aborted; upload with a new key"}
 	}
 	id := res.Upload.UploadID
-	var held []api.StoredPart
-	if replayed { // only a known key can have parts in S3
-		if held, err = c.ListParts(ctx, id); err != nil {
-			return nil, err
-		}
-	}
-	todo, heldBytes := partsToSend(d, held)
-	res.PartsHeld = len(d.Parts) - len(todo)
-	if res.PartsHeld > 0 && in.OnResume != nil {
-		in.OnResume(res.PartsHeld, len(d.Parts), heldBytes, d.Size)
-	}
-	prog := newPartProgress(d.Size, heldBytes, in.Progress, in.RateLimit)
+	plan := newPartPlan(size, partSize)
 	parallel := in.Parallel
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
+	var heldBytes int64
+	if replayed { // only a known key can have parts in S3
+		held, err := c.ListParts(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(held) > 0 && in.OnCheck != nil {
+			var b int64
+			for _, p := range held {
+				b += p.Size
+			}
+			in.OnCheck(len(held), b)
+		}
+		if res.PartsHeld, heldBytes, err = c.checkHeld(ctx, r, plan, id, held, parallel); err != nil {
+			return nil, err
+		}
+	}
+	if res.PartsHeld > 0 && in.OnResume != nil {
+		in.OnResume(res.PartsHeld, len(plan.sums), heldBytes, size)
+	}
+	var todo []int
+	for n := 1; n <= len(plan.sums); n++ {
+		if plan.sums[n-1] == "" {
+			todo = append(todo, n)
+		}
+	}
+	prog := newPartProgress(size, heldBytes, in.Progress, in.RateLimit)
 	for round := 0; ; round++ {
-		if err := c.sendParts(ctx, id, r, d, todo, parallel, prog); err != nil {
+		if err := c.sendParts(ctx, id, r, plan, todo, parallel, prog); err != nil {
 			return nil, err
 		}
 		res.PartsSent += len(todo)
+		if changed != nil {
+			if err := changed(); err != nil {
+				return nil, err
+			}
+		}
 		if in.OnCompleting != nil {
 			in.OnCompleting()
 		}
-		done, err := c.Complete(ctx, id)
+		done, err := c.Complete(ctx, id, &api.CompleteRequest{Parts: plan.declared()})
 		var e *Error
 		if err != nil && errors.As(err, &e) && e.Code == api.CodePartsMissing && round < 2 {
 			// S3 lost a part, or another process changed one: list
 			// again and send what is missing.
 			c.opts.Logger.InfoContext(ctx, "parts missing at completion", "upload_id", id, "message", e.Message)
-			if held, err = c.ListParts(ctx, id); err != nil {
+			held, err := c.ListParts(ctx, id)
+			if err != nil {
 				return nil, err
 			}
-			var heldBytes int64
-			todo, heldBytes = partsToSend(d, held)
+			todo, heldBytes = missingParts(plan, held)
 			prog.restart(heldBytes)
 			continue
+		}
+		if err != nil && errors.As(err, &e) && e.Code == CodePartsMismatch {
+			e.Message = "the parts S3 holds under this key are not this file's (" + e.Message + "); the upload was not completed: upload the file with a new key"
 		}
 		if err != nil {
 			return nil, err
@@ -136,17 +192,305 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, d *Digest, res 
 	}
 }
 
-// putPart sends part sp.PartNumber of d, read from body, to its presigned
-// URL, retrying as any request (S3 part PUTs are idempotent). A 403 usually
-// means the URL expired: sign the part again.
-func (c *Client) putPart(ctx context.Context, sp api.SignedPart, body io.ReaderAt, d *Digest, prog *partProgress) error {
-	n := sp.PartNumber
-	if n < 1 || n > len(d.Parts) {
-		return &Error{Op: "put part", Message: fmt.Sprintf("part %d is outside 1..%d", n, len(d.Parts))}
+// missingParts are the parts of plan that S3 does not hold with their
+// length, in order, and the bytes it holds of the others. (A part held
+// with other bytes is Complete's to find: parts_mismatch.)
+func missingParts(plan *partPlan, held []api.StoredPart) (todo []int, heldBytes int64) {
+	ok := make(map[int]bool, len(held))
+	for _, p := range held {
+		if p.PartNumber >= 1 && p.PartNumber <= len(plan.sums) && p.Size == plan.length(p.PartNumber) {
+			ok[p.PartNumber] = true
+		}
 	}
-	length := d.Length(n)
+	for n := 1; n <= len(plan.sums); n++ {
+		if ok[n] {
+			heldBytes += plan.length(n)
+		} else {
+			todo = append(todo, n)
+		}
+	}
+	return todo, heldBytes
+}
+
+// checkHeld compares the parts S3 holds of a resumed upload with the file:
+// no whole-file SHA-256 stands for the file in the create any more, so each
+// held part is hashed from r (parallel at a time) and must be the file's
+// part, with its length. It records their SHA-256s in plan and returns how
+// many there are and their bytes. One that differs means the parts under
+// this key are not this file's: an *Error with CodePartsMismatch, before a
+// byte is sent, so the key never stores a mix of two files.
+func (c *Client) checkHeld(ctx context.Context, r io.ReaderAt, plan *partPlan, uploadID string, held []api.StoredPart, parallel int) (int, int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var bad []int
+	var readErr error
+	count, heldBytes := 0, int64(0)
+	work := make(chan api.StoredPart)
+	var wg sync.WaitGroup
+	for range max(1, min(parallel, len(held))) {
+		wg.Go(func() {
+			buf := make([]byte, hashBufSize)
+			for p := range work {
+				n := p.PartNumber
+				if n < 1 || n > len(plan.sums) {
+					continue // not a part of this cut; Complete leaves it out
+				}
+				same := p.Size == plan.length(n)
+				var sum string
+				if same {
+					var err error
+					if sum, err = hashPart(r, plan, n, buf); err != nil {
+						mu.Lock()
+						readErr = cmp.Or(readErr, err)
+						mu.Unlock()
+						cancel()
+						continue
+					}
+					same = strings.EqualFold(sum, p.SHA256)
+				}
+				mu.Lock()
+				if same {
+					plan.sums[n-1] = sum
+					count++
+					heldBytes += p.Size
+				} else {
+					bad = append(bad, n)
+					cancel() // the answer is known: no need to read more
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for _, p := range held {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	switch {
+	case len(bad) > 0:
+		slices.Sort(bad)
+		return 0, 0, &Error{Op: "resume", Code: CodePartsMismatch, Message: fmt.Sprintf(
+			"S3 holds part %s of upload %s with other bytes than this file's: the parts stored under this key are not this file's (it changed since the upload began, or the key is another file's); nothing was sent: upload the file with a new key",
+			joinInts(bad), uploadID)}
+	case readErr != nil:
+		return 0, 0, fmt.Errorf("hash: %w", readErr)
+	case ctx.Err() != nil:
+		return 0, 0, context.Cause(ctx)
+	}
+	return count, heldBytes, nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// The look-ahead of sendParts.
+const (
+	// aheadBytes bounds how far hashing runs ahead of the parts S3 has
+	// acknowledged: a part is read again to be sent, and should still be
+	// in the page cache by then.
+	aheadBytes = 128 << 20
+	// signBatch is how many parts beyond the workers' needs may wait,
+	// hashed, to be signed together.
+	signBatch = 16
+)
+
+// lookAhead sizes sendParts for parallel workers and parts of partSize:
+// window is how many parts may be hashed and not yet acknowledged by S3
+// (those in flight included), reserve how many signed URLs the signer
+// keeps ready for the workers.
+func lookAhead(parallel int, partSize int64) (window, reserve int) {
+	ahead := int(min(int64(parallel+signBatch), max(1, aheadBytes/max(partSize, 1))))
+	return parallel + ahead, min(parallel, max(1, ahead/2))
+}
+
+// partJob is a signed part for a worker, with the SHA-256 its URL signs.
+type partJob struct {
+	sp  api.SignedPart
+	sum string
+}
+
+// sendParts sends the parts todo of plan, read from r, and records each
+// one's SHA-256 in plan. Nothing reads the file before: the first part is
+// hashed, signed and on its way at once.
+//
+// A part's SHA-256 is signed into its URL, so it must be known before the
+// PUT starts: each part is read twice, once to hash it and once as the
+// PUT's body (again on a retry), rather than held in memory. Holding the
+// parts in flight would take parallel × partSize (32 MiB for 4 parts of
+// 8 MiB, and parts may be up to 5 GiB), while the second read of a part
+// read moments before comes from the page cache (about 1.5 ms per 8 MiB
+// part here, against 5 ms to hash it and far longer to send it). Memory
+// stays a few MiB whatever the part size.
+//
+// Three stages: a hasher reads and hashes the parts in file order (reads
+// a disk likes), at most window parts ahead of S3's acknowledgements; a
+// signer signs the hashed parts in batches; parallel workers PUT them. The
+// signer signs what is hashed at once whenever fewer than reserve signed
+// URLs wait for the workers (so the first part is signed as soon as it is
+// hashed, and a worker rarely waits for a sign round trip), else it
+// gathers parts into one request of up to api.MaxPartsPerSign: about one
+// sign request per dozen parts. Each part is retried on its own; a part
+// that fails for good stops the others and is the error.
+func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, plan *partPlan, todo []int, parallel int, prog *partProgress) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() { first = err; cancel() })
+	}
+	window, reserve := lookAhead(parallel, plan.partSize)
+	slots := make(chan struct{}, window)        // parts hashed and not yet acknowledged
+	hashed := make(chan api.PartToSign, window) // to the signer
+	jobs := make(chan partJob, window)          // to the workers; never full (slots)
+	took := make(chan struct{}, window)         // a worker took a job: the signer may need to sign
+	var wg sync.WaitGroup
+	wg.Go(func() { // the hasher
+		defer close(hashed)
+		buf := make([]byte, hashBufSize)
+		for _, n := range todo {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				fail(ctx.Err()) // never a nil error with parts unsent
+				return
+			}
+			sum, err := hashPart(r, plan, n, buf)
+			if err != nil {
+				fail(fmt.Errorf("hash: %w", err))
+				return
+			}
+			if prev := plan.sums[n-1]; prev != "" && prev != sum {
+				fail(&Error{Op: fmt.Sprintf("hash part %d", n), Code: CodeFileChanged,
+					Message: fmt.Sprintf("part %d of the file is not what it was when it was first sent: the file changed while it was being uploaded; the upload was not completed", n)})
+				return
+			}
+			plan.sums[n-1] = sum
+			hashed <- api.PartToSign{PartNumber: n, SHA256: sum}
+		}
+	})
+	wg.Go(func() { // the signer
+		defer close(jobs)
+		var pending []api.PartToSign
+		in := hashed
+		for {
+			if len(pending) > 0 && (in == nil || len(jobs) < reserve || len(pending) >= api.MaxPartsPerSign) {
+				signed, err := c.SignParts(ctx, uploadID, pending)
+				if err != nil {
+					fail(err)
+					return
+				}
+				byNumber := make(map[int]api.SignedPart, len(signed))
+				for _, sp := range signed {
+					byNumber[sp.PartNumber] = sp
+				}
+				for _, p := range pending {
+					jobs <- partJob{sp: byNumber[p.PartNumber], sum: p.SHA256}
+				}
+				pending = nil
+				continue
+			}
+			if in == nil {
+				return // every part signed and handed out
+			}
+			select {
+			case p, ok := <-in:
+				if !ok {
+					in = nil
+					continue
+				}
+				pending = append(pending, p)
+			drain: // whatever else is hashed goes in the same request
+				for len(pending) < api.MaxPartsPerSign {
+					select {
+					case p, ok := <-in:
+						if !ok {
+							in = nil
+							break drain
+						}
+						pending = append(pending, p)
+					default:
+						break drain
+					}
+				}
+			case <-took:
+			case <-ctx.Done():
+				fail(ctx.Err())
+				return
+			}
+		}
+	})
+	for range max(1, min(parallel, len(todo))) {
+		wg.Go(func() {
+			for j := range jobs {
+				select {
+				case took <- struct{}{}:
+				default:
+				}
+				if err := c.sendPart(ctx, uploadID, r, plan, j, prog); err != nil {
+					fail(err)
+					return
+				}
+				<-slots
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// sendPart PUTs one part; a refusal because its URL no longer works (see
+// urlExpired) signs it again, at most twice.
+func (c *Client) sendPart(ctx context.Context, uploadID string, r io.ReaderAt, plan *partPlan, j partJob, prog *partProgress) error {
+	sp := j.sp
+	for resigned := 0; ; resigned++ {
+		err := c.putPart(ctx, sp, r, plan, prog)
+		if e := (*Error)(nil); errors.As(err, &e) && e.StatusCode == http.StatusBadRequest && e.Code != "ExpiredToken" {
+			// S3 refuses bytes that are not the signed SHA-256's
+			// (BadDigest): if the part reads otherwise now than when it
+			// was hashed, the file changed; say so.
+			if sum, herr := hashPart(r, plan, sp.PartNumber, make([]byte, hashBufSize)); herr == nil && sum != j.sum {
+				return &Error{Op: e.Op, StatusCode: e.StatusCode, Code: CodeFileChanged, Attempts: e.Attempts,
+					Message: fmt.Sprintf("part %d of the file changed between its hashing and its sending (S3 answered %s): the file changed while it was being uploaded; the upload was not completed", sp.PartNumber, cmp.Or(e.Code, "400"))}
+			}
+		}
+		if err == nil || !urlExpired(err) || resigned >= 2 {
+			return err
+		}
+		c.opts.Logger.InfoContext(ctx, "signing a part again", "upload_id", uploadID, "part", sp.PartNumber)
+		signed, err := c.SignParts(ctx, uploadID, []api.PartToSign{{PartNumber: sp.PartNumber, SHA256: j.sum}})
+		if err != nil {
+			return err
+		}
+		sp = signed[0]
+	}
+}
+
+// putPart sends part sp.PartNumber of plan, read from body, to its
+// presigned URL, retrying as any request (S3 part PUTs are idempotent). A
+// 403 usually means the URL expired: sign the part again.
+func (c *Client) putPart(ctx context.Context, sp api.SignedPart, body io.ReaderAt, plan *partPlan, prog *partProgress) error {
+	n := sp.PartNumber
+	if n < 1 || n > len(plan.sums) {
+		return &Error{Op: "put part", Message: fmt.Sprintf("part %d is outside 1..%d", n, len(plan.sums))}
+	}
+	length := plan.length(n)
 	_, _, err := c.do(ctx, fmt.Sprintf("put part %d", n), func() (*http.Request, error) {
-		var r io.Reader = io.NewSectionReader(body, d.Offset(n), length)
+		var r io.Reader = io.NewSectionReader(body, plan.offset(n), length)
 		if prog != nil {
 			r = prog.reader(ctx, n, r)
 		}
@@ -164,79 +508,4 @@ func (c *Client) putPart(ctx context.Context, sp api.SignedPart, body io.ReaderA
 		prog.done(n, length)
 	}
 	return err
-}
-
-// sendParts sends the parts todo of d from f, parallel at a time: a signer
-// signs them in batches of at most api.MaxPartsPerSign, each batch when the
-// last one has been handed out, so URLs are fresh; workers PUT them. Each
-// part is retried on its own; a part that fails for good stops the others
-// and is the error.
-func (c *Client) sendParts(ctx context.Context, uploadID string, f io.ReaderAt, d *Digest, todo []int, parallel int, prog *partProgress) error {
-	if len(todo) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var once sync.Once
-	var first error
-	fail := func(err error) {
-		once.Do(func() { first = err; cancel() })
-	}
-	jobs := make(chan api.SignedPart)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(jobs)
-		for _, batch := range batches(todo, api.MaxPartsPerSign) {
-			signed, err := c.SignParts(ctx, uploadID, toSign(d, batch))
-			if err != nil {
-				fail(err)
-				return
-			}
-			for _, sp := range signed {
-				select {
-				case jobs <- sp:
-				case <-ctx.Done():
-					fail(ctx.Err()) // never a nil error with parts unsent
-					return
-				}
-			}
-		}
-	})
-	for range max(1, min(parallel, len(todo))) {
-		wg.Go(func() {
-			for sp := range jobs {
-				if err := c.sendPart(ctx, uploadID, f, d, sp, prog); err != nil {
-					fail(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// sendPart PUTs one part; a refusal because its URL no longer works (see
-// urlExpired) signs it again, at most twice.
-func (c *Client) sendPart(ctx context.Context, uploadID string, f io.ReaderAt, d *Digest, sp api.SignedPart, prog *partProgress) error {
-	for resigned := 0; ; resigned++ {
-		err := c.putPart(ctx, sp, f, d, prog)
-		if err == nil || !urlExpired(err) || resigned >= 2 {
-			return err
-		}
-		c.opts.Logger.InfoContext(ctx, "signing a part again", "upload_id", uploadID, "part", sp.PartNumber)
-		signed, err := c.SignParts(ctx, uploadID, toSign(d, []int{sp.PartNumber}))
-		if err != nil {
-			return err
-		}
-		sp = signed[0]
-	}
-}
-
-func toSign(d *Digest, parts []int) []api.PartToSign {
-	out := make([]api.PartToSign, len(parts))
-	for i, n := range parts {
-		out[i] = api.PartToSign{PartNumber: n, SHA256: d.Parts[n-1]}
-	}
-	return out
 }

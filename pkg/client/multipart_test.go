@@ -7,6 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,12 +94,12 @@ func TestDescribeParts(t *testing.T) {
 	}
 }
 
-func TestPartsToSend(t *testing.T) {
+func TestMissingParts(t *testing.T) {
 	t.Parallel()
 	// Three parts of 10 bytes and one of 5.
-	d := &Digest{Size: 35, PartSize: 10, Parts: []string{strings.Repeat("1", 64), strings.Repeat("2", 64), strings.Repeat("3", 64), strings.Repeat("4", 64)}}
-	held := func(n int, size int64, sha string) api.StoredPart {
-		return api.StoredPart{PartNumber: n, Size: size, SHA256: sha, ETag: "e"}
+	plan := &partPlan{size: 35, partSize: 10, sums: make([]string, 4)}
+	held := func(n int, size int64) api.StoredPart {
+		return api.StoredPart{PartNumber: n, Size: size, SHA256: strings.Repeat("1", 64), ETag: "e"}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -105,42 +108,37 @@ func TestPartsToSend(t *testing.T) {
 		heldBytes int64
 	}{
 		{"nothing held", nil, []int{1, 2, 3, 4}, 0},
-		{"all held", []api.StoredPart{held(1, 10, d.Parts[0]), held(2, 10, d.Parts[1]), held(3, 10, d.Parts[2]), held(4, 5, d.Parts[3])}, nil, 35},
-		{"some held", []api.StoredPart{held(2, 10, d.Parts[1]), held(4, 5, d.Parts[3])}, []int{1, 3}, 15},
-		{"held with other bytes", []api.StoredPart{held(1, 10, strings.Repeat("f", 64)), held(2, 10, d.Parts[1])}, []int{1, 3, 4}, 10},
-		{"held with another length", []api.StoredPart{held(4, 10, d.Parts[3])}, []int{1, 2, 3, 4}, 0},
-		{"sha256 in upper case", []api.StoredPart{held(3, 10, strings.ToUpper(d.Parts[2]))}, []int{1, 2, 4}, 10},
-		{"parts out of range", []api.StoredPart{held(0, 10, d.Parts[0]), held(5, 5, d.Parts[3])}, []int{1, 2, 3, 4}, 0},
+		{"all held", []api.StoredPart{held(1, 10), held(2, 10), held(3, 10), held(4, 5)}, nil, 35},
+		{"some held", []api.StoredPart{held(2, 10), held(4, 5)}, []int{1, 3}, 15},
+		{"held with another length", []api.StoredPart{held(4, 10)}, []int{1, 2, 3, 4}, 0},
+		{"parts out of range", []api.StoredPart{held(0, 10), held(5, 5)}, []int{1, 2, 3, 4}, 0},
 	} {
-		todo, heldBytes := partsToSend(d, tc.held)
+		todo, heldBytes := missingParts(plan, tc.held)
 		if !slices.Equal(todo, tc.todo) || heldBytes != tc.heldBytes {
-			t.Errorf("%s: partsToSend = %v, %d; want %v, %d", tc.name, todo, heldBytes, tc.todo, tc.heldBytes)
+			t.Errorf("%s: missingParts = %v, %d; want %v, %d", tc.name, todo, heldBytes, tc.todo, tc.heldBytes)
 		}
 	}
 }
 
-func TestBatches(t *testing.T) {
+// The look-ahead stays within aheadBytes past the parts in flight (one part
+// at least), and keeps signed URLs for the workers.
+func TestLookAhead(t *testing.T) {
 	t.Parallel()
-	seq := func(from, to int) []int {
-		var out []int
-		for i := from; i <= to; i++ {
-			out = append(out, i)
-		}
-		return out
-	}
 	for _, tc := range []struct {
-		n    int
-		want []int // batch sizes
-	}{{0, nil}, {1, []int{1}}, {100, []int{100}}, {101, []int{100, 1}}, {250, []int{100, 100, 50}}} {
-		got := batches(seq(1, tc.n), api.MaxPartsPerSign)
-		var sizes []int
-		var all []int
-		for _, b := range got {
-			sizes = append(sizes, len(b))
-			all = append(all, b...)
-		}
-		if !slices.Equal(sizes, tc.want) || !slices.Equal(all, seq(1, tc.n)) {
-			t.Errorf("batches of %d parts: sizes %v, want %v, in order", tc.n, sizes, tc.want)
+		parallel               int
+		partSize               int64
+		window, reserve, ahead int
+	}{
+		{4, 8 << 20, 20, 4, 16},
+		{4, 5 << 20, 24, 4, 20},
+		{8, 8 << 20, 24, 8, 16},
+		{4, 64 << 20, 6, 1, 2},
+		{4, 5 << 30, 5, 1, 1},
+		{1, 1024, 18, 1, 17},
+	} {
+		window, reserve := lookAhead(tc.parallel, tc.partSize)
+		if window != tc.window || reserve != tc.reserve || window-tc.parallel != tc.ahead {
+			t.Errorf("lookAhead(%d, %d) = %d, %d; want %d, %d", tc.parallel, tc.partSize, window, reserve, tc.window, tc.reserve)
 		}
 	}
 }
@@ -204,39 +202,68 @@ func tempFile(t *testing.T, data []byte) string {
 
 const testPart = 64 << 10
 
+// signsOf counts the sign requests that named each part.
+func signsOf(f *fakeAPI) map[int]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int]int{}
+	for _, batch := range f.signed {
+		for _, n := range batch {
+			out[n]++
+		}
+	}
+	return out
+}
+
+// checkDeclared: the multipart create declared no whole-file SHA-256, and
+// the last Complete declared every part's, in order.
+func checkDeclared(t *testing.T, f *fakeAPI, data []byte, partSize int) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.creates {
+		if c.SHA256 != "" {
+			t.Errorf("the multipart create declared sha256 %s; want none (no pass over the file first)", c.SHA256)
+		}
+	}
+	if len(f.completeBodies) == 0 {
+		t.Fatal("no complete")
+	}
+	last := f.completeBodies[len(f.completeBodies)-1]
+	var want []api.PartToSign
+	for off, n := 0, 1; off < len(data); off, n = off+partSize, n+1 {
+		want = append(want, api.PartToSign{PartNumber: n, SHA256: hexSum(data[off:min(off+partSize, len(data))])})
+	}
+	if !slices.Equal(last.Parts, want) || last.SHA256 != "" {
+		t.Errorf("complete declared %d parts, sha256 %q; want every part's (%d), in order, and no whole-file sha256", len(last.Parts), last.SHA256, len(want))
+	}
+}
+
 func TestUploadInParts(t *testing.T) {
 	t.Parallel()
 	data := randomBytes(t, 10*testPart+123) // 11 parts
 	for _, tc := range []struct {
-		name   string
-		fault  func(f *fakeAPI)
-		check  func(t *testing.T, f *fakeAPI, res *Result)
-		puts   int // PUT attempts in all
-		signed int // sign requests
+		name  string
+		fault func(f *fakeAPI)
+		check func(t *testing.T, f *fakeAPI, res *Result)
+		puts  int // PUT attempts in all
+		// resigned: parts signed twice, the second time alone.
+		resigned []int
 	}{
-		{name: "clean", puts: 11, signed: 1},
-		{name: "a part's answer lost", fault: func(f *fakeAPI) { f.loseAnswer[3] = 1 }, puts: 12, signed: 1,
+		{name: "clean", puts: 11},
+		{name: "a part's answer lost", fault: func(f *fakeAPI) { f.loseAnswer[3] = 1 }, puts: 12,
 			check: func(t *testing.T, f *fakeAPI, _ *Result) {
 				if f.puts[3] != 2 {
 					t.Errorf("part 3 sent %d times, want 2", f.puts[3])
 				}
 			}},
-		{name: "an expired part URL", fault: func(f *fakeAPI) { f.forbid[5] = 1 }, puts: 12, signed: 2,
-			check: func(t *testing.T, f *fakeAPI, _ *Result) {
-				if !slices.Equal(f.signed[1], []int{5}) {
-					t.Errorf("sign requests %v, want part 5 signed again alone", f.signed)
-				}
-			}},
-		{name: "an expired signing token", fault: func(f *fakeAPI) { f.expiredToken[7] = 1 }, puts: 12, signed: 2,
-			check: func(t *testing.T, f *fakeAPI, _ *Result) {
-				if !slices.Equal(f.signed[1], []int{7}) {
-					t.Errorf("sign requests %v, want part 7 signed again alone", f.signed)
-				}
-			}},
-		{name: "parts missing at completion", fault: func(f *fakeAPI) { f.dropAtFirst = []int{2, 7} }, puts: 13, signed: 2,
+		{name: "an expired part URL", fault: func(f *fakeAPI) { f.forbid[5] = 1 }, puts: 12, resigned: []int{5}},
+		{name: "an expired signing token", fault: func(f *fakeAPI) { f.expiredToken[7] = 1 }, puts: 12, resigned: []int{7}},
+		{name: "parts missing at completion", fault: func(f *fakeAPI) { f.dropAtFirst = []int{2, 7} }, puts: 13,
 			check: func(t *testing.T, f *fakeAPI, res *Result) {
-				if f.completes != 2 || !slices.Equal(f.signed[1], []int{2, 7}) || res.PartsSent != 13 {
-					t.Errorf("%d completes, sign requests %v, %d parts sent; want 2, then parts 2 and 7, 13", f.completes, f.signed, res.PartsSent)
+				signs := signsOf(f)
+				if f.completes != 2 || signs[2] != 2 || signs[7] != 2 || res.PartsSent != 13 {
+					t.Errorf("%d completes, sign requests %v, %d parts sent; want 2, parts 2 and 7 signed again, 13", f.completes, f.signed, res.PartsSent)
 				}
 			}},
 	} {
@@ -263,12 +290,29 @@ func TestUploadInParts(t *testing.T) {
 			if res.Upload.Status != api.StatusCompleted || !bytes.Equal(f.object(res.Key), data) {
 				t.Fatalf("status %s; the stored object is not the file", res.Upload.Status)
 			}
+			if res.Upload.SHA256 != "" || !strings.HasSuffix(res.Upload.CompositeSHA256, "-11") {
+				t.Errorf("completed with sha256 %q, compositeSha256 %q; want none, and S3's of 11 parts", res.Upload.SHA256, res.Upload.CompositeSHA256)
+			}
+			checkDeclared(t, f, data, testPart)
 			puts := 0
 			for _, n := range f.puts {
 				puts += n
 			}
-			if puts != tc.puts || len(f.signed) != tc.signed || f.maxFlight > 3 {
-				t.Errorf("%d PUTs, %d sign requests, %d in flight at most; want %d, %d, ≤ 3", puts, len(f.signed), f.maxFlight, tc.puts, tc.signed)
+			if puts != tc.puts || f.maxFlight > 3 {
+				t.Errorf("%d PUTs, %d in flight at most; want %d, ≤ 3", puts, f.maxFlight, tc.puts)
+			}
+			signs := signsOf(f)
+			for n := 1; n <= 11; n++ {
+				want := 1
+				if slices.Contains(tc.resigned, n) {
+					want = 2
+					if !slices.ContainsFunc(f.signed, func(b []int) bool { return slices.Equal(b, []int{n}) }) {
+						t.Errorf("sign requests %v; want part %d signed again alone", f.signed, n)
+					}
+				}
+				if tc.check == nil && signs[n] != want {
+					t.Errorf("part %d signed %d times, want %d", n, signs[n], want)
+				}
 			}
 			if reports[len(reports)-1] != int64(len(data)) {
 				t.Errorf("last progress %d, want %d", reports[len(reports)-1], len(data))
@@ -280,7 +324,9 @@ func TestUploadInParts(t *testing.T) {
 	}
 }
 
-// 250 parts are signed in requests of at most 100 parts.
+// 250 parts: every sign request names at most 100 parts, each part is
+// signed once, and hashed parts are gathered so that far fewer requests
+// than parts are made.
 func TestPartsAreSignedInBatches(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
@@ -289,23 +335,132 @@ func TestPartsAreSignedInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !bytes.Equal(f.object(res.Key), data) {
+		t.Fatal("the object is not the file")
+	}
 	var sizes []int
 	for _, s := range f.signed {
 		sizes = append(sizes, len(s))
+		if len(s) > api.MaxPartsPerSign {
+			t.Errorf("a sign request of %d parts", len(s))
+		}
 	}
-	if !slices.Equal(sizes, []int{100, 100, 50}) || !bytes.Equal(f.object(res.Key), data) {
-		t.Errorf("sign request sizes %v, want [100 100 50]", sizes)
+	signs := signsOf(f)
+	for n := 1; n <= 250; n++ {
+		if signs[n] != 1 {
+			t.Errorf("part %d signed %d times", n, signs[n])
+		}
+	}
+	if len(f.signed) > 250/4 {
+		t.Errorf("%d sign requests (sizes %v) for 250 parts; want them batched", len(f.signed), sizes)
+	}
+	t.Logf("sign request sizes: %v", sizes)
+}
+
+// readLog is an io.ReaderAt that counts the bytes read from it.
+type readLog struct {
+	r    io.ReaderAt
+	mu   sync.Mutex
+	read int64
+}
+
+func (l *readLog) ReadAt(b []byte, off int64) (int, error) {
+	n, err := l.r.ReadAt(b, off)
+	l.mu.Lock()
+	l.read += int64(n)
+	l.mu.Unlock()
+	return n, err
+}
+
+func (l *readLog) bytesRead() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.read
+}
+
+// No pass over the whole file before the first part goes: before the
+// create, the client reads one byte (that the bytes reach their size);
+// when the first part PUT reaches S3, no more than the look-ahead of hashed
+// parts (a few of 200 here) and the bodies of the first PUTs.
+func TestFirstPartBeforeWholeFileRead(t *testing.T) {
+	t.Parallel()
+	const parts, parallel = 200, 4
+	data := randomBytes(t, parts*testPart)
+	log := &readLog{r: bytes.NewReader(data)}
+	f := newFakeAPI(t)
+	var atCreate, atFirstPut int64 = -1, -1
+	var once sync.Once
+	f.onPut = func(int) { once.Do(func() { atFirstPut = log.bytesRead() }) }
+	c := mpClient(t, f)
+	c.opts.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && r.URL.Path == "/uploads" {
+			atCreate = log.bytesRead()
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	res, err := c.UploadReader(context.Background(), log, int64(len(data)), UploadInput{Filename: "big.bin", ContentType: "application/octet-stream", PartSize: testPart, Parallel: parallel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.object(res.Key), data) {
+		t.Fatal("the object is not the file")
+	}
+	window, _ := lookAhead(parallel, testPart)
+	// The bodies of the first PUTs may be read before the first reaches S3.
+	if limit := int64(window+parallel)*testPart + 1; atCreate != 1 || atFirstPut <= 0 || atFirstPut > limit {
+		t.Errorf("read %d bytes before the create, %d before the first part PUT; want 1, then at most %d (%d parts hashed ahead and %d parts' bodies) of %d", atCreate, atFirstPut, limit, window, parallel, len(data))
+	}
+	t.Logf("read before the first part PUT: %.1f parts' worth", float64(atFirstPut)/testPart)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Stopped after a few parts, the upload resumes with its key: it checks
+// the parts S3 holds against the file and sends only the others; run
+// again once completed, it sends nothing.
+func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	f, key, path, data, held := interruptedUpload(t)
+	before := f.received
+	var resumed, checked []int64
+	res, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart,
+		OnCheck: func(partsHeld int, bytesHeld int64) { checked = []int64{int64(partsHeld), bytesHeld} },
+		OnResume: func(partsHeld, parts int, bytesHeld, total int64) {
+			resumed = []int64{int64(partsHeld), int64(parts), bytesHeld, total}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := f.received - before
+	if want := int64(12-held) * testPart; sent != want || res.PartsHeld != held || res.PartsSent != 12-held {
+		t.Errorf("resumed: sent %d bytes (%d parts, %d held); want %d (%d parts, %d held)", sent, res.PartsSent, res.PartsHeld, want, 12-held, held)
+	}
+	if want := []int64{int64(held), 12, int64(held) * testPart, 12 * testPart}; !slices.Equal(resumed, want) || !slices.Equal(checked, []int64{int64(held), int64(held) * testPart}) {
+		t.Errorf("OnCheck(%v), OnResume(%v); want %v", checked, resumed, want)
+	}
+	if !res.Replayed || !bytes.Equal(f.object(key), data) {
+		t.Fatalf("replayed %v; the object is not the file", res.Replayed)
+	}
+	checkDeclared(t, f, data, testPart)
+
+	before = f.received
+	again, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart})
+	if err != nil || again.Upload.Status != api.StatusCompleted || again.PartsSent != 0 || f.received != before || f.completes != 1 {
+		t.Errorf("again: %+v, %v; %d bytes sent, %d completes; want completed, nothing sent, 1 complete", again, err, f.received-before, f.completes)
 	}
 }
 
-// Stopped after a few parts, the upload resumes with its key: it sends
-// only the parts S3 lacks; run again once completed, it sends nothing.
-func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
-	t.Parallel()
-	f := newFakeAPI(t)
+// interruptedUpload starts an upload of 12 parts with a new key and stops
+// it once S3 holds 5 or so (and the server is idle): the fake, the key,
+// the file and its bytes, and how many parts S3 holds.
+func interruptedUpload(t *testing.T) (f *fakeAPI, key, path string, data []byte, held int) {
+	t.Helper()
+	f = newFakeAPI(t)
 	c := mpClient(t, f)
-	data := randomBytes(t, 12*testPart)
-	path := tempFile(t, data)
+	data = randomBytes(t, 12*testPart)
+	path = tempFile(t, data)
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	stored := 0
@@ -319,7 +474,7 @@ func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
 		}
 	}
 	var last int64
-	key := NewKey()
+	key = NewKey()
 	_, err := c.Upload(ctx, path, UploadInput{Key: key, PartSize: testPart, Parallel: 2, Progress: func(sent, total int64) { last = sent }})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("first run: %v, want canceled", err)
@@ -342,37 +497,97 @@ func TestResumeSendsOnlyWhatIsMissing(t *testing.T) {
 		}
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.onStored = nil
-	before := f.received
-	held := len(f.byKey[key].parts)
-	f.mu.Unlock()
-	// One part is held with other bytes (from a file edited in between,
-	// say): it is sent again.
+	held = len(f.byKey[key].parts)
+	if held == 0 || held == 12 {
+		t.Fatalf("S3 holds %d parts after the interrupt", held)
+	}
+	return f, key, path, data, held
+}
+
+// A resumed upload whose file no longer matches a part S3 holds (the file
+// changed since the upload began, or the key is another file's) is refused
+// before a byte is sent: the key never stores a mix of two files.
+func TestResumeRefusesAChangedFile(t *testing.T) {
+	t.Parallel()
+	f, key, path, data, _ := interruptedUpload(t)
 	f.mu.Lock()
 	var changed int
 	for n := range f.byKey[key].parts {
-		changed = n
-		break
+		changed = max(changed, n)
 	}
-	f.byKey[key].parts[changed] = bytes.Repeat([]byte{'x'}, testPart)
 	f.mu.Unlock()
-
-	res, err := c.Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart})
-	if err != nil {
+	// The same size, other bytes in a part S3 holds.
+	data = slices.Clone(data)
+	data[(changed-1)*testPart+7] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sent := f.received - before
-	if want := int64(12-held+1) * testPart; sent != want || res.PartsHeld != held-1 || res.PartsSent != 12-held+1 {
-		t.Errorf("resumed: sent %d bytes (%d parts, %d held); want %d (%d parts, %d held)", sent, res.PartsSent, res.PartsHeld, want, 12-held+1, held-1)
+	before, completes := f.received, f.completes
+	resumed := false
+	_, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart, OnResume: func(int, int, int64, int64) { resumed = true }})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodePartsMismatch || e.Op != "resume" || !strings.Contains(e.Message, fmt.Sprintf("part %d ", changed)) || !strings.Contains(err.Error(), "new key") {
+		t.Fatalf("err = %v; want the parts held refused as not this file's, naming part %d", err, changed)
 	}
-	if !res.Replayed || !bytes.Equal(f.object(key), data) {
-		t.Fatalf("replayed %v; the object is not the file", res.Replayed)
+	if f.received != before || f.completes != completes || resumed {
+		t.Errorf("%d bytes sent, %d completes, resume told %v; want nothing", f.received-before, f.completes-completes, resumed)
 	}
+}
 
-	before = f.received
-	again, err := c.Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart})
-	if err != nil || again.Upload.Status != api.StatusCompleted || again.PartsSent != 0 || f.received != before || f.completes != 1 {
-		t.Errorf("again: %+v, %v; %d bytes sent, %d completes; want completed, nothing sent, 1 complete", again, err, f.received-before, f.completes)
+// The server's parts_mismatch at Complete is final: one Complete, and an
+// error that says the parts under this key are not the file's.
+func TestPartsMismatchAtCompleteIsFinal(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	data := randomBytes(t, 3*testPart)
+	f.onStored = func(n int) {
+		if n == 2 { // another writer's bytes replace part 2 once stored
+			f.mu.Lock()
+			for _, u := range f.byID {
+				u.parts[2] = bytes.Repeat([]byte{'x'}, testPart)
+			}
+			f.mu.Unlock()
+		}
+	}
+	_, err := mpClient(t, f).Upload(context.Background(), tempFile(t, data), UploadInput{PartSize: testPart})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodePartsMismatch || e.StatusCode != 409 || e.Attempts != 1 || !strings.Contains(e.Message, "not this file's") || !strings.Contains(e.Message, "2") {
+		t.Fatalf("err = %v; want the 409 parts_mismatch, final, saying the parts are not this file's", err)
+	}
+	if f.completes != 1 {
+		t.Errorf("%d completes, want 1", f.completes)
+	}
+}
+
+// A file written to while its parts are sent is not completed: its parts
+// in S3 would mix two versions of it.
+func TestFileChangedWhileSendingIsNotCompleted(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	data := randomBytes(t, 6*testPart)
+	path := tempFile(t, data)
+	var once sync.Once
+	f.onStored = func(int) {
+		once.Do(func() {
+			file, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = file.WriteAt([]byte("changed"), 5*testPart+3)
+			file.Close()
+			_ = os.Chtimes(path, time.Now().Add(time.Hour), time.Now().Add(time.Hour)) // a coarse clock must not hide it
+		})
+	}
+	_, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{PartSize: testPart, Parallel: 1})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeFileChanged {
+		t.Fatalf("err = %v; want %s", err, CodeFileChanged)
+	}
+	if f.completes != 0 {
+		t.Errorf("%d completes, want none", f.completes)
 	}
 }
 

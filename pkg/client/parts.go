@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"strings"
 
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -133,35 +132,54 @@ func (p *partHasher) flush() {
 	p.inPart = 0
 }
 
-// partsToSend decides what a resumed upload sends: every part of d that S3
-// does not hold with the same length and SHA-256 (a part held with other
-// bytes, from a file that changed, is sent again and replaces it). It
-// returns the part numbers in order and the bytes S3 already holds of d.
-func partsToSend(d *Digest, held []api.StoredPart) (todo []int, heldBytes int64) {
-	good := make(map[int]bool, len(held))
-	for _, p := range held {
-		n := p.PartNumber
-		if n >= 1 && n <= len(d.Parts) && p.Size == d.Length(n) && strings.EqualFold(p.SHA256, d.Parts[n-1]) {
-			good[n] = true
-		}
-	}
-	for n := 1; n <= len(d.Parts); n++ {
-		if good[n] {
-			heldBytes += d.Length(n)
-		} else {
-			todo = append(todo, n)
-		}
-	}
-	return todo, heldBytes
+// partPlan is an upload in parts as Upload sends it: its cut, and each
+// part's SHA-256 (lower-case hex) once known, from hashing the part just
+// before it is sent or, for a part S3 held already, from checking it
+// against the file.
+type partPlan struct {
+	size, partSize int64
+	sums           []string // sums[i] is part i+1's; "" while not known
 }
 
-// batches cuts part numbers into sign requests of at most n parts.
-func batches(parts []int, n int) [][]int {
-	var out [][]int
-	for len(parts) > 0 {
-		k := min(n, len(parts))
-		out = append(out, parts[:k:k])
-		parts = parts[k:]
+func newPartPlan(size, partSize int64) *partPlan {
+	return &partPlan{size: size, partSize: partSize, sums: make([]string, api.PartCount(size, partSize))}
+}
+
+// length is the length of part n (1-based).
+func (p *partPlan) length(n int) int64 { return api.PartLength(p.size, p.partSize, n) }
+
+// offset is where part n (1-based) starts.
+func (p *partPlan) offset(n int) int64 { return int64(n-1) * p.partSize }
+
+// declared is every part's SHA-256 in the signing shape, for Complete.
+func (p *partPlan) declared() []api.PartToSign {
+	out := make([]api.PartToSign, len(p.sums))
+	for i, s := range p.sums {
+		out[i] = api.PartToSign{PartNumber: i + 1, SHA256: s}
 	}
 	return out
+}
+
+// hashPart returns the SHA-256 (hex) of part n of p as r holds it, read
+// with buf (any size) through ReadAt, so parts are hashed independently
+// of each other and of the reads that send them.
+func hashPart(r io.ReaderAt, p *partPlan, n int, buf []byte) (string, error) {
+	h := sha256.New()
+	off, left := p.offset(n), p.length(n)
+	for left > 0 {
+		k, err := r.ReadAt(buf[:min(int64(len(buf)), left)], off)
+		h.Write(buf[:k])
+		off += int64(k)
+		left -= int64(k)
+		if left > 0 && k == 0 && err == nil {
+			err = io.ErrNoProgress // a ReaderAt that breaks its contract
+		}
+		if left > 0 && err != nil {
+			if err == io.EOF {
+				return "", fmt.Errorf("part %d: %d bytes to upload, but only %d could be read", n, p.size, off)
+			}
+			return "", fmt.Errorf("part %d: %w", n, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -70,7 +70,9 @@ func mismatch(u *api.Upload, req api.CreateRequest) string {
 		return "contentType"
 	case u.Bytes != req.Size:
 		return "size"
-	case !strings.EqualFold(u.SHA256, req.SHA256):
+	case !strings.EqualFold(u.SHA256, req.SHA256) && (req.SHA256 != "" || req.PartSize == 0):
+		// An upload in parts created without one may carry the sha256
+		// its Complete declared.
 		return "sha256"
 	case u.Multipart != nil && u.Multipart.PartSize != req.PartSize:
 		return "partSize"

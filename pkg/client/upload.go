@@ -53,9 +53,14 @@ type UploadInput struct {
 	// the upload (for example to persist the key, upload id and part size
 	// before sending bytes).
 	OnCreated func(key string, u *api.Upload)
+	// OnCheck is called when S3 already holds parts of an upload in parts
+	// (a resumed upload), before they are read from the file to check that
+	// they are the file's: how many, and their bytes.
+	OnCheck func(partsHeld int, bytesHeld int64)
 	// OnResume is called, before any byte is sent, when S3 already holds
-	// parts of an upload in parts (a resumed upload): how many of how many,
-	// and their bytes of the total. Progress then starts from bytesHeld.
+	// parts of an upload in parts (a resumed upload) and they were found to
+	// be the file's: how many of how many, and their bytes of the total.
+	// Progress then starts from bytesHeld.
 	OnResume func(partsHeld, parts int, bytesHeld, total int64)
 	// OnCompleting is called when every byte is in S3 and the client asks
 	// the server to complete the upload (in parts) or waits for it to
@@ -81,10 +86,15 @@ const CodeUploadAborted = "upload_aborted"
 
 // Upload does the whole job for the file at path: size and SHA-256,
 // create (one key for every attempt), PUT, wait for completion. A file of
-// MultipartThreshold bytes or more goes up in parts, Parallel at a time;
-// given the key of an unfinished upload in parts, it sends only the parts
-// S3 lacks. It is UploadReader on the open file, named by its base name
-// unless in.Filename says otherwise.
+// MultipartThreshold bytes or more goes up in parts, Parallel at a time,
+// starting at once: each part is hashed just before it is sent, with no
+// pass over the whole file first, and Complete declares every part's
+// SHA-256 (the completed upload has no whole-file sha256, but S3's
+// compositeSha256). Given the key of an unfinished upload in parts, it
+// checks the parts S3 holds against the file and sends only the others. A
+// file that changes while it is sent in parts is not completed
+// (CodeFileChanged). It is UploadReader on the open file, named by its base
+// name unless in.Filename says otherwise.
 func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -98,7 +108,20 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 	if in.Filename == "" {
 		in.Filename = filepath.Base(path)
 	}
-	return c.upload(ctx, f, info.Size(), path, in)
+	// Parts are read as they are sent, not in one pass first: the file
+	// must not change meanwhile, or the object would mix two versions of
+	// it (each part is checked by S3 against its own SHA-256 only).
+	changed := func() error {
+		now, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if now.Size() != info.Size() || !now.ModTime().Equal(info.ModTime()) {
+			return &Error{Op: "upload", Code: CodeFileChanged, Message: path + " changed while it was being sent (its size or modification time); the upload was not completed"}
+		}
+		return nil
+	}
+	return c.upload(ctx, f, info.Size(), path, in, changed)
 }
 
 // UploadReader is Upload for the first size bytes of r, which need not be
@@ -106,9 +129,10 @@ func (c *Client) Upload(ctx context.Context, path string, in UploadInput) (*Resu
 // io.SectionReader over a piece of a larger file, a reader of ranges of a
 // remote object. in.Filename names the upload and is required.
 //
-// r is read from more than once (a pass for the SHA-256s, then the bytes
-// to send, again on a retry), by several goroutines at once for an upload
-// in parts, as io.ReaderAt allows; it must give the same bytes every time.
+// r is read from more than once (for one PUT, a pass for the SHA-256, then
+// the bytes to send; for parts, each part to hash it, then to send it; again
+// on a retry), by several goroutines at once for an upload in parts, as
+// io.ReaderAt allows; it must give the same bytes every time.
 // Resuming works as for a file: pass the key (and part size) of the
 // unfinished upload, and only the parts S3 lacks are sent.
 func (c *Client) UploadReader(ctx context.Context, r io.ReaderAt, size int64, in UploadInput) (*Result, error) {
@@ -120,13 +144,16 @@ func (c *Client) UploadReader(ctx context.Context, r io.ReaderAt, size int64, in
 	case in.Filename == "":
 		return nil, errors.New("client: UploadReader: UploadInput.Filename is required (a reader has no name)")
 	}
-	return c.upload(ctx, r, size, in.Filename, in)
+	return c.upload(ctx, r, size, in.Filename, in, nil)
 }
 
 // upload is Upload and UploadReader once they have size bytes of r and a
 // name: in.Filename, or for Upload the path (which errors name, and whose
 // extension gives the content type).
-func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name string, in UploadInput) (*Result, error) {
+//
+// changed, if not nil, says whether the file changed since it was opened:
+// an upload in parts asks it before completing.
+func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name string, in UploadInput, changed func() error) (*Result, error) {
 	if c.opts.Deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Deadline)
@@ -148,23 +175,34 @@ func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name str
 		key = NewKey()
 	}
 	if partSize > 0 {
-		// Refused before the bytes are read: hashing them is the long part.
+		// Refused before anything is sent.
 		if n := api.PartCount(size, partSize); n > api.MaxParts {
 			return nil, fmt.Errorf("%s: %d parts of %d bytes; at most %d (use a larger part size)", name, n, partSize, api.MaxParts)
 		}
-		d, err := DescribeParts(io.NewSectionReader(r, 0, size), partSize)
-		if err != nil {
+		// Bytes that end before size (a reader shorter than said) are
+		// refused before the create, by their last byte.
+		if k, err := r.ReadAt(make([]byte, 1), size-1); k != 1 {
+			if err == nil || err == io.EOF {
+				return nil, fmt.Errorf("%s: %d bytes to upload, but fewer could be read", name, size)
+			}
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		if err := sameSize(name, d.Size, size); err != nil {
-			return nil, err
-		}
-		req.Size, req.SHA256, req.PartSize = d.Size, d.SHA256, partSize
+		// No pass over the bytes first: the create declares no whole-file
+		// SHA-256 (S3 cannot check one for an object in parts), each part
+		// is hashed just before it is sent, and Complete declares them all.
+		req.Size, req.PartSize = size, partSize
 		res, created, err := c.create(ctx, key, req, in)
 		if err != nil {
 			return nil, err
 		}
-		return c.uploadParts(ctx, r, d, res, created.Replayed, in)
+		res, err = c.uploadParts(ctx, r, size, partSize, res, created.Replayed, in, changed)
+		if err != nil {
+			if e := (*Error)(nil); !errors.As(err, &e) && ctx.Err() == nil {
+				err = fmt.Errorf("%s: %w", name, err) // a read error: say of what
+			}
+			return nil, err
+		}
+		return res, nil
 	}
 	n, sum, err := Describe(io.NewSectionReader(r, 0, size))
 	if err != nil {
