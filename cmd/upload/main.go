@@ -6,8 +6,9 @@
 // Each file gets one Idempotency-Key, stored in a small state file before
 // the first request; running the command again after a crash or Ctrl-C
 // resumes with the same key, so the file is never stored twice. Files from
-// 64 MiB up go in parts, --parallel at a time, and a rerun sends only the
-// parts S3 lacks. A completed file is remembered for the idempotency
+// 64 MiB up go in parts, --parallel at a time, starting at once (each
+// part is hashed just before it is sent), and a rerun checks the parts S3
+// holds against the file and sends only the others. A completed file is remembered for the idempotency
 // window: running again on it prints "already uploaded" and sends
 // nothing. Exit codes:
 // 0 all uploaded, 1 other failure (a file cannot be read, the URL is not
@@ -122,10 +123,18 @@ the command retries; if the command itself is stopped, run it again: it
 resumes each unfinished file with the same Idempotency-Key, so nothing is
 stored twice.
 
-Files from 64 MiB up go in parts, --parallel at a time; stopped (Ctrl-C,
-a crash, a network that stays down), the same command sends only the parts
-S3 lacks. Run again on a file that completed, it prints "already uploaded"
-with the upload id and sends nothing.
+Files from 64 MiB up go in parts, --parallel at a time. They start at
+once: each part is hashed just before it is sent, with no pass over the
+whole file first, so the result of an upload in parts has S3's
+compositeSha256 (of the parts' SHA-256s) and no whole-file sha256. Do not
+change a file while it is sent: the command notices and does not complete
+it. Stopped (Ctrl-C, a crash, a network that stays down), the same command
+checks the parts S3 holds against the file (reading those parts) and sends
+only the others; if they are not the file's bytes (it changed though its
+size and time did not), it says so, sends nothing and forgets the key, and
+the next run uploads the file afresh with a new key. Run again on a file
+that completed, it prints "already uploaded" with the upload id and sends
+nothing.
 
 Tokens: --token is fixed for the run; a JWT typically lasts an hour, and
 one that expires mid-upload ends the run (exit 3). With --token-command
@@ -142,9 +151,9 @@ Examples:
   upload --json report.pdf | jq .upload.uploadId
 
 While it works it says so on stderr (unless --quiet): each retry and its
-wait, a resume (how many parts S3 holds already; the bar, its speed and
-time left count only what this run sends), and completion once every byte
-is sent. Sizes are in 1024-based units (KiB, MiB, GiB).
+wait, a resume (the check of the parts S3 holds, then how many it holds;
+the bar, its speed and time left count only what this run sends), and
+completion once every byte is sent. Sizes are in 1024-based units (KiB, MiB, GiB).
 
 Exit codes: 0 done, 1 failed, 2 usage (also a FILE that is missing, a
 directory or empty: refused before anything is sent), 3 rejected by the
@@ -288,6 +297,9 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	// The bar counts this run's bytes only (a resumed upload's held parts
 	// are announced, not counted), so its speed and time left are true.
 	var base int64
+	in.OnCheck = func(held int, heldBytes int64) {
+		scr.say("checking the %d parts S3 holds (%s) against the file", held, iec(heldBytes))
+	}
 	in.OnResume = func(held, parts int, heldBytes, total int64) {
 		base = heldBytes
 		scr.say("resuming: %d of %d parts are stored (%s of %s); sending the other %s", held, parts, iec(heldBytes), iec(total), iec(total-heldBytes))
@@ -343,6 +355,25 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			}
 			_ = state.forget(id)
 			return exitRejected
+		case errors.As(err, &e) && e.Code == client.CodePartsMismatch:
+			// Final: S3 holds parts under this key with other bytes (the
+			// file changed though its size and time did not, or --key is
+			// another file's). The key must not store a mix of the two.
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			if o.key != "" {
+				fmt.Fprintf(stderr, "upload: %s: the parts stored under --key %s are not this file's; give another --key, or none for a new one\n", file, key)
+			} else {
+				_ = state.forget(id) // a new run mints a new key
+				fmt.Fprintf(stderr, "upload: %s: the parts stored under this file's key are not its bytes (it changed since the upload began); the key is forgotten: run the same command again to upload it afresh with a new key\n", file)
+			}
+			return exitRejected
+		case errors.As(err, &e) && e.Code == client.CodeFileChanged:
+			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			if o.key == "" {
+				_ = state.forget(id) // the file is another one now: a new run mints a new key
+			}
+			fmt.Fprintf(stderr, "upload: %s: changed while it was being sent, so it was not completed; run the command again once it no longer changes\n", file)
+			return exitFailed
 		case errors.As(err, &e) && e.Code == client.CodeUploadAborted:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			_ = state.forget(id) // a new run mints a new key

@@ -266,9 +266,10 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	// The resume says what S3 holds, in MiB, before it sends; then that
 	// it completes.
 	msg := rerunErr.String()
+	checking := strings.Index(msg, "big.bin: checking the 6 parts S3 holds (30 MiB) against the file\n")
 	resuming := strings.Index(msg, "big.bin: resuming: 6 of 10 parts are stored (30 MiB of 50 MiB); sending the other 20 MiB\n")
-	if completing := strings.Index(msg, "big.bin: all bytes sent; completing the upload\n"); resuming < 0 || completing < resuming {
-		t.Errorf("rerun's stderr %q; want the resume told, then the completion", msg)
+	if completing := strings.Index(msg, "big.bin: all bytes sent; completing the upload\n"); checking < 0 || resuming < checking || completing < resuming {
+		t.Errorf("rerun's stderr %q; want the check and the resume told, then the completion", msg)
 	}
 	var line struct {
 		Key    string
@@ -297,5 +298,97 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	obj.Body.Close()
 	if want := sha256.Sum256(data); hex.EncodeToString(h.Sum(nil)) != hex.EncodeToString(want[:]) {
 		t.Fatal("the object is not the file")
+	}
+}
+
+// A file whose bytes changed since its upload began, though its size and
+// modification time did not (so the state file takes it for the same
+// file): the rerun checks the parts S3 holds against it, refuses (exit 3)
+// without sending a byte, and forgets the key; the next run uploads the
+// file as it is now, with a new key. The completed upload in parts has
+// S3's compositeSha256 and no whole-file sha256.
+func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
+	testenv.RequireTools(t, "dynoxide", "versitygw")
+	st, err := devstack.Start(context.Background(), devstack.Config{
+		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-changed", Bucket: "uploads-cli-changed",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir := t.TempDir()
+	const size, partSize = 30 << 20, 5 << 20
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	file := filepath.Join(dir, "big.bin")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := os.Stat(file)
+	state := filepath.Join(dir, "state.json")
+	proxy := startPartProxy(t)
+	proxy.mu.Lock()
+	proxy.holdFrom = 3 // parts 1 and 2 are stored, then the run is stopped
+	proxy.mu.Unlock()
+	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "2", "--json", file}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-proxy.reached:
+		case <-time.After(2 * time.Minute):
+		}
+		cancel()
+	}()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, args, &out, &errOut, nil); code != exitInterrupted {
+		t.Fatalf("first run: exit %d, stderr %q; want interrupted", code, errOut.String())
+	}
+	proxy.handlers.Wait()
+
+	// Other bytes in part 1, S3 holds; the same size and time.
+	data[100] ^= 0xff
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.mu.Lock()
+	proxy.holdFrom, proxy.partBytes = 0, 0
+	proxy.mu.Unlock()
+	out.Reset()
+	errOut.Reset()
+	code := run(context.Background(), args, &out, &errOut, nil)
+	msg := errOut.String()
+	proxy.mu.Lock()
+	sent := proxy.partBytes
+	proxy.mu.Unlock()
+	if code != exitRejected || !strings.Contains(msg, "parts_mismatch") || !strings.Contains(msg, "part 1 ") || !strings.Contains(msg, "run the same command again to upload it afresh with a new key") || sent != 0 {
+		t.Fatalf("rerun on the changed file: exit %d, %d part bytes sent, stderr %q; want %d, nothing sent, the parts refused as not the file's", code, sent, msg, exitRejected)
+	}
+	if raw, _ := os.ReadFile(state); strings.Contains(string(raw), `"key"`) {
+		t.Errorf("state %s; want the key forgotten", raw)
+	}
+
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), args, &out, &errOut, nil); code != exitOK {
+		t.Fatalf("third run: exit %d, stderr %q", code, errOut.String())
+	}
+	var line struct{ Upload api.Upload }
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil || line.Upload.Status != api.StatusCompleted {
+		t.Fatalf("third run printed %s (%v)", out.Bytes(), err)
+	}
+	if u := line.Upload; u.SHA256 != "" || !strings.HasSuffix(u.CompositeSHA256, "-6") || strings.Contains(out.String(), `"sha256"`) {
+		t.Errorf("completed %+v; want compositeSha256 of 6 parts and no sha256", u)
+	}
+	obj, err := testenv.S3Client(st.S3URL, nil).GetObject(context.Background(), &s3.GetObjectInput{Bucket: &st.Bucket, Key: &line.Upload.StorageKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if !bytes.Equal(got, data) {
+		t.Fatal("the object is not the file as it is now")
 	}
 }
