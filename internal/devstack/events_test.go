@@ -297,3 +297,24 @@ func TestUploadEventsAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// The example event in docs/api.md fits the schema it sits next to.
+func TestDocumentedEventFitsTheSchema(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ := bytes.Cut(doc[bytes.Index(doc, []byte("\n## Events\n")):], []byte("\n## Retry rules"))
+	start := bytes.Index(section, []byte("```json\n"))
+	end := bytes.Index(section[start+8:], []byte("```"))
+	if start < 0 || end < 0 {
+		t.Fatal("docs/api.md: no JSON example in the Events section")
+	}
+	var v any
+	if err := json.Unmarshal(section[start+8:start+8+end], &v); err != nil {
+		t.Fatalf("the documented event is not JSON: %v", err)
+	}
+	if err := eventSchema(t).Validate(v); err != nil {
+		t.Errorf("the documented event does not fit docs/events.schema.json: %v", err)
+	}
+}
