@@ -176,3 +176,23 @@ func TestLocalIgnoresTheProcessEnvironment(t *testing.T) {
 		t.Errorf("create failed on the process's AWS settings: %v", err)
 	}
 }
+
+// The events function's handler: the bus and source default to the
+// account's bus and api.EventSource, and a source AWS keeps for itself is
+// refused at start-up.
+func TestPublisherSettings(t *testing.T) {
+	sdkEnvironment(t, map[string]string{"AWS_REGION": "eu-west-1"})
+	own := map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b"}
+	h, err := wiring.Publisher(context.Background(), lookup(own), discard)
+	if err != nil || h.Bus != "default" || h.Source != "onceupload" || h.Bucket != "b" {
+		t.Fatalf("defaults: %+v %v", h, err)
+	}
+	own["EVENT_BUS_NAME"], own["EVENT_SOURCE"] = "uploads", "com.example.uploads"
+	if h, err := wiring.Publisher(context.Background(), lookup(own), discard); err != nil || h.Bus != "uploads" || h.Source != "com.example.uploads" {
+		t.Fatalf("configured: %+v %v", h, err)
+	}
+	own["EVENT_SOURCE"] = "aws.s3"
+	if _, err := wiring.Publisher(context.Background(), lookup(own), discard); err == nil || !strings.Contains(err.Error(), "EVENT_SOURCE") {
+		t.Errorf("source aws.s3: %v, want an error naming EVENT_SOURCE", err)
+	}
+}
