@@ -1,17 +1,19 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,34 +23,44 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
-// WriteRandom writes n pseudo-random bytes (ChaCha8, a fresh seed: nothing
-// compresses or repeats) to path, fast enough that a file of gigabytes
-// costs seconds.
+// WriteRandom writes n pseudo-random bytes (ChaCha8, fresh seeds: nothing
+// compresses or repeats) to path, chunks generated and written by one
+// goroutine per CPU, so that a file of gigabytes costs seconds.
 func WriteRandom(path string, n int64) error {
-	var seed [32]byte
-	_, _ = rand.Read(seed[:])
-	rng := mrand.NewChaCha8(seed)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	buf := make([]byte, 1<<20)
-	for left := n; left > 0; left -= int64(len(buf)) {
-		if left < int64(len(buf)) {
-			buf = buf[:left]
-		}
-		_, _ = rng.Read(buf)
-		if _, err := w.Write(buf); err != nil {
-			f.Close()
-			return err
-		}
+	const chunk = 4 << 20
+	var next atomic.Int64
+	workers := runtime.NumCPU()
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var seed [32]byte
+			_, _ = rand.Read(seed[:])
+			rng := mrand.NewChaCha8(seed)
+			buf := make([]byte, chunk)
+			for {
+				off := next.Add(chunk) - chunk
+				if off >= n {
+					errs <- nil
+					return
+				}
+				b := buf[:min(chunk, n-off)]
+				_, _ = rng.Read(b)
+				if _, err := f.WriteAt(b, off); err != nil {
+					next.Store(n) // the others stop too
+					errs <- err
+					return
+				}
+			}
+		}()
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
+	for range workers {
+		err = errors.Join(err, <-errs)
 	}
-	return f.Close()
+	return errors.Join(err, f.Close())
 }
 
 // Probe is the raw floor of an upload in parts on this S3 server: a
