@@ -199,7 +199,8 @@ func measureBrowser(ctx context.Context, rep *report, st *devstack.Stack, dir st
 }
 
 // measureFirstPart writes the --first-part-file file, times the first
-// part stored through the CLI and Chromium, and removes it.
+// part stored through the CLI and, when browser is selected too,
+// Chromium, and removes it.
 func measureFirstPart(ctx context.Context, rep *report, st *devstack.Stack, dir string) error {
 	bin, err := uploadCLI(ctx, dir)
 	if err != nil {
@@ -214,6 +215,9 @@ func measureFirstPart(ctx context.Context, rep *report, st *devstack.Stack, dir 
 	fmt.Fprintf(os.Stderr, "bench: wrote %d MiB in %.1f s\n", largeFile.firstPart>>20, time.Since(t0).Seconds())
 	cfg := bench.FirstPartConfig{Dir: dir, File: file, Bytes: largeFile.firstPart, APIURL: st.APIURL, UploadCLI: bin, S3: s3Client(st), Bucket: st.Bucket}
 	d, derr := browserDriver(st, dir)
+	if !rep.ran("browser") {
+		d, derr = nil, errors.New("not selected (--only without browser)")
+	}
 	if derr == nil {
 		cfg.Browser = d
 	}

@@ -86,7 +86,8 @@ func main() {
 	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
 	flag.Int64Var(&largeFile.firstPart, "first-part-file", 4<<30, "bytes of the file whose first stored part is timed, CLI and Chromium (0: skip)")
 	only := flag.String("only", strings.Join(allSections, ","), "sections to run, comma-separated: "+strings.Join(allSections, ", ")+
-		" (tusd and probe run with the CLI in parts of the large-file comparison; large adds its one PUT, aws s3 cp and phases)")
+		" (tusd and probe run with the CLI in parts of the large-file comparison, large adds its one PUT, aws s3 cp and phases;"+
+		" firstpart times the CLI, and Chromium too with browser; browser uploads the --large-file file in Chromium)")
 	flag.Parse()
 	for _, s := range strings.Split(*only, ",") {
 		if s = strings.TrimSpace(s); s == "" {
