@@ -305,13 +305,39 @@ const (
 	signBatch = 16
 )
 
-// lookAhead sizes sendParts for parallel workers and parts of partSize:
-// window is how many parts may be hashed and not yet acknowledged by S3
-// (those in flight included), reserve how many signed URLs the signer
-// keeps ready for the workers.
-func lookAhead(parallel int, partSize int64) (window, reserve int) {
+// lookAhead is how sendParts paces its stages for parallel workers and
+// parts of partSize.
+type lookAhead struct {
+	// window: parts hashed and not yet acknowledged by S3 (those in flight
+	// included), at most.
+	window int
+	// reserve: signed URLs the signer tries to keep ready for the workers.
+	reserve int
+	// batch: hashed parts the signer gathers into one request when the
+	// workers have URLs enough.
+	batch int
+}
+
+func newLookAhead(parallel int, partSize int64) lookAhead {
 	ahead := int(min(int64(parallel+signBatch), max(1, aheadBytes/max(partSize, 1))))
-	return parallel + ahead, min(parallel, max(1, ahead/2))
+	reserve := min(parallel, max(1, ahead/2))
+	return lookAhead{window: parallel + ahead, reserve: reserve, batch: max(1, min(api.MaxPartsPerSign, ahead-reserve))}
+}
+
+// signNow says whether the signer signs the pending hashed parts now, with
+// stock signed URLs waiting for the workers and done when no more parts
+// will be hashed: at once when a worker may be waiting (no stock: the
+// first part is signed as soon as it is hashed), when a batch is full, or
+// when the stock runs low and a few parts are pending; otherwise it waits
+// for more, since the workers have URLs.
+func (la lookAhead) signNow(pending, stock int, done bool) bool {
+	switch {
+	case pending == 0:
+		return false
+	case done, stock == 0, pending >= la.batch:
+		return true
+	}
+	return stock < la.reserve && pending >= la.reserve
 }
 
 // partJob is a signed part for a worker, with the SHA-256 its URL signs.
@@ -328,19 +354,22 @@ type partJob struct {
 // PUT starts: each part is read twice, once to hash it and once as the
 // PUT's body (again on a retry), rather than held in memory. Holding the
 // parts in flight would take parallel × partSize (32 MiB for 4 parts of
-// 8 MiB, and parts may be up to 5 GiB), while the second read of a part
-// read moments before comes from the page cache (about 1.5 ms per 8 MiB
-// part here, against 5 ms to hash it and far longer to send it). Memory
-// stays a few MiB whatever the part size.
+// 8 MiB, more with the garbage collector's slack, and parts may be up to
+// 5 GiB), while the second read of a part read moments before comes from
+// the page cache: measured on two cores, about 2 ms per 8 MiB part,
+// against 6 ms to hash it, in an upload to the local stack that takes
+// 60 ms a part. The CLI's peak RSS for 1 GiB in 8 MiB parts is 15 MiB, and
+// does not grow with the part size.
 //
 // Three stages: a hasher reads and hashes the parts in file order (reads
 // a disk likes), at most window parts ahead of S3's acknowledgements; a
 // signer signs the hashed parts in batches; parallel workers PUT them. The
-// signer signs what is hashed at once whenever fewer than reserve signed
-// URLs wait for the workers (so the first part is signed as soon as it is
-// hashed, and a worker rarely waits for a sign round trip), else it
-// gathers parts into one request of up to api.MaxPartsPerSign: about one
-// sign request per dozen parts. Each part is retried on its own; a part
+// signer signs what is hashed at once when no signed URL waits for the
+// workers (so the first part is signed as soon as it is hashed), and
+// otherwise gathers parts into one request (lookAhead.signNow), keeping a
+// few URLs ready so that a worker rarely waits for a sign round trip: for
+// 1 GiB in 128 parts to the local stack, 14 to 21 sign requests (the first
+// few of one part each, then batches of 12). Each part is retried on its own; a part
 // that fails for good stops the others and is the error.
 func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, plan *partPlan, todo []int, parallel int, prog *partProgress) error {
 	if len(todo) == 0 {
@@ -353,11 +382,11 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, 
 	fail := func(err error) {
 		once.Do(func() { first = err; cancel() })
 	}
-	window, reserve := lookAhead(parallel, plan.partSize)
-	slots := make(chan struct{}, window)        // parts hashed and not yet acknowledged
-	hashed := make(chan api.PartToSign, window) // to the signer
-	jobs := make(chan partJob, window)          // to the workers; never full (slots)
-	took := make(chan struct{}, window)         // a worker took a job: the signer may need to sign
+	la := newLookAhead(parallel, plan.partSize)
+	slots := make(chan struct{}, la.window)        // parts hashed and not yet acknowledged
+	hashed := make(chan api.PartToSign, la.window) // to the signer
+	jobs := make(chan partJob, la.window)          // to the workers; never full (slots)
+	took := make(chan struct{}, la.window)         // a worker took a job: the signer may need to sign
 	var wg sync.WaitGroup
 	wg.Go(func() { // the hasher
 		defer close(hashed)
@@ -388,7 +417,7 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, 
 		var pending []api.PartToSign
 		in := hashed
 		for {
-			if len(pending) > 0 && (in == nil || len(jobs) < reserve || len(pending) >= api.MaxPartsPerSign) {
+			if la.signNow(len(pending), len(jobs), in == nil) {
 				signed, err := c.SignParts(ctx, uploadID, pending)
 				if err != nil {
 					fail(err)

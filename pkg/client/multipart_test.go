@@ -125,20 +125,44 @@ func TestMissingParts(t *testing.T) {
 func TestLookAhead(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		parallel               int
-		partSize               int64
-		window, reserve, ahead int
+		parallel int
+		partSize int64
+		want     lookAhead
 	}{
-		{4, 8 << 20, 20, 4, 16},
-		{4, 5 << 20, 24, 4, 20},
-		{8, 8 << 20, 24, 8, 16},
-		{4, 64 << 20, 6, 1, 2},
-		{4, 5 << 30, 5, 1, 1},
-		{1, 1024, 18, 1, 17},
+		{4, 8 << 20, lookAhead{window: 20, reserve: 4, batch: 12}},
+		{4, 5 << 20, lookAhead{window: 24, reserve: 4, batch: 16}},
+		{8, 8 << 20, lookAhead{window: 24, reserve: 8, batch: 8}},
+		{4, 64 << 20, lookAhead{window: 6, reserve: 1, batch: 1}},
+		{4, 5 << 30, lookAhead{window: 5, reserve: 1, batch: 1}},
+		{1, 1024, lookAhead{window: 18, reserve: 1, batch: 16}},
 	} {
-		window, reserve := lookAhead(tc.parallel, tc.partSize)
-		if window != tc.window || reserve != tc.reserve || window-tc.parallel != tc.ahead {
-			t.Errorf("lookAhead(%d, %d) = %d, %d; want %d, %d", tc.parallel, tc.partSize, window, reserve, tc.window, tc.reserve)
+		if got := newLookAhead(tc.parallel, tc.partSize); got != tc.want {
+			t.Errorf("newLookAhead(%d, %d) = %+v, want %+v", tc.parallel, tc.partSize, got, tc.want)
+		}
+	}
+}
+
+// The signer signs at once when a worker may be waiting, else gathers a
+// batch, or a few parts once the URLs ready run low.
+func TestSignNow(t *testing.T) {
+	t.Parallel()
+	la := lookAhead{window: 20, reserve: 4, batch: 12}
+	for _, tc := range []struct {
+		pending, stock int
+		done, want     bool
+	}{
+		{0, 0, false, false},
+		{0, 0, true, false},
+		{1, 0, false, true},   // the first part, or workers waiting
+		{1, 3, false, false},  // URLs ready: gather more
+		{3, 3, false, false},  //
+		{4, 3, false, true},   // running low, a few pending
+		{11, 4, false, false}, //
+		{12, 8, false, true},  // a full batch
+		{2, 9, true, true},    // the last parts
+	} {
+		if got := la.signNow(tc.pending, tc.stock, tc.done); got != tc.want {
+			t.Errorf("signNow(%d pending, %d ready, done %v) = %v, want %v", tc.pending, tc.stock, tc.done, got, tc.want)
 		}
 	}
 }
@@ -405,7 +429,7 @@ func TestFirstPartBeforeWholeFileRead(t *testing.T) {
 	if !bytes.Equal(f.object(res.Key), data) {
 		t.Fatal("the object is not the file")
 	}
-	window, _ := lookAhead(parallel, testPart)
+	window := newLookAhead(parallel, testPart).window
 	// The bodies of the first PUTs may be read before the first reaches S3.
 	if limit := int64(window+parallel)*testPart + 1; atCreate != 1 || atFirstPut <= 0 || atFirstPut > limit {
 		t.Errorf("read %d bytes before the create, %d before the first part PUT; want 1, then at most %d (%d parts hashed ahead and %d parts' bodies) of %d", atCreate, atFirstPut, limit, window, parallel, len(data))
