@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -288,6 +290,77 @@ func TestExpiredPartURLsAreSignedAgain(t *testing.T) {
 		t.Fatalf("status %s after %d sign requests; want completed, with parts signed again", res.Upload.Status, signs.Load())
 	}
 	if !bytes.Equal(objectBytes(t, st), fileBytes(t, path)) {
+		t.Fatal("the object is not the file")
+	}
+}
+
+// The complete body on the real stack: an upload in parts declares no
+// whole-file SHA-256 and completes with every part's, so S3's
+// compositeSha256 is the one computed from the file's parts, and there is
+// no sha256. A Complete declaring another part SHA-256 than S3 holds is
+// refused once with 409 parts_mismatch (final, never retried); declaring
+// the right ones completes.
+func TestCompleteDeclaresThePartsAgainstTheLocalStack(t *testing.T) {
+	st := startStack(t, nil)
+	c, err := client.New(st.APIURL, fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "big.bin", 11<<20) // parts of 5, 5 and 1 MiB
+	data := fileBytes(t, path)
+	var digests []byte
+	var parts []api.PartToSign
+	for off, n := 0, 1; off < len(data); off, n = off+api.MinPartSize, n+1 {
+		sum := sha256.Sum256(data[off:min(off+api.MinPartSize, len(data))])
+		digests = append(digests, sum[:]...)
+		parts = append(parts, api.PartToSign{PartNumber: n, SHA256: hex.EncodeToString(sum[:])})
+	}
+	composite := sha256.Sum256(digests)
+	wantComposite := base64.StdEncoding.EncodeToString(composite[:]) + "-3"
+	res, err := c.Upload(context.Background(), path, client.UploadInput{PartSize: api.MinPartSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := res.Upload; u.Status != api.StatusCompleted || u.SHA256 != "" || u.CompositeSHA256 != wantComposite {
+		t.Fatalf("completed %+v; want compositeSha256 %s, no sha256", u, wantComposite)
+	}
+
+	// By the steps: create without sha256, sign and PUT the parts, then a
+	// Complete that declares another part 2.
+	created, err := c.Create(context.Background(), client.NewKey(), api.CreateRequest{Filename: "big.bin", ContentType: "application/octet-stream", Size: int64(len(data)), PartSize: api.MinPartSize})
+	if err != nil || created.Upload.SHA256 != "" {
+		t.Fatalf("create: %+v, %v", created, err)
+	}
+	id := created.Upload.UploadID
+	signed, err := c.SignParts(context.Background(), id, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range signed {
+		off := (sp.PartNumber - 1) * api.MinPartSize
+		req, _ := http.NewRequest(sp.Method, sp.URL, bytes.NewReader(data[off:min(off+api.MinPartSize, len(data))]))
+		for k, v := range sp.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("PUT part %d: %v %v", sp.PartNumber, resp, err)
+		}
+		resp.Body.Close()
+	}
+	wrong := append([]api.PartToSign(nil), parts...)
+	other := sha256.Sum256([]byte("other bytes"))
+	wrong[1].SHA256 = hex.EncodeToString(other[:])
+	_, err = c.Complete(context.Background(), id, &api.CompleteRequest{Parts: wrong})
+	var e *client.Error
+	if !errors.As(err, &e) || e.StatusCode != 409 || e.Code != client.CodePartsMismatch || e.Attempts != 1 || !strings.Contains(e.Message, "2") {
+		t.Fatalf("complete with another part 2: %v; want 409 parts_mismatch naming part 2, after one attempt", err)
+	}
+	done, err := c.Complete(context.Background(), id, &api.CompleteRequest{Parts: parts})
+	if err != nil || done.Status != api.StatusCompleted || done.CompositeSHA256 != wantComposite || done.SHA256 != "" {
+		t.Fatalf("complete: %+v, %v", done, err)
+	}
+	if !bytes.Equal(objectAt(t, st, done.StorageKey), data) {
 		t.Fatal("the object is not the file")
 	}
 }

@@ -1,7 +1,9 @@
 /**
- * The hashing worker (dist/hash-worker.js): reads the file it is given in
- * chunks and answers with its SHA-256 and its parts' SHA-256, reporting
- * progress on the way. The page terminates it to cancel.
+ * The hashing worker (dist/hash-worker.js): reads the Blob it is given (a
+ * file for a single PUT, or one part of a file) in chunks and answers with
+ * its SHA-256, reporting progress on the way unless asked not to. It takes
+ * one job after another (a pool keeps it for every part); the page
+ * terminates it to cancel.
  */
 import { type HashJob, type HashMessage, hashFile } from "./hash.js";
 
@@ -12,10 +14,11 @@ const scope = globalThis as unknown as {
 };
 
 scope.onmessage = (e) => {
-  const { blob, chunkBytes, partBytes } = e.data;
-  hashFile(blob, { chunkBytes, partBytes, onProgress: (loaded, total) => scope.postMessage({ type: "progress", loaded, total }) }).then(
-    (hashes) => scope.postMessage({ type: "done", hashes }),
+  const { id, blob, chunkBytes, partBytes, progress } = e.data;
+  const onProgress = progress === false ? undefined : (loaded: number, total: number) => scope.postMessage({ type: "progress", id, loaded, total });
+  hashFile(blob, { chunkBytes, partBytes, onProgress }).then(
+    (hashes) => scope.postMessage({ type: "done", id, hashes }),
     (err: unknown) =>
-      scope.postMessage({ type: "error", message: `The file cannot be read (${err instanceof Error ? err.message : String(err)}). Pick it again.` }),
+      scope.postMessage({ type: "error", id, message: `The file cannot be read (${err instanceof Error ? err.message : String(err)}). Pick it again.` }),
   );
 };

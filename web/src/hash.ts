@@ -2,10 +2,13 @@
  * SHA-256 of a Blob, read in chunks so that memory stays bounded whatever the
  * file's size, with hash-wasm's incremental hasher (crypto.subtle has no
  * streaming digest). With `partBytes`, the same pass also gives the SHA-256
- * of every part of that size, for a multipart upload: the file is read once.
+ * of every part of that size.
  *
- * {@link workerHasher} runs this in a Web Worker, so that hashing a large
- * file never blocks the page.
+ * {@link workerHasher} runs this in a Web Worker, so that hashing a file for
+ * a single PUT never blocks the page. A multipart upload hashes no whole
+ * file: {@link workerPool} hashes each part, as it is about to be sent, in a
+ * small pool of Web Workers, each reading its slice of the file itself (a
+ * Blob passes to a worker without its bytes).
  */
 import { createSHA256 } from "hash-wasm";
 import { UploadError, abortError } from "./errors.js";
@@ -63,16 +66,20 @@ export async function hashFile(blob: Blob, opts: HashOptions = {}): Promise<File
 
 /** What the page sends the worker. */
 export interface HashJob {
+  /** Echoed in every answer, so that a pooled worker's answers are matched to their job. */
+  id?: number;
   blob: Blob;
   chunkBytes?: number;
   partBytes?: number;
+  /** Progress messages (default true; a part's hash needs none). */
+  progress?: boolean;
 }
 
 /** What the worker sends back. */
 export type HashMessage =
-  | { type: "progress"; loaded: number; total: number }
-  | { type: "done"; hashes: FileHashes }
-  | { type: "error"; message: string };
+  | { type: "progress"; id?: number; loaded: number; total: number }
+  | { type: "done"; id?: number; hashes: FileHashes }
+  | { type: "error"; id?: number; message: string };
 
 /**
  * Hashes in a dedicated Web Worker (hash-worker.js, built next to the
@@ -124,4 +131,229 @@ export function workerHasher(url: string | URL): Hasher {
       const job: HashJob = { blob, chunkBytes: opts.chunkBytes, partBytes: opts.partBytes };
       worker.postMessage(job);
     });
+}
+
+/**
+ * Hashes parts of a file (slices of it): each one's SHA-256, hex. Jobs run
+ * in the order they are given, a few at a time.
+ */
+export interface PartHasher {
+  hash(part: Blob, signal?: AbortSignal): Promise<string>;
+  /** Stops the jobs under way and waiting (they reject as aborted) and the workers. */
+  close(): void;
+}
+
+/** Hashes parts on the calling thread, one at a time (where there are no workers, and in tests). */
+export function inlinePartHasher(chunkBytes = DEFAULT_HASH_CHUNK): PartHasher {
+  let closed = new AbortController();
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    hash(part, signal) {
+      const stop = closed.signal;
+      const run = async () => {
+        if (signal?.aborted) throw abortError(signal);
+        if (stop.aborted) throw abortError(stop);
+        if (!signal) return (await hashFile(part, { chunkBytes, signal: stop })).sha256;
+        const both = new AbortController();
+        const onAbort = () => both.abort(signal.aborted ? signal.reason : stop.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+        stop.addEventListener("abort", onAbort, { once: true });
+        try {
+          return (await hashFile(part, { chunkBytes, signal: both.signal })).sha256;
+        } finally {
+          signal.removeEventListener("abort", onAbort);
+          stop.removeEventListener("abort", onAbort);
+        }
+      };
+      const p = tail.then(run, run);
+      tail = p.catch(() => undefined);
+      return p;
+    },
+    close() {
+      closed.abort();
+      closed = new AbortController();
+    },
+  };
+}
+
+/** The part of a Worker the pool uses (a test can give its own). */
+export interface WorkerLike {
+  postMessage(job: HashJob): void;
+  terminate(): void;
+  onmessage: ((e: { data: HashMessage }) => void) | null;
+  onerror: ((e: { message: string; preventDefault(): void }) => void) | null;
+}
+
+export interface WorkerPoolOptions {
+  /** The worker script (hash-worker.js). */
+  url: string | URL;
+  /** Workers at most (at least 1). */
+  size: number;
+  /** Bytes a worker reads at a time. Default 4 MiB. */
+  chunkBytes?: number;
+  /** Starts a worker. Default: `new Worker(url)`. */
+  newWorker?: (url: string | URL) => WorkerLike;
+}
+
+interface PoolJob {
+  id: number;
+  part: Blob;
+  signal?: AbortSignal;
+  resolve: (sha256: string) => void;
+  reject: (e: unknown) => void;
+  onAbort: () => void;
+  slot?: PoolSlot;
+}
+
+interface PoolSlot {
+  worker: WorkerLike;
+  job?: PoolJob;
+  /** Whether this worker ever answered (a worker that fails before it does could not start). */
+  answered: boolean;
+}
+
+/**
+ * A pool of up to `size` hashing workers, started at once (they load while
+ * the upload is created) and kept for every part: a worker is given a
+ * slice of the file (a Blob: no bytes are copied), reads it in chunks and
+ * answers with its SHA-256, so memory is `size` chunks whatever the part
+ * size. Jobs wait their turn in order. A job aborted while it runs stops
+ * its worker (terminated; another starts when needed). If workers cannot
+ * start (the script is missing, or a policy forbids workers), the parts
+ * are hashed on this thread instead, with a warning on the console.
+ */
+export function workerPool(opts: WorkerPoolOptions): PartHasher {
+  return new WorkerPool(opts);
+}
+
+class WorkerPool implements PartHasher {
+  private readonly size: number;
+  private readonly chunkBytes: number;
+  private readonly start: () => WorkerLike;
+  private readonly slots = new Set<PoolSlot>();
+  private readonly waiting: PoolJob[] = [];
+  private seq = 0;
+  private closed = false;
+  /** Workers do not work here: hash on this thread. */
+  private inline?: PartHasher;
+
+  constructor(opts: WorkerPoolOptions) {
+    this.size = Math.max(1, Math.floor(opts.size));
+    this.chunkBytes = opts.chunkBytes ?? DEFAULT_HASH_CHUNK;
+    const make = opts.newWorker ?? ((url: string | URL) => new Worker(url) as unknown as WorkerLike);
+    this.start = () => make(opts.url);
+    for (let i = 0; i < this.size && !this.inline; i++) this.spawn();
+  }
+
+  hash(part: Blob, signal?: AbortSignal): Promise<string> {
+    if (this.inline) return this.inline.hash(part, signal);
+    return new Promise<string>((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      if (this.closed) return reject(abortError());
+      const job: PoolJob = { id: ++this.seq, part, signal, resolve, reject, onAbort: () => this.cancel(job) };
+      signal?.addEventListener("abort", job.onAbort, { once: true });
+      this.waiting.push(job);
+      this.pump();
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const job of this.waiting.splice(0)) this.settle(job, abortError());
+    for (const slot of [...this.slots]) {
+      if (slot.job) this.settle(slot.job, abortError());
+      this.drop(slot);
+    }
+    this.inline?.close();
+  }
+
+  private spawn(): PoolSlot | undefined {
+    let worker: WorkerLike;
+    try {
+      worker = this.start();
+    } catch (e) {
+      this.goInline(e);
+      return undefined;
+    }
+    const slot: PoolSlot = { worker, answered: false };
+    worker.onmessage = (e) => this.onMessage(slot, e.data);
+    worker.onerror = (e) => {
+      e.preventDefault();
+      this.onError(slot, e.message);
+    };
+    this.slots.add(slot);
+    return slot;
+  }
+
+  /** Gives waiting jobs to idle workers, starting workers up to the pool's size. */
+  private pump(): void {
+    while (this.waiting.length > 0 && !this.inline) {
+      let slot = [...this.slots].find((s) => !s.job);
+      if (!slot && this.slots.size < this.size) slot = this.spawn();
+      if (!slot) return;
+      const job = this.waiting.shift()!;
+      job.slot = slot;
+      slot.job = job;
+      slot.worker.postMessage({ id: job.id, blob: job.part, chunkBytes: this.chunkBytes, progress: false });
+    }
+  }
+
+  private onMessage(slot: PoolSlot, m: HashMessage): void {
+    slot.answered = true;
+    const job = slot.job;
+    if (!job || (m.id !== undefined && m.id !== job.id) || m.type === "progress") return;
+    slot.job = undefined;
+    if (m.type === "done") this.settle(job, undefined, m.hashes.sha256);
+    else this.settle(job, new UploadError({ kind: "file", message: m.message }));
+    this.pump();
+  }
+
+  private onError(slot: PoolSlot, message: string): void {
+    const job = slot.job;
+    this.drop(slot);
+    if (!slot.answered) {
+      // It never started: no worker will here. This job, and the others, on this thread.
+      this.goInline(message);
+      if (job) this.inline!.hash(job.part, job.signal).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
+      return;
+    }
+    if (job) this.settle(job, new UploadError({ kind: "file", message: `Hashing failed: ${message}` }));
+    this.pump();
+  }
+
+  private cancel(job: PoolJob): void {
+    const i = this.waiting.indexOf(job);
+    if (i >= 0) this.waiting.splice(i, 1);
+    // Running: stop its reading at once; a fresh worker takes the next job.
+    if (job.slot?.job === job) this.drop(job.slot);
+    this.settle(job, abortError(job.signal));
+    this.pump();
+  }
+
+  private drop(slot: PoolSlot): void {
+    slot.worker.onmessage = null;
+    slot.worker.onerror = null;
+    slot.worker.terminate();
+    slot.job = undefined;
+    this.slots.delete(slot);
+  }
+
+  private goInline(why: unknown): void {
+    if (this.inline) return;
+    console.warn("onceupload: no hashing worker, hashing parts on the page's thread", why);
+    this.inline = inlinePartHasher(this.chunkBytes);
+    for (const slot of [...this.slots]) {
+      const job = slot.job;
+      this.drop(slot);
+      if (job) this.waiting.unshift(job);
+    }
+    for (const job of this.waiting.splice(0)) this.inline.hash(job.part, job.signal).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
+  }
+
+  private settle(job: PoolJob, err: unknown, sha256?: string): void {
+    job.signal?.removeEventListener("abort", job.onAbort);
+    job.slot = undefined;
+    if (err === undefined) job.resolve(sha256!);
+    else job.reject(err);
+  }
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes, webcrypto } from "node:crypto";
 import { describe, it } from "node:test";
-import { hashFile } from "../src/hash.js";
+import { type HashJob, type HashMessage, type WorkerLike, hashFile, workerPool } from "../src/hash.js";
 
 const hex = (b: ArrayBuffer) => Buffer.from(b).toString("hex");
 
@@ -47,5 +47,115 @@ describe("hashFile: the whole file and its parts in one pass", () => {
     }).catch((e: unknown) => e);
     assert.equal((err as { kind?: string }).kind, "aborted");
     assert.equal(reads, 3);
+  });
+});
+
+/**
+ * A stand-in for a Worker running hash-worker.ts: it hashes on this thread,
+ * answers asynchronously, and counts what it is given. `broken` workers fail
+ * before answering, as a missing script does.
+ */
+class FakeWorker implements WorkerLike {
+  static running = 0;
+  static maxRunning = 0;
+  static started = 0;
+  static terminated = 0;
+  onmessage: ((e: { data: HashMessage }) => void) | null = null;
+  onerror: ((e: { message: string; preventDefault(): void }) => void) | null = null;
+  private dead = false;
+  constructor(private readonly broken = false) {
+    FakeWorker.started++;
+  }
+  postMessage(job: HashJob): void {
+    if (this.broken) {
+      setTimeout(() => this.onerror?.({ message: "script not found", preventDefault: () => undefined }), 1);
+      return;
+    }
+    FakeWorker.running++;
+    FakeWorker.maxRunning = Math.max(FakeWorker.maxRunning, FakeWorker.running);
+    void hashFile(job.blob, { chunkBytes: job.chunkBytes }).then(async (hashes) => {
+      await new Promise((r) => setTimeout(r, 2));
+      FakeWorker.running--;
+      if (!this.dead) this.onmessage?.({ data: { type: "done", id: job.id, hashes } });
+    });
+  }
+  terminate(): void {
+    this.dead = true;
+    FakeWorker.terminated++;
+  }
+  static reset() {
+    FakeWorker.running = FakeWorker.maxRunning = FakeWorker.started = FakeWorker.terminated = 0;
+  }
+}
+
+describe("workerPool: parts hashed in a few workers", () => {
+  const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+  it("starts its workers at once, runs at most `size` jobs at a time, and gives each part its own SHA-256", async () => {
+    FakeWorker.reset();
+    const pool = workerPool({ url: "hash-worker.js", size: 3, chunkBytes: 100, newWorker: () => new FakeWorker() });
+    assert.equal(FakeWorker.started, 3, "started before any job, to load while the upload is created");
+    const file = new Blob([randomBytes(10_000)]);
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const got = await Promise.all(Array.from({ length: 10 }, (_, i) => pool.hash(file.slice(i * 1000, (i + 1) * 1000))));
+    assert.deepEqual(
+      got,
+      Array.from({ length: 10 }, (_, i) => sha(bytes.subarray(i * 1000, (i + 1) * 1000))),
+    );
+    assert.equal(FakeWorker.maxRunning, 3);
+    assert.equal(FakeWorker.started, 3, "workers are kept for the next parts");
+    pool.close();
+    assert.equal(FakeWorker.terminated, 3);
+  });
+
+  it("an aborted job stops its worker (another takes the next job); a job waiting its turn just leaves", async () => {
+    FakeWorker.reset();
+    const pool = workerPool({ url: "hash-worker.js", size: 1, newWorker: () => new FakeWorker() });
+    const part = new Blob([randomBytes(1000)]);
+    const first = new AbortController();
+    const second = new AbortController();
+    const p1 = pool.hash(part, first.signal);
+    const p2 = pool.hash(part, second.signal);
+    const p3 = pool.hash(part);
+    second.abort();
+    first.abort();
+    assert.equal(((await p1.catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
+    assert.equal(((await p2.catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
+    assert.equal(await p3, sha(new Uint8Array(await part.arrayBuffer())));
+    assert.equal(FakeWorker.terminated, 1, "the running job's worker");
+    assert.equal(FakeWorker.started, 2, "a fresh worker for the next job");
+    pool.close();
+  });
+
+  it("hashes on this thread when workers cannot start", async () => {
+    FakeWorker.reset();
+    const warn = console.warn;
+    console.warn = () => undefined;
+    try {
+      const pool = workerPool({ url: "missing.js", size: 2, newWorker: () => new FakeWorker(true) });
+      const part = new Blob([randomBytes(5000)]);
+      const want = sha(new Uint8Array(await part.arrayBuffer()));
+      assert.deepEqual(await Promise.all([pool.hash(part), pool.hash(part), pool.hash(part)]), [want, want, want]);
+      const thrower = workerPool({
+        url: "forbidden.js",
+        size: 2,
+        newWorker: () => {
+          throw new Error("workers are not allowed");
+        },
+      });
+      assert.equal(await thrower.hash(part), want);
+    } finally {
+      console.warn = warn;
+    }
+  });
+
+  it("close() rejects the jobs under way and waiting", async () => {
+    FakeWorker.reset();
+    const pool = workerPool({ url: "hash-worker.js", size: 1, newWorker: () => new FakeWorker() });
+    const part = new Blob([randomBytes(1000)]);
+    const jobs = [pool.hash(part), pool.hash(part)];
+    pool.close();
+    for (const j of jobs) assert.equal(((await j.catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
+    assert.equal(((await pool.hash(part).catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
   });
 });
