@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -60,7 +61,16 @@ type proxied struct {
 	Mark int
 	// Err is why it did not complete, if it did not.
 	Err string
+	// Start is when the request arrived, End when its answer was passed
+	// on (or it failed).
+	Start, End time.Time
+	// Body is a POST's body (the API's JSON), when at most maxLoggedBody.
+	Body string
 }
+
+// maxLoggedBody is the largest POST body the log keeps: a complete that
+// declares 10,000 parts takes about 1 MB.
+const maxLoggedBody = 2 << 20
 
 type cut struct {
 	At, Until time.Time
@@ -184,9 +194,23 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	part, _ := strconv.Atoi(r.URL.Query().Get("partNumber"))
+	var body []byte
+	if r.Method == http.MethodPost && r.ContentLength > 0 && r.ContentLength <= maxLoggedBody {
+		var err error
+		if body, err = io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	p.mu.Lock()
 	entry := len(p.log)
-	p.log = append(p.log, proxied{Method: r.Method, Host: r.URL.Host, Path: r.URL.Path, PartNumber: part, Mark: p.marks})
+	p.log = append(p.log, proxied{Method: r.Method, Host: r.URL.Host, Path: r.URL.Path, PartNumber: part, Mark: p.marks, Start: time.Now(), Body: string(body)})
+	defer func() {
+		p.mu.Lock()
+		p.log[entry].End = time.Now()
+		p.mu.Unlock()
+	}()
 	cutAt := int64(-1)
 	if p.cutAt != nil && len(p.cuts) == 0 {
 		cutAt = p.cutAt(r)

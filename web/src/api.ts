@@ -12,10 +12,31 @@ export interface CreateRequest {
   filename: string;
   contentType: string;
   size: number;
-  /** 64 lower-case hex characters. */
-  sha256: string;
+  /**
+   * The whole file's SHA-256, 64 lower-case hex characters: required for a
+   * single PUT (S3 checks it); a multipart upload may leave it out (S3
+   * checks each part's SHA-256 instead, and complete declares them all).
+   */
+  sha256?: string;
   /** Asks for a multipart upload in parts of this size (5 MiB to 5 GiB, at most 10,000 parts). */
   partSize?: number;
+}
+
+/** A part's number and the SHA-256 (hex) of its bytes: what signing binds a part URL to, and what complete declares. */
+export interface PartSha256 {
+  partNumber: number;
+  sha256: string;
+}
+
+/**
+ * The optional body of POST /uploads/{id}/complete: every part's SHA-256,
+ * which the server compares with the parts S3 holds (409 parts_mismatch
+ * when one differs; nothing is stored), and the whole file's SHA-256 if the
+ * client has one it did not give at create.
+ */
+export interface CompleteRequest {
+  parts?: PartSha256[];
+  sha256?: string;
 }
 
 /** How to send the bytes. `headers` never lists Content-Length. */
@@ -51,12 +72,14 @@ interface UploadBase {
   filename: string;
   contentType: string;
   bytes: number;
-  sha256: string;
+  /** The whole file's SHA-256 as the client declared it: always for a single PUT; for a multipart upload only if the create gave one. */
+  sha256?: string;
 }
 
 /** A pending upload sent in one PUT. */
 export interface PendingUpload extends UploadBase {
   status: "pending";
+  sha256: string;
   upload: UploadInstructions;
   multipart?: undefined;
 }
@@ -73,7 +96,11 @@ export interface CompletedUpload extends UploadBase {
   etag: string;
   completedAt: string;
   multipart?: MultipartLayout;
-  /** S3's checksum of the parts' checksums (multipart uploads). */
+  /**
+   * Multipart uploads: S3's checksum of the object, base64(SHA-256 of the
+   * parts' SHA-256 digests in order), "-", the part count. Not the SHA-256
+   * of the whole file.
+   */
   compositeSha256?: string;
 }
 
@@ -148,7 +175,8 @@ export class Api {
 
   /** POST /uploads with the key. One attempt. */
   async create(key: string, req: CreateRequest, opts: CallOptions = {}): Promise<ApiAnswer> {
-    const fields: CreateRequest = { filename: req.filename, contentType: req.contentType, size: req.size, sha256: req.sha256 };
+    const fields: CreateRequest = { filename: req.filename, contentType: req.contentType, size: req.size };
+    if (req.sha256 !== undefined) fields.sha256 = req.sha256;
     if (req.partSize !== undefined) fields.partSize = req.partSize;
     const headers = { "Idempotency-Key": key, "Content-Type": "application/json" };
     return uploadAnswer(await this.call("POST", "uploads", headers, JSON.stringify(fields), opts));
@@ -160,7 +188,7 @@ export class Api {
   }
 
   /** POST /uploads/{uploadId}/parts: signed PUTs for up to 100 parts, each bound to its SHA-256 (hex). One attempt. */
-  async partUrls(uploadId: string, parts: { partNumber: number; sha256: string }[], opts: CallOptions = {}): Promise<PartInstructions[]> {
+  async partUrls(uploadId: string, parts: PartSha256[], opts: CallOptions = {}): Promise<PartInstructions[]> {
     const res = await this.call("POST", uploadPath(uploadId) + "/parts", { "Content-Type": "application/json" }, JSON.stringify({ parts }), opts);
     const list = partList(res);
     for (const p of list as Partial<PartInstructions>[]) {
@@ -181,9 +209,14 @@ export class Api {
     return list as StoredPart[];
   }
 
-  /** POST /uploads/{uploadId}/complete: joins the parts. Idempotent. One attempt. */
-  async complete(uploadId: string, opts: CallOptions = {}): Promise<ApiAnswer> {
-    return uploadAnswer(await this.call("POST", uploadPath(uploadId) + "/complete", {}, undefined, opts));
+  /**
+   * POST /uploads/{uploadId}/complete: joins the parts. With a body, the
+   * server first compares the declared part SHA-256s with the parts S3
+   * holds (409 parts_mismatch when one differs). Idempotent. One attempt.
+   */
+  async complete(uploadId: string, body?: CompleteRequest, opts: CallOptions = {}): Promise<ApiAnswer> {
+    if (body === undefined) return uploadAnswer(await this.call("POST", uploadPath(uploadId) + "/complete", {}, undefined, opts));
+    return uploadAnswer(await this.call("POST", uploadPath(uploadId) + "/complete", { "Content-Type": "application/json" }, JSON.stringify(body), opts));
   }
 
   /** DELETE /uploads/{uploadId}: discards a multipart upload and the parts stored so far. One attempt. */
@@ -327,6 +360,7 @@ export const API_CODES: ReadonlySet<string> = new Set([
   "upload_not_pending",
   "upload_completed",
   "parts_missing",
+  "parts_mismatch",
   "request_too_large",
   "file_too_large",
   "unsupported_media_type",
@@ -433,9 +467,11 @@ export function parseUpload(text: string, status: number): UploadResponse {
   }
   if (!b || typeof b !== "object") throw protocolError(status, "not an object");
   const o = b as Record<string, unknown>;
-  for (const f of ["uploadId", "storageKey", "sha256"] as const) {
+  for (const f of ["uploadId", "storageKey"] as const) {
     if (typeof o[f] !== "string" || o[f] === "") throw protocolError(status, `no ${f}`);
   }
+  // A multipart upload created without the whole file's SHA-256 has none.
+  if (o.sha256 !== undefined && (typeof o.sha256 !== "string" || o.sha256 === "")) throw protocolError(status, "no sha256");
   if (typeof o.bytes !== "number") throw protocolError(status, "no bytes");
   if (o.status === "completed") return b as CompletedUpload;
   if (o.status === "aborted") return b as AbortedUpload;
@@ -449,5 +485,6 @@ export function parseUpload(text: string, status: number): UploadResponse {
   if (!u || typeof u.url !== "string" || (u.method !== undefined && u.method !== "PUT") || (u.headers !== undefined && typeof u.headers !== "object")) {
     throw protocolError(status, "pending without upload instructions or a multipart layout");
   }
+  if (typeof o.sha256 !== "string") throw protocolError(status, "no sha256");
   return b as PendingUpload;
 }

@@ -1,18 +1,32 @@
 /**
  * The upload client: one Idempotency-Key per logical upload, minted when the
- * file is picked and kept in IndexedDB with the file's SHA-256 and the
- * upload's phase, so that a reload or a browser restart resumes with the same
- * key; create with retries, PUT with progress, refresh of an expired URL by
- * replaying the create, and waiting for completion.
+ * file is picked and kept in IndexedDB with the upload's phase, so that a
+ * reload or a browser restart resumes with the same key; create with
+ * retries, PUT with progress, refresh of an expired URL by replaying the
+ * create, and waiting for completion.
  *
- * Files over `multipartBytes` (64 MiB) go in parts: the record also keeps
- * the part size and every part's SHA-256 (not the file), and a resumed
- * upload sends only the parts the storage does not hold.
+ * Files up to `multipartBytes` (64 MiB) are hashed once (in a worker), and
+ * their SHA-256 signed into their one PUT. Larger files go in parts and
+ * start at once: no whole-file pass; the create gives no SHA-256, each part
+ * is hashed (in a pool of workers) just before it is sent, and complete
+ * declares every part's SHA-256. The record keeps the part size (not the
+ * file); a resumed upload checks the parts the storage holds against the
+ * file picked again, and sends only the others.
  */
-import { Api, type ApiAnswer, type ApiOptions, type CompletedUpload, type CreateRequest, type PendingMultipartUpload, type PendingUpload, type UploadResponse } from "./api.js";
+import {
+  Api,
+  type ApiAnswer,
+  type ApiOptions,
+  type CompletedUpload,
+  type CreateRequest,
+  type PartSha256,
+  type PendingMultipartUpload,
+  type PendingUpload,
+  type UploadResponse,
+} from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, hashFile, workerHasher } from "./hash.js";
-import { sendParts } from "./parts.js";
+import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, type PartHasher, hashFile, inlinePartHasher, workerHasher, workerPool } from "./hash.js";
+import { partCount, sendParts } from "./parts.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
 import { type PutOutcome, type PutTransport, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
@@ -23,7 +37,13 @@ export type Step = "create" | "put" | "parts" | "complete";
 /** What a UI hears while an upload runs. */
 export type UploadEvent =
   | { type: "phase"; phase: Phase; record: UploadRecord }
+  /** Hashing a file for a single PUT (multipart uploads have no such pass). */
   | { type: "hash-progress"; loaded: number; total: number }
+  /**
+   * Resuming a multipart upload with the file picked again: the parts the
+   * storage holds are hashed from it and compared (bytes hashed of theirs).
+   */
+  | { type: "verify-progress"; loaded: number; total: number }
   | { type: "upload-progress"; loaded: number; total: number }
   | { type: "created"; uploadId: string; status: UploadResponse["status"]; replay: boolean }
   | ({ type: "retry"; step: Step; partNumber?: number } & RetryInfo)
@@ -46,7 +66,11 @@ export interface RunOptions {
 }
 
 export interface ResumeOptions extends RunOptions {
-  /** The file, picked again, when the record does not keep it. Checked against the record (size, SHA-256). */
+  /**
+   * The file, picked again, when the record does not keep it. Checked
+   * against the record: its size, and its SHA-256 (a single PUT) or that of
+   * each part the storage holds (multipart).
+   */
   file?: Blob;
 }
 
@@ -85,10 +109,19 @@ export interface UploadClientOptions {
   partConcurrency?: number;
   hashChunkBytes?: number;
   /**
-   * Hashes picked files. Default: in a Web Worker (hash-worker.js, next to
-   * this module), or on the page's thread where there are no workers.
+   * Hashes picked files for a single PUT. Default: in a Web Worker
+   * (hash-worker.js, next to this module), or on the page's thread where
+   * there are no workers.
    */
   hasher?: Hasher;
+  /**
+   * Makes the part hasher of one multipart run (closed when it ends).
+   * Default: a pool of {@link hashWorkers} Web Workers (hash-worker.js), or
+   * the page's thread where there are no workers.
+   */
+  partHasher?: () => PartHasher;
+  /** Hashing workers of a multipart upload. Default: min(navigator.hardwareConcurrency, partConcurrency). */
+  hashWorkers?: number;
   /** A PUT attempt without upload progress for this long is abandoned and retried. Default 60 s. */
   stallTimeoutMs?: number;
   /** Injected for tests. */
@@ -148,6 +181,7 @@ export class UploadClient {
   private readonly partConcurrency: number;
   private readonly hashChunkBytes: number;
   private readonly hasher: Hasher;
+  private readonly partHasher: () => PartHasher;
   private readonly stallTimeoutMs: number;
   private readonly locks: LockManager | null;
   private readonly running = new Set<string>();
@@ -157,6 +191,13 @@ export class UploadClient {
    * (or Resume after Cancel) needs no second pick and no second hash.
    */
   private readonly picked = new Map<string, Blob>();
+  /**
+   * Multipart uploads: the SHA-256 of the parts hashed in this page, by key,
+   * for the blob they were hashed from. A Pause and Resume (or a
+   * parts_missing round) needs not hash them again; a file picked again
+   * starts afresh.
+   */
+  private readonly partHashes = new Map<string, { blob: Blob; hashes: Map<number, string> }>();
 
   constructor(opts: UploadClientOptions) {
     this.apiBase = opts.apiBase;
@@ -176,14 +217,21 @@ export class UploadClient {
     this.partConcurrency = Math.max(1, opts.partConcurrency ?? 4);
     this.hashChunkBytes = opts.hashChunkBytes ?? DEFAULT_HASH_CHUNK;
     this.hasher = opts.hasher ?? (typeof Worker === "function" ? workerHasher(new URL("./hash-worker.js", import.meta.url)) : hashFile);
+    const workers = Math.max(1, opts.hashWorkers ?? Math.min(globalThis.navigator?.hardwareConcurrency || 2, this.partConcurrency));
+    const chunkBytes = this.hashChunkBytes;
+    this.partHasher =
+      opts.partHasher ??
+      (typeof Worker === "function" ? () => workerPool({ url: new URL("./hash-worker.js", import.meta.url), size: workers, chunkBytes }) : () => inlinePartHasher(chunkBytes));
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }
 
   /**
    * Starts a logical upload for a picked file: mints its Idempotency-Key and
-   * stores it before anything else, then computes the SHA-256. Resolves with
-   * the record in phase "ready"; pass its key to {@link upload}.
+   * stores it before anything else, then (a file for a single PUT) computes
+   * its SHA-256; a file for a multipart upload is ready at once, its parts
+   * are hashed as they are sent. Resolves with the record in phase
+   * "ready"; pass its key to {@link upload}.
    */
   async add(file: File, opts: RunOptions = {}): Promise<UploadRecord> {
     if (file.size === 0) {
@@ -203,9 +251,11 @@ export class UploadClient {
       createdAt: now,
       updatedAt: now,
     };
+    if (rec.partSize) rec.phase = "ready";
     await this.store.put(rec);
     this.picked.set(rec.key, file);
     emit(opts, { type: "phase", phase: rec.phase, record: rec });
+    if (rec.partSize) return rec;
     try {
       const { sha256, parts } = await this.hash(file, rec.partSize, opts);
       rec = { ...rec, sha256, partSha256: parts, phase: "ready", updatedAt: this.clock.now() };
@@ -239,6 +289,7 @@ export class UploadClient {
   /** Forgets an upload (its key and kept file). Does not delete anything on the server: see {@link discard}. */
   async remove(key: string): Promise<void> {
     this.picked.delete(key);
+    this.partHashes.delete(key);
     await this.store.delete(key);
   }
 
@@ -260,7 +311,7 @@ export class UploadClient {
     if (!rec) return "forgotten";
     let outcome: "aborted" | "completed" | "forgotten" = "forgotten";
     // A single PUT stores all or nothing: an unfinished one holds nothing to delete.
-    if (rec.partSize && rec.sha256 && rec.partSha256 && (rec.uploadId || rec.sent)) {
+    if (rec.partSize && (rec.uploadId || rec.sent)) {
       let uploadId = rec.uploadId;
       if (!uploadId) {
         // The create's answer never arrived: replaying it with the same key says which upload the server holds.
@@ -324,24 +375,28 @@ export class UploadClient {
     try {
       if (rec.phase === "completed" && rec.result) return rec.result;
       const blob = this.fileFor(rec, opts.file);
+      if (rec.partSize) {
+        // No whole-file pass: the parts are hashed as they are sent, and a
+        // file picked again is checked against the parts the storage holds.
+        const meta = this.createRequest(rec);
+        await save({ phase: "creating", error: undefined, sent: true });
+        const result = await this.runMultipart(rec, meta, blob, save, opts);
+        return await this.finish(key, result, meta, save, opts);
+      }
       // A file picked again is checked against the record; the very file
       // hashed by add() in this page need not be.
-      if (!rec.sha256 || (rec.partSize && !rec.partSha256) || (opts.file && opts.file !== this.picked.get(key))) {
+      if (!rec.sha256 || (opts.file && opts.file !== this.picked.get(key))) {
         await save({ phase: "hashing", error: undefined });
-        const { sha256, parts } = await this.hash(blob, rec.partSize, opts);
+        const { sha256 } = await this.hash(blob, undefined, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
           throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
         }
-        await save({ sha256, partSha256: parts, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
+        await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
         this.picked.set(key, blob);
       }
       const meta = this.createRequest(rec);
 
       await save({ phase: "creating", error: undefined, sent: true });
-      if (meta.partSize) {
-        const result = await this.runMultipart(rec, meta, blob, save, opts);
-        return await this.finish(key, result, meta, save, opts);
-      }
       let created = (await this.create(rec.key, meta, opts)).body;
       let refreshes = 0;
       let justRefreshed = false;
@@ -407,19 +462,38 @@ export class UploadClient {
     // The key has done its work: forget it (and the kept file).
     await this.store.delete(key);
     this.picked.delete(key);
+    this.partHashes.delete(key);
     emit(opts, { type: "completed", result });
     return result;
   }
 
   /**
    * Create (or replay) the multipart upload, send the parts the storage
-   * lacks, complete it. A replayed create lists the parts first: after a
-   * reload or a Cancel only the missing ones are sent.
+   * lacks, complete it declaring every part's SHA-256. A replayed create
+   * lists the parts first: after a reload or a Pause only the missing ones
+   * are sent, once those held are found to be this file's.
    */
   private async runMultipart(
     rec: UploadRecord,
     meta: CreateRequest,
     blob: Blob,
+    save: (patch: Partial<UploadRecord>) => Promise<void>,
+    opts: RunOptions,
+  ): Promise<CompletedUpload> {
+    // Started now, so that the workers load while the upload is created.
+    const hasher = this.partHasher();
+    try {
+      return await this.multipart(rec, meta, blob, hasher, save, opts);
+    } finally {
+      hasher.close();
+    }
+  }
+
+  private async multipart(
+    rec: UploadRecord,
+    meta: CreateRequest,
+    blob: Blob,
+    hasher: PartHasher,
     save: (patch: Partial<UploadRecord>) => Promise<void>,
     opts: RunOptions,
   ): Promise<CompletedUpload> {
@@ -429,7 +503,9 @@ export class UploadClient {
     if (created.status === "aborted") throw discarded();
     if (!created.multipart) throw new UploadError({ kind: "protocol", message: "The API answered a multipart create without a multipart layout." });
     const upload: PendingMultipartUpload = created;
-    const partSha256 = rec.partSha256!;
+    const partSize = meta.partSize!;
+    const count = partCount(rec.size, partSize);
+    const hashes = this.hashesFor(rec, blob);
     await save({ phase: "uploading", uploadId: upload.uploadId, storageKey: upload.storageKey });
     try {
       // A first-time create holds no parts yet: no need to ask.
@@ -442,8 +518,10 @@ export class UploadClient {
           transport: this.transport,
           uploadId: upload.uploadId,
           blob,
-          partSize: meta.partSize!,
-          partSha256,
+          filename: rec.filename,
+          partSize,
+          hashes,
+          hasher,
           held,
           concurrency: this.partConcurrency,
           stallTimeoutMs: this.stallTimeoutMs,
@@ -453,14 +531,24 @@ export class UploadClient {
           onProgress: (loaded, total) => emit(opts, { type: "upload-progress", loaded, total }),
           onParts: (done, total) => emit(opts, { type: "parts", done, total }),
           onRefresh: (partNumber) => emit(opts, { type: "refresh", reason: "forbidden", partNumber }),
+          onVerify: (loaded, total) => emit(opts, { type: "verify-progress", loaded, total }),
+          // The parts held are this file's: it need not be picked again for a Resume in this page.
+          onChecked: () => this.picked.set(rec.key, blob),
         });
         await save({ phase: "completing" });
+        const parts: PartSha256[] = [];
+        for (let n = 1; n <= count; n++) {
+          const sha256 = hashes.get(n);
+          if (sha256 === undefined) throw new UploadError({ kind: "state", message: `Part ${n} was sent without its SHA-256 being known.` });
+          parts.push({ partNumber: n, sha256 });
+        }
         try {
-          const done = await retry((ctx) => this.api.complete(upload.uploadId, ctx), this.retryOptions("complete", opts));
+          const done = await retry((ctx) => this.api.complete(upload.uploadId, { parts }, ctx), this.retryOptions("complete", opts));
           if (done.body.status !== "completed") throw new UploadError({ kind: "protocol", message: `The API answered complete with status "${done.body.status}".` });
           return done.body;
         } catch (e) {
           const err = toUploadError(e);
+          if (err.code === "parts_mismatch") throw partsMismatch(err, rec.filename);
           // The storage lacks parts we thought sent (or lost them): list, send, complete again.
           if (err.code !== "parts_missing" || round >= MAX_COMPLETE_ROUNDS) throw err;
           await save({ phase: "uploading" });
@@ -478,8 +566,28 @@ export class UploadClient {
     }
   }
 
+  /**
+   * The part hashes known for this record's upload from this very blob:
+   * those hashed in this page (kept across a Pause), or, for a record of an
+   * earlier version of this client, every part's from its whole-file pass
+   * (its create declared the file's SHA-256, so the storage only takes
+   * parts with those). A blob picked again starts with none.
+   */
+  private hashesFor(rec: UploadRecord, blob: Blob): Map<number, string> {
+    const kept = this.partHashes.get(rec.key);
+    if (kept?.blob === blob) return kept.hashes;
+    const hashes = new Map<number, string>();
+    rec.partSha256?.forEach((h, i) => hashes.set(i + 1, h));
+    this.partHashes.set(rec.key, { blob, hashes });
+    return hashes;
+  }
+
   private createRequest(rec: UploadRecord): CreateRequest {
-    const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size, sha256: rec.sha256! };
+    // A multipart record of this version has no whole-file SHA-256 (one of
+    // an earlier version has, and its create is replayed with it: the same
+    // key must send the same body).
+    const meta: CreateRequest = { filename: rec.filename, contentType: rec.contentType, size: rec.size };
+    if (rec.sha256) meta.sha256 = rec.sha256;
     if (rec.partSize) meta.partSize = rec.partSize;
     return meta;
   }
@@ -601,14 +709,32 @@ function busy(): UploadError {
   return new UploadError({ kind: "busy", retryable: true, message: "This upload is already running (in this page or another tab)." });
 }
 
+/**
+ * Complete's 409 parts_mismatch: the parts the storage holds under this
+ * upload are not this file's. Nothing was stored; final (the same
+ * declaration gets the same answer).
+ */
+function partsMismatch(err: UploadError, filename: string): UploadError {
+  return new UploadError({
+    kind: "api",
+    status: err.status,
+    code: err.code,
+    retryable: false,
+    attempts: err.attempts,
+    message: `The parts stored for this upload are not those of "${filename}" (${err.message}); nothing was stored. Discard this upload and upload the file again.`,
+    cause: err,
+  });
+}
+
 function discarded(): UploadError {
   return new UploadError({ kind: "state", code: "upload_aborted", message: "This upload was discarded." });
 }
 
 /** The server's upload must be the one asked for (same size and content, and the same parts). */
 function checkSame(u: UploadResponse, meta: CreateRequest): void {
-  if (u.bytes !== meta.size || u.sha256.toLowerCase() !== meta.sha256) {
-    throw new UploadError({ kind: "protocol", message: `The API answered for another file (${u.bytes} bytes, SHA-256 ${u.sha256}).` });
+  // A multipart upload created without the file's SHA-256 has none (and declares its parts' at complete).
+  if (u.bytes !== meta.size || (u.sha256 ?? undefined)?.toLowerCase() !== meta.sha256) {
+    throw new UploadError({ kind: "protocol", message: `The API answered for another file (${u.bytes} bytes, SHA-256 ${u.sha256 ?? "none"}).` });
   }
   const m = u.status === "pending" || u.status === "completed" ? u.multipart : undefined;
   if (meta.partSize && u.status === "pending" && (!m || m.partSize !== meta.partSize || m.partCount !== Math.ceil(meta.size / meta.partSize))) {

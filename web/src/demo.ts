@@ -239,6 +239,9 @@ class Row {
   private retrying = false;
   /** The PUT found the file stored already (S3's 412 to If-None-Match): said while confirming. */
   private alreadyStored = false;
+  /** Parts the storage held when this run first said (for the "first-part-stored" mark). */
+  private partsAtStart?: number;
+  private firstPartMarked = false;
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
@@ -523,17 +526,29 @@ class Row {
       case "hash-progress":
         this.setProgress(e.loaded, e.total);
         break;
+      case "verify-progress":
+        // Resuming with the file picked again: the parts stored are checked against it first.
+        this.setStatus("Checking the parts stored against this file…");
+        this.setProgress(e.loaded, e.total);
+        break;
       case "upload-progress":
         // Bytes moving again after a retry or a wait for the network.
         if (this.retrying && e.loaded > 0) this.setStatus("Uploading…");
         this.sendProgress(e.loaded, e.total);
         break;
       case "parts":
+        // The first "parts" of a run is the listing (or none held); a larger count is a part this run stored.
+        if (this.partsAtStart === undefined) this.partsAtStart = e.done;
+        else if (e.done > this.partsAtStart && !this.firstPartMarked) {
+          this.firstPartMarked = true;
+          this.mark("first-part-stored");
+        }
         this.setParts(e.done, e.total);
         if (this.key) savePartsKept(this.key, e.done, e.total);
         break;
       case "created":
         this.li.dataset.replay = String(e.replay);
+        this.mark("created");
         break;
       case "retry":
         if (e.offline) {
@@ -553,6 +568,7 @@ class Row {
         if (this.alreadyStored) this.setStatus("Already stored; confirming…");
         break;
       case "completed":
+        this.mark("completed");
         this.setPhase("completed");
         this.setProgress(1, 1);
         this.setStatus("Completed");
@@ -609,11 +625,26 @@ class Row {
     this.setActions("done");
   }
 
-  /** A freshly picked file: key, hash, upload. */
+  /**
+   * Tells the page's listeners when this upload reached a point, for
+   * measurements (make bench): a window event "onceupload:timing" whose
+   * detail is { mark, key, filename, size, at }, `at` in ms since the epoch
+   * (performance.timeOrigin + performance.now()). Marks: "picked" (the row
+   * starts; no key yet), "created" (each create's answer), "first-part-stored"
+   * (a multipart run's first part acknowledged by the storage), "completed".
+   */
+  private mark(mark: string) {
+    const detail = { mark, key: this.key, filename: this.filename, size: this.size, at: performance.timeOrigin + performance.now() };
+    window.dispatchEvent(new CustomEvent("onceupload:timing", { detail }));
+  }
+
+  /** A freshly picked file: key, hash (a single PUT's), upload. */
   async start(file: File) {
+    this.mark("picked");
     this.controller = new AbortController();
     this.setActions("running");
-    this.setStatus("Preparing…");
+    // A file for a single PUT is hashed first ("Preparing…", from its phase); a larger one starts at once.
+    this.setStatus("Starting…");
     let rec: UploadRecord;
     try {
       rec = await this.client.add(file, { signal: this.controller.signal, onEvent: this.onEvent });
@@ -629,6 +660,8 @@ class Row {
     if (!this.key) return;
     this.controller = new AbortController();
     this.alreadyStored = false;
+    this.partsAtStart = undefined;
+    this.firstPartMarked = false;
     this.setActions("running");
     if (!rec || rec.phase !== "ready") this.setStatus("Resuming…");
     const key = this.key;

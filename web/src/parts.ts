@@ -1,12 +1,19 @@
 /**
  * Sending the parts of a multipart upload: the parts the storage does not
  * hold yet, up to `concurrency` PUTs at a time, each retried on its own by
- * the shared policy, with byte progress summed across parts. Part URLs are
- * asked for in batches, just before they are needed, so that none expires
- * while earlier parts are still being sent.
+ * the shared policy, with byte progress summed across parts.
+ *
+ * No part waits for the whole file to be read: each part is hashed (by a
+ * {@link PartHasher}, a pool of workers) just before it is sent, a few parts
+ * ahead of the PUTs, and its URL, which signs that SHA-256, is asked for in
+ * a batch with the other parts hashed by then. Parts the storage holds
+ * already are checked first: hashed from this file (unless hashed in this
+ * page already) and compared with what the storage lists, so that a changed
+ * file is caught before any of its bytes are sent.
  */
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
+import type { PartHasher } from "./hash.js";
 import { type RetryOptions, retry } from "./retry.js";
 import { type PutTransport, storageError, urlNoLongerWorks } from "./transport.js";
 
@@ -24,13 +31,27 @@ export interface SendPartsInput {
   api: Api;
   transport: PutTransport;
   uploadId: string;
+  /** The file, as picked (named in the error when it is not the file whose parts the storage holds). */
   blob: Blob;
+  filename: string;
   partSize: number;
-  /** Every part's SHA-256 (hex), in order. */
-  partSha256: string[];
+  /**
+   * The SHA-256 (hex) of the parts known to be this file's, by part number:
+   * hashed from this blob in this page (or kept by an older record). The
+   * parts hashed here are added to it; complete declares them.
+   */
+  hashes: Map<number, string>;
+  /** Hashes the parts (a pool of workers). */
+  hasher: PartHasher;
   /** What the storage holds; a part is sent again unless its size and SHA-256 match. */
   held: StoredPart[];
   concurrency: number;
+  /**
+   * Parts hashed ahead of the PUTs, so that a part's hash is ready when a
+   * PUT slot frees, and their URLs are asked for together. Default
+   * 4 × concurrency (no memory: a hash keeps no bytes).
+   */
+  lookahead?: number;
   stallTimeoutMs: number;
   signal?: AbortSignal;
   /** Retry options (policy, clock, …) for the URL requests ("parts") and for each part's PUT ("put"). */
@@ -41,6 +62,10 @@ export interface SendPartsInput {
   onParts(done: number, total: number): void;
   /** A part URL was refused (expired on the way) and is asked for again. */
   onRefresh(partNumber: number): void;
+  /** Checking the parts the storage holds against this file: bytes hashed of those to check. */
+  onVerify?(loaded: number, total: number): void;
+  /** The parts the storage holds are this file's (or it holds none): sending starts. */
+  onChecked?(): void;
 }
 
 /** A failure of the URL request, which has had its own retries: a part's retry loop must not repeat them. */
@@ -56,150 +81,249 @@ export function partRange(n: number, partSize: number, size: number): { start: n
   return { start, end: Math.min(size, start + partSize) };
 }
 
-/** Sends every part the storage lacks. Rejects with the first part's final failure, having stopped the others. */
+/** The part count of a file of `size` bytes in parts of `partSize`. */
+export function partCount(size: number, partSize: number): number {
+  return Math.ceil(size / partSize);
+}
+
+/**
+ * Sends every part the storage lacks, after checking those it holds.
+ * Rejects with the first part's final failure, having stopped the others;
+ * with a "file_mismatch" error, before sending anything, when a part the
+ * storage holds is not this file's.
+ */
 export async function sendParts(input: SendPartsInput): Promise<void> {
-  const { api, uploadId, blob, partSize, partSha256 } = input;
+  const { api, uploadId, blob, partSize, hashes, hasher } = input;
   const total = blob.size;
-  const count = partSha256.length;
-  const done = new Set<number>();
-  for (const p of input.held) {
-    const { start, end } = partRange(p.partNumber, partSize, total);
-    if (p.partNumber >= 1 && p.partNumber <= count && p.size === end - start && p.sha256.toLowerCase() === partSha256[p.partNumber - 1]) done.add(p.partNumber);
-  }
-  const queue: number[] = [];
-  for (let n = 1; n <= count; n++) if (!done.has(n)) queue.push(n);
-
-  let doneBytes = 0;
-  for (const n of done) {
+  const count = partCount(total, partSize);
+  const slice = (n: number) => {
     const { start, end } = partRange(n, partSize, total);
-    doneBytes += end - start;
-  }
-  const inFlight = new Map<number, number>();
-  const progress = () => {
-    let loaded = doneBytes;
-    for (const b of inFlight.values()) loaded += b;
-    input.onProgress(loaded, total);
+    return blob.slice(start, end);
   };
-  input.onParts(done.size, count);
-  progress();
-  if (queue.length === 0) return;
+  if (input.signal?.aborted) throw abortError(input.signal);
 
-  // One failing part stops the others; Cancel stops them all.
+  // One failing part stops the others; Pause stops them all.
   const stop = new AbortController();
   const onAbort = () => stop.abort(input.signal?.reason);
-  if (input.signal?.aborted) throw abortError(input.signal);
   input.signal?.addEventListener("abort", onAbort, { once: true });
-
-  const urls = new Map<number, { url: PartInstructions; at: number }>();
-  let asking: Promise<void> | undefined;
-  const fresh = (u: { url: PartInstructions; at: number } | undefined) => {
-    if (!u) return false;
-    const expires = Date.parse(u.url.expiresAt);
-    if (!Number.isFinite(expires)) return true;
-    return expires - input.now() > Math.min(URL_MARGIN_MS, (expires - u.at) / 2);
-  };
-  // The URL of part n, asking for a batch (n and the next parts in line)
-  // when it has none fresh. A URL just asked for is used as it is (a clock
-  // that disagrees with the server's must not stop the upload; storage
-  // refusing it gets it asked for again).
-  const urlFor = async (n: number): Promise<PartInstructions> => {
-    for (;;) {
-      const u = urls.get(n);
-      if (fresh(u)) return u!.url;
-      if (asking) {
-        await asking;
-        continue;
-      }
-      const batch = [n, ...queue.filter((m) => !fresh(urls.get(m)))].slice(0, Math.min(MAX_BATCH, Math.max(input.concurrency * 4, 1)));
-      asking = retry((ctx) => api.partUrls(uploadId, batch.map((m) => ({ partNumber: m, sha256: partSha256[m - 1] })), ctx), {
-        ...input.retryOptions("parts"),
-        signal: stop.signal,
-      })
-        .then((got) => {
-          const at = input.now();
-          for (const p of got) urls.set(p.partNumber, { url: p, at });
-        })
-        .finally(() => {
-          asking = undefined;
-        });
-      await asking;
-      const got = urls.get(n);
-      if (!got) throw new UploadError({ kind: "protocol", message: `The API gave no URL for part ${n}.` });
-      return got.url;
-    }
-  };
-
-  const sendOne = async (n: number) => {
-    const { start, end } = partRange(n, partSize, total);
-    const body = blob.slice(start, end);
-    let refreshes = 0;
-    await retry(
-      async (ctx) => {
-        const u = await urlFor(n).catch((e: unknown) => {
-          throw new Unretried(toUploadError(e));
-        });
-        inFlight.set(n, 0);
-        let res;
-        try {
-          res = await input.transport({
-            url: u.url,
-            method: u.method ?? "PUT",
-            headers: u.headers ?? {},
-            body,
-            signal: ctx.signal,
-            stallTimeoutMs: input.stallTimeoutMs,
-            onProgress: (loaded) => {
-              inFlight.set(n, Math.min(loaded, end - start));
-              progress();
-            },
-          });
-        } finally {
-          inFlight.delete(n);
-        }
-        if (res.status >= 200 && res.status <= 299) {
-          // Counted as done in the same turn as it leaves the in-flight bytes: the bar never steps back for a part that arrived.
-          done.add(n);
-          doneBytes += end - start;
-          return;
-        }
-        const err = storageError(res);
-        if (urlNoLongerWorks(err) && refreshes < MAX_PART_REFRESHES) {
-          // Most often a URL that expired on the way (a long stall, a laptop
-          // asleep): ask for a fresh one and try again at once.
-          refreshes++;
-          urls.delete(n);
-          input.onRefresh(n);
-          throw new UploadError({ kind: "storage", status: err.status, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
-        }
-        throw err;
-      },
-      { ...input.retryOptions("put", n), signal: stop.signal },
-    ).catch((e: unknown) => {
-      throw e instanceof Unretried ? e.error : e;
-    });
-    input.onParts(done.size, count);
-    progress();
-  };
-
-  let failure: UploadError | undefined;
-  const worker = async () => {
-    for (let n = queue.shift(); n !== undefined && !stop.signal.aborted; n = queue.shift()) {
-      try {
-        await sendOne(n);
-      } catch (e) {
-        if (!failure && !input.signal?.aborted) {
-          failure = toUploadError(e);
-          stop.abort(failure);
-        }
-        return;
-      }
-    }
-  };
   try {
-    await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, worker));
+    const done = await checkHeld(input, count, slice, stop);
+    input.onChecked?.();
+    await sendMissing(input, count, done, slice, stop);
   } finally {
     input.signal?.removeEventListener("abort", onAbort);
   }
+
+  async function sendMissing(input: SendPartsInput, count: number, done: Set<number>, slice: (n: number) => Blob, stop: AbortController): Promise<void> {
+    const queue: number[] = [];
+    for (let n = 1; n <= count; n++) if (!done.has(n)) queue.push(n);
+
+    let doneBytes = 0;
+    for (const n of done) {
+      const { start, end } = partRange(n, partSize, total);
+      doneBytes += end - start;
+    }
+    const inFlight = new Map<number, number>();
+    const progress = () => {
+      let loaded = doneBytes;
+      for (const b of inFlight.values()) loaded += b;
+      input.onProgress(loaded, total);
+    };
+    input.onParts(done.size, count);
+    progress();
+    if (queue.length === 0) return;
+
+    // Each part's hash, started a few parts ahead of its PUT (in the pool's order).
+    const hashing = new Map<number, Promise<string>>();
+    const hashOf = (n: number): Promise<string> => {
+      const known = hashes.get(n);
+      if (known !== undefined) return Promise.resolve(known);
+      let p = hashing.get(n);
+      if (!p) {
+        p = hasher.hash(slice(n), stop.signal).then((h) => {
+          hashes.set(n, h);
+          return h;
+        });
+        // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
+        p.catch(() => undefined);
+        hashing.set(n, p);
+      }
+      return p;
+    };
+    // Hashed in bursts: once half the parts ahead are taken, the next ones
+    // up to `lookahead` are hashed together, so that their URLs are asked
+    // for together (one sign request for several parts, not one each).
+    const lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
+    const hashAhead = () => {
+      const ahead = queue.slice(0, lookahead);
+      if (ahead.filter((m) => hashing.has(m) || hashes.has(m)).length > lookahead / 2) return;
+      for (const m of ahead) void hashOf(m);
+    };
+
+    const urls = new Map<number, { url: PartInstructions; at: number }>();
+    let asking: Promise<void> | undefined;
+    const fresh = (u: { url: PartInstructions; at: number } | undefined) => {
+      if (!u) return false;
+      const expires = Date.parse(u.url.expiresAt);
+      if (!Number.isFinite(expires)) return true;
+      return expires - input.now() > Math.min(URL_MARGIN_MS, (expires - u.at) / 2);
+    };
+    // The URL of part n (hashed), asking for a batch (n and the parts in
+    // line that are hashed already) when it has none fresh. A URL just asked
+    // for is used as it is (a clock that disagrees with the server's must not
+    // stop the upload; storage refusing it gets it asked for again).
+    const urlFor = async (n: number): Promise<PartInstructions> => {
+      for (;;) {
+        const u = urls.get(n);
+        if (fresh(u)) return u!.url;
+        if (asking) {
+          await asking;
+          continue;
+        }
+        // The parts hashed are at the head of the queue.
+        const batch = [n, ...queue.slice(0, lookahead).filter((m) => hashes.has(m) && !fresh(urls.get(m)))].slice(0, MAX_BATCH);
+        asking = retry((ctx) => api.partUrls(uploadId, batch.map((m) => ({ partNumber: m, sha256: hashes.get(m)! })), ctx), {
+          ...input.retryOptions("parts"),
+          signal: stop.signal,
+        })
+          .then((got) => {
+            const at = input.now();
+            for (const p of got) urls.set(p.partNumber, { url: p, at });
+          })
+          .finally(() => {
+            asking = undefined;
+          });
+        await asking;
+        const got = urls.get(n);
+        if (!got) throw new UploadError({ kind: "protocol", message: `The API gave no URL for part ${n}.` });
+        return got.url;
+      }
+    };
+
+    const sendOne = async (n: number) => {
+      const { start, end } = partRange(n, partSize, total);
+      const body = slice(n);
+      await hashOf(n);
+      let refreshes = 0;
+      await retry(
+        async (ctx) => {
+          const u = await urlFor(n).catch((e: unknown) => {
+            throw new Unretried(toUploadError(e));
+          });
+          inFlight.set(n, 0);
+          let res;
+          try {
+            res = await input.transport({
+              url: u.url,
+              method: u.method ?? "PUT",
+              headers: u.headers ?? {},
+              body,
+              signal: ctx.signal,
+              stallTimeoutMs: input.stallTimeoutMs,
+              onProgress: (loaded) => {
+                inFlight.set(n, Math.min(loaded, end - start));
+                progress();
+              },
+            });
+          } finally {
+            inFlight.delete(n);
+          }
+          if (res.status >= 200 && res.status <= 299) {
+            // Counted as done in the same turn as it leaves the in-flight bytes: the bar never steps back for a part that arrived.
+            done.add(n);
+            doneBytes += end - start;
+            return;
+          }
+          const err = storageError(res);
+          if (urlNoLongerWorks(err) && refreshes < MAX_PART_REFRESHES) {
+            // Most often a URL that expired on the way (a long stall, a laptop
+            // asleep): ask for a fresh one and try again at once.
+            refreshes++;
+            urls.delete(n);
+            input.onRefresh(n);
+            throw new UploadError({ kind: "storage", status: err.status, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
+          }
+          throw err;
+        },
+        { ...input.retryOptions("put", n), signal: stop.signal },
+      ).catch((e: unknown) => {
+        throw e instanceof Unretried ? e.error : e;
+      });
+      input.onParts(done.size, count);
+      progress();
+    };
+
+    let failure: UploadError | undefined;
+    const sender = async () => {
+      for (let n = queue.shift(); n !== undefined && !stop.signal.aborted; n = queue.shift()) {
+        try {
+          void hashOf(n);
+          hashAhead();
+          await sendOne(n);
+        } catch (e) {
+          if (!failure && !input.signal?.aborted) {
+            failure = toUploadError(e);
+            stop.abort(failure);
+          }
+          return;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
+    if (input.signal?.aborted) throw abortError(input.signal);
+    if (failure) throw failure;
+  }
+}
+
+/**
+ * The parts the storage holds that are this file's, by number. A held part
+ * whose hash is known (hashed in this page) counts when the storage's
+ * SHA-256 matches; otherwise it is sent again. One whose hash is not known
+ * is hashed from the file now, all of them in parallel in the pool: if one
+ * differs, this is not the file those parts came from, and nothing is sent.
+ */
+async function checkHeld(input: SendPartsInput, count: number, slice: (n: number) => Blob, stop: AbortController): Promise<Set<number>> {
+  const { partSize, hashes } = input;
+  const total = input.blob.size;
+  const done = new Set<number>();
+  const toCheck: StoredPart[] = [];
+  for (const p of input.held) {
+    const { start, end } = partRange(p.partNumber, partSize, total);
+    if (p.partNumber < 1 || p.partNumber > count || p.size !== end - start) continue;
+    const known = hashes.get(p.partNumber);
+    if (known === undefined) toCheck.push(p);
+    else if (known === p.sha256.toLowerCase()) done.add(p.partNumber);
+  }
+  if (toCheck.length === 0) return done;
+  const bytes = toCheck.reduce((n, p) => n + p.size, 0);
+  let loaded = 0;
+  input.onVerify?.(0, bytes);
+  let failure: UploadError | undefined;
+  await Promise.all(
+    toCheck.map(async (p) => {
+      try {
+        const h = await input.hasher.hash(slice(p.partNumber), stop.signal);
+        loaded += p.size;
+        input.onVerify?.(loaded, bytes);
+        if (h !== p.sha256.toLowerCase()) {
+          throw new UploadError({
+            kind: "file",
+            code: "file_mismatch",
+            retryable: true,
+            message: `This is not the same "${input.filename}": its part ${p.partNumber} differs from the one stored from the file picked first.`,
+          });
+        }
+        hashes.set(p.partNumber, h);
+        done.add(p.partNumber);
+      } catch (e) {
+        if (failure === undefined && !input.signal?.aborted) {
+          failure = toUploadError(e, "file");
+          stop.abort(failure);
+        }
+      }
+    }),
+  );
   if (input.signal?.aborted) throw abortError(input.signal);
-  if (failure) throw failure;
+  if (failure !== undefined) throw failure;
+  return done;
 }

@@ -9,7 +9,8 @@ import { UploadError } from "./errors.js";
 
 /**
  * hashing → ready → creating → uploading → completing → completed, or
- * failed / paused (stopped by the caller) from any of them.
+ * failed / paused (stopped by the caller) from any of them. A multipart
+ * upload starts "ready" (its parts are hashed while it is "uploading").
  */
 export type Phase = "hashing" | "ready" | "creating" | "uploading" | "completing" | "completed" | "failed" | "paused";
 
@@ -25,11 +26,20 @@ export interface UploadRecord {
   contentType: string;
   size: number;
   lastModified: number;
-  /** Lower-case hex, once computed. */
+  /**
+   * The whole file's SHA-256, lower-case hex, once computed: single PUTs
+   * only (a multipart upload has no whole-file pass; records of an earlier
+   * version of this client have one, which their create declared).
+   */
   sha256?: string;
   /** Multipart uploads (files over the client's multipartBytes): the part size, chosen when the file was picked. */
   partSize?: number;
-  /** Multipart uploads: each part's SHA-256 (hex), computed in the same pass as sha256. */
+  /**
+   * Records of an earlier version of this client only: each part's SHA-256
+   * (hex), from its whole-file pass. This version hashes each part as it
+   * sends it and keeps the hashes in memory only: after a reload the parts
+   * the storage holds are hashed again from the file picked again.
+   */
   partSha256?: string[];
   /** A create was sent with this key: the server may hold an upload even when its id never arrived here. */
   sent?: boolean;

@@ -75,13 +75,16 @@ interface Claim {
   filename: string;
   contentType: string;
   size: number;
-  sha256: string;
+  /** The whole file's SHA-256: a single PUT's always; a multipart upload's if its create, or its complete, gave one. */
+  sha256?: string;
   expiresAt: number;
   url: string;
   /** The URL signs If-None-Match: * (the server's default): it only ever creates its object. */
   ifNoneMatch: boolean;
   partSize?: number;
   state: "pending" | "completed" | "aborted";
+  /** S3's checksum of a completed multipart object: base64(SHA-256 of the parts' digests) "-" count. */
+  compositeSha256?: string;
 }
 
 /** A multipart upload as the bucket holds it. */
@@ -169,7 +172,7 @@ export class FakeServer {
     const sub = /\/uploads\/([^/]+)\/(parts|complete)$/.exec(url.pathname);
     if (sub && method === "POST" && sub[2] === "parts") return this.withFault(this.urlFaults.shift(), seen, signal, () => this.partUrls(sub[1], seen.body ?? ""));
     if (sub && method === "GET" && sub[2] === "parts") return this.withFault(this.listFaults.shift(), seen, signal, () => this.listParts(sub[1]));
-    if (sub && method === "POST" && sub[2] === "complete") return this.withFault(this.completeFaults.shift(), seen, signal, () => this.complete(sub[1]));
+    if (sub && method === "POST" && sub[2] === "complete") return this.withFault(this.completeFaults.shift(), seen, signal, () => this.complete(sub[1], seen.body));
     return json(404, { error: "not_found", message: "no route" });
   };
 
@@ -287,24 +290,51 @@ export class FakeServer {
     return json(200, { parts });
   }
 
-  private complete(uploadId: string): Response {
+  /**
+   * POST /uploads/{id}/complete, with its optional declaration: every
+   * part's SHA-256 (compared with the parts held: 409 parts_mismatch, nothing
+   * stored) and the whole file's. Parts missing come first (409 parts_missing).
+   */
+  private complete(uploadId: string, body?: string): Response {
     const c = this.claimById(uploadId);
     if (!c || !c.partSize) return json(404, { error: "not_found", message: "no such multipart upload" });
     if (c.state === "completed") return json(200, this.body(c));
     const mp = this.multiparts.get(uploadId);
     if (c.state !== "pending" || !mp) return json(409, { error: "upload_not_pending", message: `the upload is ${c.state}` });
     const count = Math.ceil(c.size / c.partSize);
+    const req = (body ? JSON.parse(body) : {}) as { parts?: { partNumber: number; sha256: string }[]; sha256?: string };
+    if (req.parts !== undefined) {
+      const numbers = req.parts.map((p) => p.partNumber).sort((a, b) => a - b);
+      if (numbers.length !== count || numbers.some((n, i) => n !== i + 1) || req.parts.some((p) => !/^[0-9a-f]{64}$/i.test(p.sha256))) {
+        return json(400, { error: "invalid_request", message: `parts must name every part 1..${count} exactly once, each with its sha256` });
+      }
+    }
     for (let n = 1; n <= count; n++) {
       const want = Math.min(c.partSize, c.size - (n - 1) * c.partSize);
       if (mp.parts.get(n)?.size !== want) return json(409, { error: "parts_missing", message: `part ${n} is missing` });
     }
-    const bytes = Buffer.concat([...mp.parts.entries()].sort(([a], [b]) => a - b).map(([, p]) => p.bytes));
+    const differ = (req.parts ?? []).filter((p) => mp.parts.get(p.partNumber)?.sha256 !== p.sha256.toLowerCase()).map((p) => p.partNumber);
+    if (differ.length > 0) return json(409, { error: "parts_mismatch", message: `parts whose SHA-256 differs from the declared one: ${differ.join(", ")}` });
+    if (req.sha256 !== undefined && c.sha256 !== undefined && req.sha256.toLowerCase() !== c.sha256) {
+      return json(400, { error: "invalid_request", message: "sha256 differs from the create's" });
+    }
+    const held = [...mp.parts.entries()].sort(([a], [b]) => a - b).map(([, p]) => p);
+    const bytes = Buffer.concat(held.map((p) => p.bytes));
     const sha256 = createHash("sha256").update(bytes).digest("hex");
-    if (sha256 !== c.sha256) return json(409, { error: "parts_missing", message: "the parts do not make the file" });
+    // S3 cannot check a whole file's SHA-256 against parts; the fake can, and does (a declared one that is wrong is a test's bug).
+    if (c.sha256 !== undefined && sha256 !== c.sha256) return json(409, { error: "parts_missing", message: "the parts do not make the file" });
+    if (c.sha256 === undefined && req.sha256 !== undefined) c.sha256 = req.sha256.toLowerCase();
+    const digests = Buffer.concat(held.map((p) => Buffer.from(p.sha256, "hex")));
+    c.compositeSha256 = `${createHash("sha256").update(digests).digest("base64")}-${held.length}`;
     this.objects.set(c.uploadId, { sha256, size: bytes.length, contentType: c.contentType, multipart: true });
     this.multiparts.delete(uploadId);
     c.state = "completed";
     return json(200, this.body(c));
+  }
+
+  /** The complete requests' declarations, in order (undefined: no body). */
+  completeBodies(): ({ parts?: { partNumber: number; sha256: string }[]; sha256?: string } | undefined)[] {
+    return this.requestsTo("POST", "/complete").map((r) => (r.body ? (JSON.parse(r.body) as { parts?: { partNumber: number; sha256: string }[]; sha256?: string }) : undefined));
   }
 
   private abort(uploadId: string): Response {
@@ -338,8 +368,11 @@ export class FakeServer {
 
   private create(key: string | undefined, body: string): Response {
     if (!key) return json(400, { error: "idempotency_key_required", message: "Idempotency-Key is required" });
-    const req = JSON.parse(body) as { filename: string; contentType: string; size: number; sha256: string; partSize?: number };
-    const fingerprint = JSON.stringify([req.filename, req.contentType, req.size, req.sha256.toLowerCase(), req.partSize]);
+    const req = JSON.parse(body) as { filename: string; contentType: string; size: number; sha256?: string; partSize?: number };
+    // A multipart create may leave the whole file's SHA-256 out; a single PUT's needs it (S3 checks it).
+    if (req.sha256 === undefined && req.partSize === undefined) return json(400, { error: "invalid_request", message: "sha256 is required for a single PUT (without partSize)" });
+    if (req.sha256 !== undefined && !/^[0-9a-f]{64}$/i.test(req.sha256)) return json(400, { error: "invalid_request", message: "sha256 must be 64 hex characters" });
+    const fingerprint = JSON.stringify([req.filename, req.contentType, req.size, req.sha256?.toLowerCase() ?? null, req.partSize]);
     if (req.partSize !== undefined && Math.ceil(req.size / req.partSize) > 10_000) return json(400, { error: "invalid_request", message: "over 10,000 parts" });
     let c = this.claims.get(key);
     if (c && c.fingerprint !== fingerprint) return json(422, { error: "idempotency_key_reuse", message: "this key was used with another request" });
@@ -350,7 +383,7 @@ export class FakeServer {
         fingerprint,
         uploadId: `u${++this.seq}`.padEnd(16, "0"),
         ...req,
-        sha256: req.sha256.toLowerCase(),
+        sha256: req.sha256?.toLowerCase(),
         expiresAt: 0,
         url: "",
         ifNoneMatch: this.signIfNoneMatch,
@@ -376,15 +409,18 @@ export class FakeServer {
   }
 
   private body(c: Claim, stillPending = false) {
-    const base = { uploadId: c.uploadId, storageKey: `uploads/${c.uploadId}`, filename: c.filename, contentType: c.contentType, bytes: c.size, sha256: c.sha256 };
+    // sha256 only where there is one (a multipart upload created without it has none, unless its complete gave one).
+    const base = { uploadId: c.uploadId, storageKey: `uploads/${c.uploadId}`, filename: c.filename, contentType: c.contentType, bytes: c.size, ...(c.sha256 ? { sha256: c.sha256 } : {}) };
     if (c.state === "aborted") return { ...base, status: "aborted" };
     if (c.partSize) {
       const multipart = { partSize: c.partSize, partCount: Math.ceil(c.size / c.partSize) };
-      if (c.state === "completed") return { ...base, status: "completed", etag: '"etag-mp"', completedAt: new Date(this.clock.now()).toISOString(), multipart };
+      if (c.state === "completed") {
+        return { ...base, status: "completed", etag: '"etag-mp"', completedAt: new Date(this.clock.now()).toISOString(), multipart, compositeSha256: c.compositeSha256 };
+      }
       return { ...base, status: "pending", multipart };
     }
     if (this.objects.has(c.uploadId) && !stillPending) return { ...base, status: "completed", etag: '"etag"', completedAt: new Date(this.clock.now()).toISOString() };
-    const checksum = Buffer.from(c.sha256, "hex").toString("base64");
+    const checksum = Buffer.from(c.sha256!, "hex").toString("base64");
     const headers: Record<string, string> = { "Content-Type": c.contentType, "x-amz-checksum-sha256": checksum };
     if (c.ifNoneMatch) headers["If-None-Match"] = "*";
     return { ...base, status: "pending", upload: { method: "PUT", url: c.url, headers, expiresAt: new Date(c.expiresAt).toISOString() } };

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { setImmediate as tick } from "node:timers/promises";
 import { describe, it } from "node:test";
+import { createHash } from "node:crypto";
 import { MAX_PARTS, choosePartSize, type UploadEvent } from "../src/client.js";
+import { inlinePartHasher } from "../src/hash.js";
 import { makeFile, sha256hex } from "./fakes.js";
 import { failure, until, world } from "./world.js";
 
@@ -26,6 +28,11 @@ async function interruptedAtPart3() {
 const progress = (events: UploadEvent[]) => events.flatMap((e) => (e.type === "upload-progress" ? [e.loaded] : []));
 const partsOf = (w: ReturnType<typeof world>) => w.server.puts.map((p) => p.partNumber);
 
+async function fetchJSON(f: typeof fetch, url: string, init: RequestInit): Promise<{ uploadId: string }> {
+  const res = await f(url, init);
+  return (await res.json()) as { uploadId: string };
+}
+
 describe("choosePartSize", () => {
   it("is 8 MiB, or larger so that a file has at most 10,000 parts", () => {
     const MiB = 1 << 20;
@@ -39,26 +46,33 @@ describe("choosePartSize", () => {
 });
 
 describe("UploadClient: multipart", () => {
-  it("hashes the parts with the file, sends them at most N at a time with progress across parts, completes once", async () => {
+  it("starts at once: no whole-file pass, a create without sha256, parts hashed as they are sent, at most N at a time, complete declaring every part's SHA-256", async () => {
     const w = world();
+    // Each PUT takes a moment (real time), so that the next parts are hashed and sent alongside.
+    w.server.onPartPut = () => new Promise((r) => setTimeout(r, 5));
     const { client, events, onEvent } = w.page({ ...small, partConcurrency: 2 });
     const file = makeFile("movie.mp4", FILE, "video/mp4");
     const bytes = new Uint8Array(await file.arrayBuffer());
+    const partHashes = [0, 1, 2, 3, 4, 5].map((i) => sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000)));
 
     const rec = await client.add(file, { onEvent });
     assert.equal(rec.partSize, 1_000);
+    assert.equal(rec.phase, "ready", "ready at once");
     assert.equal(rec.file, undefined, "a large file is not kept in IndexedDB");
-    assert.equal(rec.sha256, sha256hex(bytes));
-    assert.deepEqual(
-      rec.partSha256,
-      [0, 1, 2, 3, 4, 5].map((i) => sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000))),
-    );
+    assert.equal(rec.sha256, undefined, "no whole-file hash");
+    assert.equal(rec.partSha256, undefined);
+    assert.equal(events.filter((e) => e.type === "hash-progress").length, 0, "nothing was read yet");
 
     const done = await client.upload(rec.key, { onEvent });
     assert.equal(done.status, "completed");
     assert.deepEqual(done.multipart, { partSize: 1_000, partCount: 6 });
-    assert.deepEqual((JSON.parse(w.server.creates[0].body ?? "") as { partSize?: number }).partSize, 1_000);
-    assert.deepEqual([...w.server.objects.values()], [{ sha256: rec.sha256, size: FILE, contentType: "video/mp4", multipart: true }]);
+    assert.equal(done.sha256, undefined, "the completed body has no sha256: none was given");
+    const digests = Buffer.concat(partHashes.map((h) => Buffer.from(h, "hex")));
+    assert.equal(done.compositeSha256, `${createHash("sha256").update(digests).digest("base64")}-6`);
+    const create = JSON.parse(w.server.creates[0].body ?? "") as Record<string, unknown>;
+    assert.deepEqual(create, { filename: "movie.mp4", contentType: "video/mp4", size: FILE, partSize: 1_000 }, "no sha256 in the create");
+    assert.deepEqual(w.server.completeBodies(), [{ parts: partHashes.map((sha256, i) => ({ partNumber: i + 1, sha256 })) }]);
+    assert.deepEqual([...w.server.objects.values()], [{ sha256: sha256hex(bytes), size: FILE, contentType: "video/mp4", multipart: true }]);
     assert.deepEqual(partsOf(w).sort(), [1, 2, 3, 4, 5, 6], "each part once");
     assert.equal(w.server.maxPartsInFlight, 2);
     assert.equal(w.server.requestsTo("GET", "/parts").length, 0, "a first-time create lists nothing");
@@ -68,6 +82,61 @@ describe("UploadClient: multipart", () => {
     assert.equal(p.at(-1), FILE);
     assert.ok(p.some((v) => v > 0 && v < FILE && v % 1000 !== 0), "bytes within parts are counted");
     assert.deepEqual(await client.pending(), []);
+  });
+
+  it("sends the first part before the last one is hashed, hashing a bounded number of parts ahead", async () => {
+    const w = world();
+    const log: string[] = [];
+    const inner = inlinePartHasher(400);
+    const size = 20_000; // 20 parts
+    const file = makeFile("a.bin", size);
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const partOf = (h: string) => 1 + [...Array(20).keys()].findIndex((i) => sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000)) === h);
+    const hasher = {
+      hash: async (part: Blob, signal?: AbortSignal) => {
+        const h = await inner.hash(part, signal);
+        log.push(`hashed ${partOf(h)}`);
+        return h;
+      },
+      close: () => inner.close(),
+    };
+    w.server.onPartPut = async (n) => {
+      log.push(`put ${n}`);
+      await new Promise((r) => setTimeout(r, 5));
+    };
+    const { client } = w.page({ ...small, partConcurrency: 1, partHasher: () => hasher });
+    const done = await client.start(file);
+    assert.equal(done.status, "completed");
+    assert.ok(log.indexOf("put 1") < log.indexOf("hashed 20"), log.join(", "));
+    // At most 4 × concurrency parts hashed ahead of the part being sent.
+    for (let n = 1; n <= 20; n++) {
+      const hashedBefore = log.slice(0, log.indexOf(`put ${n}`)).filter((e) => e.startsWith("hashed")).length;
+      assert.ok(hashedBefore <= n + 4, `before part ${n}'s PUT, ${hashedBefore} parts hashed: ${log.join(", ")}`);
+    }
+  });
+
+  it("a complete refused with parts_mismatch is final: not retried, nothing stored, the message says the stored parts are not this file's", async () => {
+    const w = world();
+    w.server.onPartPut = (n) => {
+      // Another writer replaces part 2's bytes under this upload before complete.
+      if (n === 6) {
+        const mp = [...w.server.multiparts.values()][0];
+        const p2 = mp.parts.get(2)!;
+        mp.parts.set(2, { ...p2, sha256: "0".repeat(64) });
+      }
+    };
+    const { client, events, onEvent } = w.page({ ...small, partConcurrency: 1 });
+    const rec = await client.add(makeFile("a.bin", FILE));
+    const err = await failure(client.upload(rec.key, { onEvent }));
+    assert.deepEqual([err.kind, err.status, err.code, err.retryable], ["api", 409, "parts_mismatch", false]);
+    assert.match(err.message, /The parts stored for this upload are not those of "a\.bin".*nothing was stored/);
+    assert.equal(w.server.requestsTo("POST", "/complete").length, 1, "not retried");
+    assert.equal(events.filter((e) => e.type === "retry").length, 0);
+    assert.equal(w.server.objects.size, 0, "nothing stored");
+    const stored = await client.get(rec.key);
+    assert.equal(stored?.phase, "failed");
+    assert.equal(stored?.error?.code, "parts_mismatch");
+    assert.equal(stored?.error?.retryable, false);
   });
 
   it("retries a part whose answer was lost, and only that part", async () => {
@@ -124,16 +193,21 @@ describe("UploadClient: multipart", () => {
   it("does not use a part URL asked for earlier that is about to expire", async () => {
     const w = world();
     w.server.partUrlTtl = 30_000;
-    w.server.onPartPut = (n) => {
-      if (n === 1) w.clock.t += 20_000; // part 1 takes 20 s: the other URLs have 10 s left
+    w.server.onPartPut = async (n) => {
+      // Part 1 takes long enough (real time) for the next parts to be hashed meanwhile.
+      if (n === 1) await new Promise((r) => setTimeout(r, 50));
+      if (n === 2) w.clock.t += 20_000; // part 2 takes 20 s: the URLs asked for with it have 10 s left
     };
     const { client } = w.page({ ...small, partConcurrency: 1 });
     const done = await client.start(makeFile("a.bin", FILE));
     assert.equal(done.status, "completed");
-    // Parts 1–4 were asked for at first; part 2's URL, 10 s from expiring, is asked for again.
     const batches = w.server.requestsTo("POST", "/parts").map((r) => (JSON.parse(r.body ?? "") as { parts: { partNumber: number }[] }).parts.map((p) => p.partNumber));
-    assert.deepEqual(batches[0], [1, 2, 3, 4]);
+    // Part 1 is signed alone, as soon as it is hashed; part 2 with the parts hashed meanwhile.
+    assert.deepEqual(batches[0], [1]);
     assert.equal(batches[1][0], 2);
+    assert.ok(batches[1].includes(3), `part 3 was hashed ahead and signed with part 2: ${JSON.stringify(batches)}`);
+    // Part 3's URL, 10 s from expiring after part 2, is asked for again.
+    assert.equal(batches[2][0], 3);
     assert.equal(w.server.puts.length, 6, "no PUT was refused");
   });
 
@@ -160,7 +234,7 @@ describe("UploadClient: multipart", () => {
     assert.equal(w.server.requestsTo("GET", "/parts").length, 1);
   });
 
-  it("after a reload: Resume asks for the file, refuses another one, and sends only the missing parts", async () => {
+  it("after a reload: Resume asks for the file, hashes the parts the storage holds from it, refuses another file before sending anything, and sends only the missing parts", async () => {
     const w = world();
     const file = makeFile("big.iso", FILE, "application/octet-stream", 3);
     const ctrl = new AbortController();
@@ -176,17 +250,28 @@ describe("UploadClient: multipart", () => {
     const [stored] = await client.pending();
     assert.equal(stored.key, rec.key);
     assert.equal(stored.partSize, 1_000);
-    assert.equal(stored.partSha256?.length, 6);
+    assert.equal(stored.sha256, undefined);
     assert.equal(client.hasFile(stored), false);
     assert.equal((await failure(client.upload(rec.key))).code, "file_needed");
+    // The same size, other bytes: its parts 1–3 are not those stored.
+    const putsBefore = w.server.puts.length;
+    const signsBefore = w.server.requestsTo("POST", "/parts").length;
     const other = makeFile("big.iso", FILE, "application/octet-stream", 4);
-    assert.equal((await failure(client.upload(rec.key, { file: other }))).code, "file_mismatch");
+    const mismatch = await failure(client.upload(rec.key, { file: other }));
+    assert.deepEqual([mismatch.kind, mismatch.code, mismatch.retryable], ["file", "file_mismatch", true]);
+    assert.match(mismatch.message, /^This is not the same "big\.iso"/);
+    assert.equal(w.server.puts.length, putsBefore, "nothing sent from the other file");
+    assert.equal(w.server.requestsTo("POST", "/parts").length, signsBefore, "nothing signed for it");
+    assert.equal((await client.get(rec.key))?.phase, "failed");
+    assert.equal(client.hasFile((await client.get(rec.key))!), false, "the other file is not kept for a Resume");
 
     const sent = w.server.partBytesSent;
     const again = new File([await file.arrayBuffer()], "big.iso");
     const done = await client.upload(rec.key, { file: again, onEvent });
     assert.equal(done.status, "completed");
     assert.equal(w.server.partBytesSent - sent, 2_500, "parts 4, 5 and 6 only");
+    const verified = events.flatMap((e) => (e.type === "verify-progress" ? [[e.loaded, e.total]] : []));
+    assert.deepEqual(verified.at(-1), [3_000, 3_000], "the three parts held were hashed from the file");
     assert.deepEqual(
       events.filter((e) => e.type === "parts")[0],
       { type: "parts", done: 3, total: 6 },
@@ -195,6 +280,37 @@ describe("UploadClient: multipart", () => {
     assert.equal(progress(events).find((v) => v > 0), 3_000, "progress starts from what the storage holds");
     assert.equal(new Set(w.server.creates.map((c) => c.key)).size, 1);
     assert.equal(w.server.objects.size, 1);
+    assert.equal(w.server.completeBodies().at(-1)?.parts?.length, 6, "complete declares the held parts' hashes too");
+  });
+
+  it("resumes the record of an earlier version (whole-file SHA-256 and every part's kept): the create is replayed with its sha256, nothing is hashed again", async () => {
+    const w = world();
+    const file = makeFile("old.bin", FILE);
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const partSha256 = [0, 1, 2, 3, 4, 5].map((i) => sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000)));
+    let hashed = 0;
+    const inner = inlinePartHasher();
+    const counting = () => ({
+      hash: (part: Blob, signal?: AbortSignal) => {
+        hashed++;
+        return inner.hash(part, signal);
+      },
+      close: () => undefined,
+    });
+    const { client } = w.page({ ...small, partHasher: counting });
+    const key = "key-old-0000000000000000";
+    const meta = { filename: "old.bin", contentType: "application/octet-stream", size: FILE, sha256: sha256hex(bytes), partSize: 1_000 };
+    // The earlier version's create, and two parts sent.
+    await client.store.put({ key, api: "https://api.test", ...meta, lastModified: 0, partSha256, sent: true, phase: "uploading", createdAt: 1, updatedAt: 1 });
+    const first = await fetchJSON(w.server.fetch, "https://api.test/uploads", { method: "POST", headers: { "Idempotency-Key": key }, body: JSON.stringify(meta) });
+    const done = await client.upload(key, { file });
+    assert.equal(done.status, "completed");
+    assert.equal(done.sha256, meta.sha256);
+    assert.equal(done.uploadId, first.uploadId);
+    assert.equal((JSON.parse(w.server.creates.at(-1)?.body ?? "") as { sha256?: string }).sha256, meta.sha256, "replayed with the same body");
+    assert.equal(w.server.creates.length, 2);
+    assert.deepEqual(w.server.completeBodies(), [{ parts: partSha256.map((sha256, i) => ({ partNumber: i + 1, sha256 })) }]);
+    assert.equal(hashed, 0, "the kept part hashes are used");
   });
 
   it("sends again a part whose stored SHA-256 differs from the local one", async () => {
