@@ -55,17 +55,21 @@ type BrowserUpload struct {
 // firstPartPoll is how often S3 is asked whether a part is stored.
 const firstPartPoll = 10 * time.Millisecond
 
-// WaitFirstPart polls the bucket until one of its multipart uploads holds
-// a part, and returns the moment it saw it. Versity Gateway lists a part
-// only once it is whole and its checksum checked: it writes each part to
-// a temporary file and links it into place at the end.
-func WaitFirstPart(ctx context.Context, s3c *s3.Client, bucket string) (time.Time, error) {
+// WaitFirstPart polls the bucket until one of its multipart uploads, not
+// one of those listed in before, holds a part, and returns the moment it
+// saw it. Versity Gateway lists a part only once it is whole and its
+// checksum checked: it writes each part to a temporary file and links it
+// into place at the end.
+func WaitFirstPart(ctx context.Context, s3c *s3.Client, bucket string, before map[string]bool) (time.Time, error) {
 	for {
 		ups, err := s3c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 		if err != nil {
 			return time.Time{}, fmt.Errorf("list multipart uploads: %w", err)
 		}
 		for _, u := range ups.Uploads {
+			if before[aws.ToString(u.UploadId)] {
+				continue
+			}
 			parts, err := s3c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId, MaxParts: aws.Int32(1)})
 			if err == nil && len(parts.Parts) > 0 {
 				return time.Now(), nil
@@ -77,6 +81,34 @@ func WaitFirstPart(ctx context.Context, s3c *s3.Client, bucket string) (time.Tim
 		case <-time.After(firstPartPoll):
 		}
 	}
+}
+
+// multipartUploads are the ids of the bucket's unfinished multipart
+// uploads.
+func multipartUploads(ctx context.Context, s3c *s3.Client, bucket string) (map[string]bool, error) {
+	ups, err := s3c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, u := range ups.Uploads {
+		ids[aws.ToString(u.UploadId)] = true
+	}
+	return ids, nil
+}
+
+// stopped waits a moment after an uploader is stopped, for the part PUTs
+// it had in flight to end, then aborts every multipart upload in the
+// bucket. (A part that S3 finishes receiving after an abort can bring its
+// upload back in Versity Gateway's listing; the next run ignores the
+// uploads that were there before it started.)
+func stopped(ctx context.Context, s3c *s3.Client, bucket string) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(500 * time.Millisecond):
+	}
+	return AbortMultipartUploads(ctx, s3c, bucket)
 }
 
 // AbortMultipartUploads aborts every unfinished multipart upload in the
@@ -153,7 +185,7 @@ func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, erro
 	if err != nil {
 		out.Chromium = FirstPartRun{Note: err.Error()}
 	}
-	return out, AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket)
+	return out, stopped(ctx, cfg.S3, cfg.Bucket)
 }
 
 func firstPartCLI(ctx context.Context, cfg FirstPartConfig, run int) (FirstPartRun, error) {
@@ -165,19 +197,23 @@ func firstPartCLI(ctx context.Context, cfg FirstPartConfig, run int) (FirstPartR
 	cmd := exec.CommandContext(wctx, cfg.UploadCLI, "--api", cfg.APIURL, "--state", state, "--quiet", cfg.File)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	before, err := multipartUploads(ctx, cfg.S3, cfg.Bucket)
+	if err != nil {
+		return FirstPartRun{}, err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return FirstPartRun{}, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	seen, err := waitFirstPartOrExit(wctx, cfg, exited)
+	seen, err := waitFirstPartOrExit(wctx, cfg, before, exited)
 	_ = cmd.Process.Kill() // an error when it has exited already
 	<-exited
 	if err != nil {
 		return FirstPartRun{}, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
+	if err := stopped(ctx, cfg.S3, cfg.Bucket); err != nil {
 		return FirstPartRun{}, err
 	}
 	return FirstPartRun{Seconds: seen.Sub(start).Seconds(), PollMs: int(firstPartPoll.Milliseconds())}, nil
@@ -185,7 +221,7 @@ func firstPartCLI(ctx context.Context, cfg FirstPartConfig, run int) (FirstPartR
 
 // waitFirstPartOrExit waits for the first stored part, or fails when the
 // uploader ends first. What it receives from exited it sends back.
-func waitFirstPartOrExit(ctx context.Context, cfg FirstPartConfig, exited chan error) (time.Time, error) {
+func waitFirstPartOrExit(ctx context.Context, cfg FirstPartConfig, before map[string]bool, exited chan error) (time.Time, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type seen struct {
@@ -194,7 +230,7 @@ func waitFirstPartOrExit(ctx context.Context, cfg FirstPartConfig, exited chan e
 	}
 	got := make(chan seen, 1)
 	go func() {
-		t, err := WaitFirstPart(ctx, cfg.S3, cfg.Bucket)
+		t, err := WaitFirstPart(ctx, cfg.S3, cfg.Bucket, before)
 		got <- seen{t, err}
 	}()
 	select {
@@ -295,6 +331,10 @@ func (r *browserRun) stop() error {
 func firstPartBrowser(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, error) {
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
+	before, err := multipartUploads(ctx, cfg.S3, cfg.Bucket)
+	if err != nil {
+		return FirstPartRun{}, err
+	}
 	r, err := cfg.Browser.start(wctx, cfg.File, "first-part")
 	if err != nil {
 		return FirstPartRun{}, err
@@ -306,7 +346,7 @@ func firstPartBrowser(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, e
 	}
 	got := make(chan seen, 1)
 	go func() {
-		t, err := WaitFirstPart(wctx, cfg.S3, cfg.Bucket)
+		t, err := WaitFirstPart(wctx, cfg.S3, cfg.Bucket, before)
 		got <- seen{t, err}
 	}()
 	picked, err := r.next(wctx, "picked")
