@@ -370,17 +370,16 @@ func printIssue24(w io.Writer, rep report) {
 
 // largeFileWhy explains the large-file figures; the tables above are what
 // was measured.
-const largeFileWhy = `Why parts do not reach 1.5× one PUT here: both ways hash the whole file
-before the create (its SHA-256 is in the request), and parts hash it twice
-(whole file and each part, on two goroutines, so about the same wall time
-for twice the CPU). Only the send phase can gain from parallel parts, and
-on two cores shared by the client, the front door, the functions and the
-S3 server, which hashes every part again to check its signed checksum,
-that gain is bounded by CPU, not by the network. Then Versity Gateway's
-CompleteMultipartUpload copies the parts into one new object, a cost that
-one PUT does not have (AWS S3 completes without copying). The AWS CLI
-sends 10 parts at once and makes no pass over the file before its first
-byte.`
+const largeFileWhy = `Why parts may not reach 1.5× one PUT here: on two cores shared by the
+client, the front door, the functions and the S3 server, which hashes
+every part again to check its signed checksum, the gain of parallel parts
+is bounded by CPU, not by the network. One PUT hashes the whole file
+before its create (its SHA-256 is signed in the URL); parts are hashed
+one by one just before they are sent, so they start at once (the first
+part table below). Then Versity Gateway's CompleteMultipartUpload copies
+the parts into one new object, a cost that one PUT does not have (AWS S3
+completes without copying). The AWS CLI sends 10 parts at once and makes
+no pass over the file before its first byte.`
 
 func runsOf(lf *bench.LargeFile) int {
 	n := 0
