@@ -379,8 +379,10 @@ export class UploadClient {
         // No whole-file pass: the parts are hashed as they are sent, and a
         // file picked again is checked against the parts the storage holds.
         const meta = this.createRequest(rec);
+        // Never sent: the create makes a new upload, which holds no parts.
+        const firstTime = !rec.sent && !rec.uploadId;
         await save({ phase: "creating", error: undefined, sent: true });
-        const result = await this.runMultipart(rec, meta, blob, save, opts);
+        const result = await this.runMultipart(rec, meta, blob, firstTime, save, opts);
         return await this.finish(key, result, meta, save, opts);
       }
       // A file picked again is checked against the record; the very file
@@ -477,13 +479,26 @@ export class UploadClient {
     rec: UploadRecord,
     meta: CreateRequest,
     blob: Blob,
+    firstTime: boolean,
     save: (patch: Partial<UploadRecord>) => Promise<void>,
     opts: RunOptions,
   ): Promise<CompletedUpload> {
     // Started now, so that the workers load while the upload is created.
     const hasher = this.partHasher();
+    // A new upload holds no parts: its first parts are hashed while it is
+    // created, so that the first PUT starts as soon as it exists.
+    const early = new Map<number, Promise<string>>();
+    if (firstTime) {
+      const count = partCount(rec.size, meta.partSize!);
+      for (let n = 1; n <= Math.min(count, this.partConcurrency); n++) {
+        const start = (n - 1) * meta.partSize!;
+        const p = hasher.hash(blob.slice(start, Math.min(rec.size, start + meta.partSize!)), opts.signal);
+        p.catch(() => undefined);
+        early.set(n, p);
+      }
+    }
     try {
-      return await this.multipart(rec, meta, blob, hasher, save, opts);
+      return await this.multipart(rec, meta, blob, hasher, early, save, opts);
     } finally {
       hasher.close();
     }
@@ -494,6 +509,7 @@ export class UploadClient {
     meta: CreateRequest,
     blob: Blob,
     hasher: PartHasher,
+    early: Map<number, Promise<string>>,
     save: (patch: Partial<UploadRecord>) => Promise<void>,
     opts: RunOptions,
   ): Promise<CompletedUpload> {
@@ -522,6 +538,8 @@ export class UploadClient {
           partSize,
           hashes,
           hasher,
+          // Only where nothing is held: a held part is checked with a hash of its own.
+          early: held.length === 0 && round === 1 ? early : undefined,
           held,
           concurrency: this.partConcurrency,
           stallTimeoutMs: this.stallTimeoutMs,

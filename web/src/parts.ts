@@ -43,6 +43,8 @@ export interface SendPartsInput {
   hashes: Map<number, string>;
   /** Hashes the parts (a pool of workers). */
   hasher: PartHasher;
+  /** Hashes of this blob's first parts already under way (started while the upload was created). */
+  early?: Map<number, Promise<string>>;
   /** What the storage holds; a part is sent again unless its size and SHA-256 match. */
   held: StoredPart[];
   concurrency: number;
@@ -133,19 +135,35 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     progress();
     if (queue.length === 0) return;
 
+    // Wakes the senders gathering a batch of URLs: a hash or a PUT ended.
+    let wake: (() => void)[] = [];
+    const notify = () => {
+      const w = wake;
+      wake = [];
+      for (const f of w) f();
+    };
+    const changed = () => new Promise<void>((resolve) => wake.push(resolve));
+    stop.signal.addEventListener("abort", notify, { once: true });
+
     // Each part's hash, started a few parts ahead of its PUT (in the pool's order).
     const hashing = new Map<number, Promise<string>>();
+    let hashingNow = 0;
     const hashOf = (n: number): Promise<string> => {
       const known = hashes.get(n);
       if (known !== undefined) return Promise.resolve(known);
       let p = hashing.get(n);
       if (!p) {
-        p = hasher.hash(slice(n), stop.signal).then((h) => {
+        hashingNow++;
+        p = (input.early?.get(n) ?? hasher.hash(slice(n), stop.signal)).then((h) => {
           hashes.set(n, h);
           return h;
         });
+        const settled = () => {
+          hashingNow--;
+          notify();
+        };
         // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
-        p.catch(() => undefined);
+        p.then(settled, settled);
         hashing.set(n, p);
       }
       return p;
@@ -172,7 +190,16 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     // line that are hashed already) when it has none fresh. A URL just asked
     // for is used as it is (a clock that disagrees with the server's must not
     // stop the upload; storage refusing it gets it asked for again).
+    const waitingForUrl = new Set<number>();
     const urlFor = async (n: number): Promise<PartInstructions> => {
+      waitingForUrl.add(n);
+      try {
+        return await urlOf(n);
+      } finally {
+        waitingForUrl.delete(n);
+      }
+    };
+    const urlOf = async (n: number): Promise<PartInstructions> => {
       for (;;) {
         const u = urls.get(n);
         if (fresh(u)) return u!.url;
@@ -180,8 +207,20 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
           await asking;
           continue;
         }
-        // The parts hashed are at the head of the queue.
-        const batch = [n, ...queue.slice(0, lookahead).filter((m) => hashes.has(m) && !fresh(urls.get(m)))].slice(0, MAX_BATCH);
+        // n, the other parts whose senders wait for a URL, and those hashed
+        // ahead (at the head of the queue).
+        const others = [...waitingForUrl].filter((m) => m !== n && !fresh(urls.get(m)));
+        const batch = [n, ...others, ...queue.slice(0, lookahead).filter((m) => hashes.has(m) && !fresh(urls.get(m)))].slice(0, MAX_BATCH);
+        // While other parts are being sent and more are being hashed, wait
+        // for enough of them to ask for a batch of URLs, not one each
+        // (where hashing is the slower side, parts come one at a time). A
+        // sender with nothing in flight asks at once: the first part, and
+        // any moment the PUTs would otherwise stop.
+        if (batch.length < Math.min(input.concurrency, 1 + queue.length) && inFlight.size > 0 && hashingNow > 0) {
+          await changed();
+          if (stop.signal.aborted) throw abortError(stop.signal);
+          continue;
+        }
         asking = retry((ctx) => api.partUrls(uploadId, batch.map((m) => ({ partNumber: m, sha256: hashes.get(m)! })), ctx), {
           ...input.retryOptions("parts"),
           signal: stop.signal,
@@ -227,6 +266,7 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
             });
           } finally {
             inFlight.delete(n);
+            notify();
           }
           if (res.status >= 200 && res.status <= 299) {
             // Counted as done in the same turn as it leaves the in-flight bytes: the bar never steps back for a part that arrived.

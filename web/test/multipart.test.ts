@@ -115,6 +115,47 @@ describe("UploadClient: multipart", () => {
     }
   });
 
+  it("where hashing is the slower side, gathers the parts hashed while others are sent into one request for their URLs", async () => {
+    const w = world();
+    const inner = inlinePartHasher(400);
+    // Each hash, and each PUT, ends when the test says.
+    const hashGates: (() => void)[] = [];
+    const putGates: (() => void)[] = [];
+    let open = false;
+    const gated = {
+      hash: async (part: Blob, signal?: AbortSignal) => {
+        const h = await inner.hash(part, signal);
+        if (!open) await new Promise<void>((r) => hashGates.push(r));
+        return h;
+      },
+      close: () => inner.close(),
+    };
+    w.server.onPartPut = () => (open ? undefined : new Promise<void>((r) => putGates.push(r)));
+    const { client } = w.page({ ...small, partConcurrency: 4, partHasher: () => gated });
+    const signed = () => w.server.requestsTo("POST", "/parts").map((r) => (JSON.parse(r.body ?? "") as { parts: { partNumber: number }[] }).parts.map((p) => p.partNumber));
+    const hashNext = async () => {
+      await until(() => hashGates.length > 0, "a part is hashed");
+      hashGates.shift()!();
+    };
+    const run = client.start(makeFile("a.bin", 24_000));
+
+    await hashNext(); // part 1: nothing is being sent yet, so it is signed and sent at once
+    await until(() => putGates.length === 1, "part 1 is being sent");
+    assert.deepEqual(signed(), [[1]]);
+    for (let i = 0; i < 3; i++) await hashNext(); // parts 2, 3, 4: their senders wait for more
+    for (let i = 0; i < 20; i++) await tick();
+    assert.deepEqual(signed(), [[1]], "no request for fewer parts than PUTs in flight, while part 1 is sent and more are hashed");
+    await hashNext(); // part 5
+    await until(() => signed().length === 2, "a batch is signed");
+    assert.deepEqual(signed()[1].sort((a, b) => a - b), [2, 3, 4, 5]);
+
+    open = true;
+    for (const g of [...hashGates.splice(0), ...putGates.splice(0)]) g();
+    const done = await run;
+    assert.equal(done.status, "completed");
+    assert.equal(signed().flat().length, 24);
+  });
+
   it("a complete refused with parts_mismatch is final: not retried, nothing stored, the message says the stored parts are not this file's", async () => {
     const w = world();
     w.server.onPartPut = (n) => {
