@@ -137,8 +137,9 @@ type FirstPartConfig struct {
 	Bucket    string // the stack's
 	// Browser, if not nil, drives the demo page (else Chromium is not run).
 	Browser *BrowserDriver
-	// CLIRuns is how many times the CLI is timed (Chromium: once).
-	CLIRuns int
+	// Runs is how many times each way is timed; Chromium stops after a
+	// run over 20 s (a whole-file pass before the first part).
+	Runs int
 }
 
 // BrowserDriver runs bench/browser/upload.mjs.
@@ -155,7 +156,7 @@ func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, erro
 	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
 		return out, err
 	}
-	for i := range max(cfg.CLIRuns, 1) {
+	for i := range max(cfg.Runs, 1) {
 		run, err := firstPartCLI(ctx, cfg, i)
 		if err != nil {
 			// Reported, as the other sections' results are.
@@ -168,24 +169,38 @@ func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, erro
 		out.CLI.Runs = append(out.CLI.Runs, run.Seconds)
 		out.CLI.PollMs = run.PollMs
 	}
+	var sorted []float64
 	if len(out.CLI.Runs) > 0 {
-		sorted := slices.Clone(out.CLI.Runs)
+		sorted = slices.Clone(out.CLI.Runs)
 		slices.Sort(sorted)
 		out.CLI.Seconds = sorted[len(sorted)/2]
 	}
 	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
 		return out, err
 	}
-	var err error
 	if cfg.Browser == nil {
 		out.Chromium.Note = "Chromium not run"
 		return out, nil
 	}
-	out.Chromium, err = firstPartBrowser(ctx, cfg)
-	if err != nil {
-		out.Chromium = FirstPartRun{Note: err.Error()}
+	for range max(cfg.Runs, 1) {
+		run, err := firstPartBrowser(ctx, cfg)
+		if err == nil {
+			err = stopped(ctx, cfg.S3, cfg.Bucket)
+		}
+		if err != nil {
+			out.Chromium = FirstPartRun{Note: err.Error()}
+			return out, ctx.Err()
+		}
+		out.Chromium.Runs = append(out.Chromium.Runs, run.Seconds)
+		out.Chromium.PollMs = run.PollMs
+		if run.Seconds > 20 {
+			break
+		}
 	}
-	return out, stopped(ctx, cfg.S3, cfg.Bucket)
+	sorted = slices.Clone(out.Chromium.Runs)
+	slices.Sort(sorted)
+	out.Chromium.Seconds = sorted[len(sorted)/2]
+	return out, nil
 }
 
 func firstPartCLI(ctx context.Context, cfg FirstPartConfig, run int) (FirstPartRun, error) {
