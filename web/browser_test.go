@@ -252,7 +252,13 @@ type result struct {
 		Top       []float64 `json:"top"`
 	} `json:"mainThread"`
 	// bench: ms from the pick to each mark (phase:…, first-part-stored)
-	Timings   map[string]int64 `json:"timings"`
+	Timings map[string]int64 `json:"timings"`
+	// big: the demo's onceupload:timing events
+	TimingMarks []struct {
+		Mark string  `json:"mark"`
+		Key  string  `json:"key"`
+		At   float64 `json:"at"`
+	} `json:"timingMarks"`
 	LongTasks []struct {
 		Start    float64 `json:"start"`
 		Duration float64 `json:"duration"`

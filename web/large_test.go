@@ -321,6 +321,17 @@ func testLargeFiles(t *testing.T, h *harness) {
 				}
 			}
 			checkDeclared(t, res, p.seen(), partSums(t, path72, 8*mib))
+			// The measurement hook: each mark once, in order, in time.
+			var marks []string
+			for i, m := range res.TimingMarks {
+				marks = append(marks, m.Mark)
+				if i > 0 && (m.At < res.TimingMarks[i-1].At || m.Key != r.Key) {
+					t.Errorf("timing mark %+v after %+v", m, res.TimingMarks[i-1])
+				}
+			}
+			if want := []string{"picked", "created", "first-part-stored", "completed"}; !slices.Equal(marks, want) {
+				t.Errorf("onceupload:timing marks %v, want %v", marks, want)
+			}
 			noneLeft(t)
 		})
 	}

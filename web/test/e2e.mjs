@@ -682,13 +682,24 @@ Object.assign(scenarios, {
     const file = bigFile();
     return withBrowser(async ({ context, page }) => {
       const { obs } = await observe(context, page);
+      // The demo's measurement hook (web/README.md): its marks, in order.
+      await context.addInitScript(() => {
+        /** @type {{ mark: string, key?: string, at: number }[]} */
+        const marks = [];
+        /** @type {Window & { __timings?: typeof marks }} */ (window).__timings = marks;
+        addEventListener("onceupload:timing", (e) => {
+          const d = /** @type {CustomEvent<{ mark: string, key?: string, at: number }>} */ (e).detail;
+          marks.push({ mark: d.mark, key: d.key, at: d.at });
+        });
+      });
       await open(page);
       await pickPath(page, file.path);
       await waitRow(page, { phase: "uploading", minProgress: 10 });
       const uploading = await shot(page, "uploading");
       await waitSettled(page, 1);
       const completed = await shot(page, "completed");
-      return { files: [file], ...(await finalState(page)), screenshots: [uploading, completed], ...obs };
+      const timingMarks = await page.evaluate(() => /** @type {Window & { __timings?: { mark: string, key?: string, at: number }[] }} */ (window).__timings ?? []);
+      return { files: [file], ...(await finalState(page)), screenshots: [uploading, completed], timingMarks, ...obs };
     });
   },
 
