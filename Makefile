@@ -2,7 +2,8 @@
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
-#   make bench  round trips, hot path, load vs a Powertools peer, cold start
+#   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
+#               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
