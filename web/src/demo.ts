@@ -242,6 +242,8 @@ class Row {
   /** Parts the storage held when this run first said (for the "first-part-stored" mark). */
   private partsAtStart?: number;
   private firstPartMarked = false;
+  /** The status line says the parts stored are being checked (until the upload's progress). */
+  private checking = false;
   private readonly actions: HTMLDivElement;
   private countdown?: ReturnType<typeof setInterval>;
   private controller?: AbortController;
@@ -529,11 +531,15 @@ class Row {
       case "verify-progress":
         // Resuming with the file picked again: the parts stored are checked against it first.
         this.setStatus("Checking the parts stored against this file…");
+        this.checking = true;
         this.setProgress(e.loaded, e.total);
         break;
       case "upload-progress":
-        // Bytes moving again after a retry or a wait for the network.
-        if (this.retrying && e.loaded > 0) this.setStatus("Uploading…");
+        // Bytes moving again after a retry or a wait for the network, or the check of the parts stored done.
+        if ((this.retrying && e.loaded > 0) || this.checking) {
+          this.checking = false;
+          this.setStatus("Uploading…");
+        }
         this.sendProgress(e.loaded, e.total);
         break;
       case "parts":
@@ -662,6 +668,7 @@ class Row {
     this.alreadyStored = false;
     this.partsAtStart = undefined;
     this.firstPartMarked = false;
+    this.checking = false;
     this.setActions("running");
     if (!rec || rec.phase !== "ready") this.setStatus("Resuming…");
     const key = this.key;
