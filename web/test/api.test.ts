@@ -239,11 +239,56 @@ describe("Api.get", () => {
   });
 });
 
+describe("Api.complete and a multipart create", () => {
+  const multipart = { uploadId: "u1", storageKey: "uploads/u1", filename: "big.bin", contentType: "application/octet-stream", bytes: 10 << 20 };
+  const parts = [
+    { partNumber: 1, sha256: "1".repeat(64) },
+    { partNumber: 2, sha256: "2".repeat(64) },
+  ];
+
+  it("creates an upload in parts without sha256 when none is given, and reads its answer without one", async () => {
+    const { calls, f } = fakeFetch(() => json(201, { ...multipart, status: "pending", multipart: { partSize: 5 << 20, partCount: 2 } }));
+    const ans = await new Api({ baseUrl: "https://api.test", fetch: f }).create("k".repeat(16), { filename: "big.bin", contentType: "application/octet-stream", size: 10 << 20, partSize: 5 << 20 });
+    assert.deepEqual(JSON.parse(calls[0].init.body as string), { filename: "big.bin", contentType: "application/octet-stream", size: 10 << 20, partSize: 5 << 20 });
+    assert.equal(ans.body.sha256, undefined);
+  });
+
+  it("POSTs every part's SHA-256 as JSON, or no body at all; reads compositeSha256", async () => {
+    const done = { ...multipart, status: "completed", etag: '"e-2"', completedAt: "2026-01-15T09:00:01Z", multipart: { partSize: 5 << 20, partCount: 2 }, compositeSha256: "abc=-2" };
+    const { calls, f } = fakeFetch(() => json(200, done));
+    const api = new Api({ baseUrl: "https://api.test", fetch: f });
+    const ans = await api.complete("u1", { parts });
+    assert.equal(calls[0].url, "https://api.test/uploads/u1/complete");
+    assert.equal(calls[0].init.method, "POST");
+    assert.equal(new Headers(calls[0].init.headers).get("Content-Type"), "application/json");
+    assert.deepEqual(JSON.parse(calls[0].init.body as string), { parts });
+    assert.equal(ans.body.status === "completed" && ans.body.compositeSha256, "abc=-2");
+    assert.equal(ans.body.sha256, undefined);
+    await api.complete("u1");
+    assert.equal(calls[1].init.body, undefined);
+  });
+
+  it("reads 409 parts_mismatch as the API's final error", async () => {
+    const { f } = fakeFetch(() => json(409, { error: "parts_mismatch", message: "parts whose SHA-256 differs from the declared one: 2" }));
+    const err = await failure(new Api({ baseUrl: "https://api.test", fetch: f }).complete("u1", { parts }));
+    assert.deepEqual([err.kind, err.status, err.code, err.retryable], ["api", 409, "parts_mismatch", false]);
+    assert.equal(classifyAnswer(409, JSON.stringify({ error: "parts_mismatch", message: "x" })).from, "api");
+  });
+});
+
 describe("parseUpload", () => {
   it("refuses answers that are not uploads", () => {
     for (const text of ["", "[]", "null", JSON.stringify({ ...pending, status: "weird" }), JSON.stringify({ ...pending, upload: undefined }), JSON.stringify({ ...pending, uploadId: 7 })]) {
       assert.throws(() => parseUpload(text, 201), (e: unknown) => e instanceof UploadError && e.kind === "protocol" && !e.retryable, text);
     }
+  });
+
+  it("takes a multipart upload without sha256, not a single PUT without one", () => {
+    const noSum = { ...pending, sha256: undefined };
+    assert.throws(() => parseUpload(JSON.stringify(noSum), 201), (e: unknown) => e instanceof UploadError && e.kind === "protocol");
+    const mp = { ...noSum, upload: undefined, multipart: { partSize: 5 << 20, partCount: 1 } };
+    assert.equal(parseUpload(JSON.stringify(mp), 201).sha256, undefined);
+    assert.throws(() => parseUpload(JSON.stringify({ ...mp, sha256: "" }), 201), (e: unknown) => e instanceof UploadError && e.kind === "protocol");
   });
 });
 
