@@ -31,7 +31,8 @@ import (
 // the stream's retries after a failed PutEvents).
 type eventCheck struct {
 	server    *httptest.Server
-	proxy     *faults.Proxy
+	proxy     *faults.Proxy // between the bus and the consumer
+	dynamo    *faults.Proxy // between the consumer and its table
 	handler   atomic.Pointer[consumer.Consumer]
 	delivered atomic.Int64 // POSTs that reached the consumer
 	sinkFails atomic.Int64
@@ -64,14 +65,20 @@ func startEventCheck() (*eventCheck, error) {
 }
 
 // connect gives the endpoint its consumer, on a table of its own on the
-// stack's DynamoDB. The sink fails now and then before its effect, as an
-// indexer that times out does: the consumer releases the upload id and
-// the delivery is retried.
+// stack's DynamoDB, reached through a fault-injecting proxy (e.dynamo).
+// The sink fails now and then before its effect, as an indexer that times
+// out does: the consumer releases the upload id and the delivery is
+// retried.
 func (e *eventCheck) connect(ctx context.Context, dynamoURL string, failRate float64, rnd func() float64) error {
 	const table = "upload-events-chaos"
 	cfg := services.AWSConfig()
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoURL) })
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	p, err := faults.Start(dynamoURL)
+	if err != nil {
+		return err
+	}
+	e.dynamo = p
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(p.URL) })
+	_, err = ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
 		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash}},
@@ -133,6 +140,9 @@ func (e *eventCheck) settle(want map[string]bool, timeout time.Duration) (missin
 }
 
 func (e *eventCheck) close() {
+	if e.dynamo != nil {
+		e.dynamo.Close()
+	}
 	e.proxy.Close()
 	e.server.Close()
 }

@@ -182,6 +182,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	eventFaultKinds := faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.ServerError)
 	busProxy.SetRule(eventFaultKinds)
 	events.proxy.SetRule(eventFaultKinds)
+	events.dynamo.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
 
 	s3Proxy, err := faults.Start(st.S3URL)
 	if err != nil {
@@ -302,6 +303,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	apiProxy.SetRule(faults.Always(faults.None))
 	busProxy.SetRule(faults.Always(faults.None))
 	events.proxy.SetRule(faults.Always(faults.None))
+	events.dynamo.SetRule(faults.Always(faults.None))
 	wedged := 0
 	clean, _ := client.New(st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
 	for _, l := range uploads {
@@ -355,8 +357,8 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		fmt.Fprintf(os.Stderr, "chaos: events: %d completed uploads never processed, %d processed more than once, %d processed that did not complete\n", missingEvents, doubled, unexpected)
 	}
 	doubled += unexpected
-	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load() + busProxy.Requests() + events.proxy.Requests()
-	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load() + busProxy.Faults() + events.proxy.Faults() + events.sinkFails.Load()
+	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load() + busProxy.Requests() + events.proxy.Requests() + events.dynamo.Requests()
+	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load() + busProxy.Faults() + events.proxy.Faults() + events.dynamo.Faults() + events.sinkFails.Load()
 	multipart := 0
 	for _, l := range uploads {
 		if l.partSize > 0 {
