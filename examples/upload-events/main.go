@@ -1,6 +1,6 @@
 // Command upload-events is an example consumer of onceupload's upload
 // events: a Lambda function on an EventBridge rule that indexes each
-// completed upload exactly once (package consumer), however often its
+// completed upload once (package consumer), however often its
 // Upload Completed event is delivered. template.yaml deploys it with its
 // own idempotency table.
 //

@@ -1,6 +1,7 @@
 // Package consumer is the example consumer of onceupload's upload events:
-// it indexes each completed upload exactly once, however often EventBridge
-// delivers its Upload Completed event.
+// it indexes each completed upload once, however often EventBridge delivers
+// its Upload Completed event (once more only if recording that it did fails
+// after the indexing; so the sink should write by upload id).
 //
 // Delivery is at least once: EventBridge and Lambda retry, and a
 // re-published event (cmd/replay-events) carries a new event id and time
