@@ -99,7 +99,11 @@ const (
 	// than the file's, found when a resumed upload checks the parts S3
 	// holds against the file (Op "resume", before anything is sent), or
 	// by the server at Complete (409 api.CodePartsMismatch). The file
-	// changed since the upload began, or the key is another file's.
+	// changed since the upload began, or the key is another file's. With
+	// Op "verify", the upload under this key is completed already and its
+	// compositeSha256 is not the one the file's parts make: it holds
+	// another file (sent with this key, completed first); nothing is
+	// pending under the key, so there is nothing to abort.
 	CodePartsMismatch = api.CodePartsMismatch
 	// CodeFileChanged: the file changed while it was being sent (its size
 	// or modification time, or a part read again differs from the first
@@ -114,19 +118,34 @@ const (
 // that turn out missing at completion are sent and completion asked again.
 // changed, if not nil, says whether the file changed since it was opened.
 func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, size, partSize int64, res *Result, replayed bool, in UploadInput, changed func() error) (*Result, error) {
+	plan := newPartPlan(size, partSize)
+	parallel := in.Parallel
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
 	switch res.Upload.Status {
 	case api.StatusCompleted:
+		// Completed by an earlier run, or by another file sent with this
+		// key (of the same name and size): nothing is sent, but it is
+		// this file only if its parts are.
+		if in.OnCheck != nil {
+			in.OnCheck(len(plan.sums), size)
+		}
+		if err := hashParts(ctx, r, plan, plan.numbers(), parallel, func(n int, sum string) bool {
+			plan.sums[n-1] = sum // each part its own element: no lock
+			return true
+		}); err != nil {
+			return nil, err
+		}
+		if err := sameComposite(plan, &res.Upload); err != nil {
+			return nil, err
+		}
 		return res, nil
 	case api.StatusAborted:
 		return nil, &Error{Op: "create", StatusCode: http.StatusCreated, Code: CodeUploadAborted,
 			Message: "the upload with this key (" + res.Upload.UploadID + ") was aborted; upload with a new key"}
 	}
 	id := res.Upload.UploadID
-	plan := newPartPlan(size, partSize)
-	parallel := in.Parallel
-	if parallel <= 0 {
-		parallel = DefaultParallel
-	}
 	var heldBytes int64
 	if replayed { // only a known key can have parts in S3
 		held, err := c.ListParts(ctx, id)
@@ -187,9 +206,33 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, size, partSize 
 		if err != nil {
 			return nil, err
 		}
+		// The server answers a Complete of an upload completed already
+		// with its completed body, whatever this one declared: another
+		// file sent with this key may have completed it first.
+		if err := sameComposite(plan, done); err != nil {
+			return nil, err
+		}
 		res.Upload = *done
 		return res, nil
 	}
+}
+
+// sameComposite says whether u, a completed upload in parts, holds the
+// parts of plan, whose SHA-256s are all known: its compositeSha256 must be
+// the one they make. If not, the object stored under this key is another
+// file's: an *Error with CodePartsMismatch and Op "verify".
+func sameComposite(plan *partPlan, u *api.Upload) error {
+	want := plan.composite()
+	if want != "" && u.CompositeSHA256 == want {
+		return nil
+	}
+	why := "its compositeSha256 is " + u.CompositeSHA256 + ", this file's parts make " + want
+	if u.CompositeSHA256 == "" {
+		why = "it states no compositeSha256, so it cannot be this file's parts (" + want + ")"
+	}
+	return &Error{Op: "verify", StatusCode: http.StatusOK, Code: CodePartsMismatch, Message: fmt.Sprintf(
+		"upload %s, completed under this key, is another file (%s): this file is not stored; upload it with a new key",
+		u.UploadID, why)}
 }
 
 // missingParts are the parts of plan that S3 does not hold with their
@@ -220,70 +263,99 @@ func missingParts(plan *partPlan, held []api.StoredPart) (todo []int, heldBytes 
 // this key are not this file's: an *Error with CodePartsMismatch, before a
 // byte is sent, so the key never stores a mix of two files.
 func (c *Client) checkHeld(ctx context.Context, r io.ReaderAt, plan *partPlan, uploadID string, held []api.StoredPart, parallel int) (int, int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var bad, numbers []int
+	stored := make(map[int]api.StoredPart, len(held))
+	for _, p := range held {
+		n := p.PartNumber
+		switch {
+		case n < 1 || n > len(plan.sums):
+			// not a part of this cut; Complete leaves it out
+		case p.Size != plan.length(n):
+			bad = append(bad, n)
+		default:
+			stored[n] = p
+			numbers = append(numbers, n)
+		}
+	}
+	count, heldBytes := 0, int64(0)
+	var err error
+	if len(bad) == 0 { // else the answer is known: no need to read
+		err = hashParts(ctx, r, plan, numbers, parallel, func(n int, sum string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.EqualFold(sum, stored[n].SHA256) {
+				bad = append(bad, n)
+				return false // the answer is known: no need to read more
+			}
+			plan.sums[n-1] = sum
+			count++
+			heldBytes += stored[n].Size
+			return true
+		})
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return 0, 0, &Error{Op: "resume", Code: CodePartsMismatch, Message: fmt.Sprintf(
+			"S3 holds part %s of upload %s with other bytes than this file's: the parts stored under this key are not this file's (it changed since the upload began, or the key is another file's); nothing was sent: upload the file with a new key",
+			joinInts(bad), uploadID)}
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return count, heldBytes, nil
+}
+
+// hashParts hashes the parts numbers of plan from r, parallel at a time,
+// and gives each one's SHA-256 to each, which may be called from several
+// goroutines at once and returns false to stop the hashing (the answer is
+// known). It returns the first read error, or ctx's cause if ctx ended;
+// nil if each stopped it.
+func hashParts(ctx context.Context, r io.ReaderAt, plan *partPlan, numbers []int, parallel int, each func(n int, sum string) bool) error {
+	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	var bad []int
 	var readErr error
-	count, heldBytes := 0, int64(0)
-	work := make(chan api.StoredPart)
+	work := make(chan int)
 	var wg sync.WaitGroup
-	for range max(1, min(parallel, len(held))) {
+	for range max(1, min(parallel, len(numbers))) {
 		wg.Go(func() {
 			buf := make([]byte, hashBufSize)
-			for p := range work {
-				n := p.PartNumber
-				if n < 1 || n > len(plan.sums) {
-					continue // not a part of this cut; Complete leaves it out
+			for n := range work {
+				if inner.Err() != nil {
+					continue
 				}
-				same := p.Size == plan.length(n)
-				var sum string
-				if same {
-					var err error
-					if sum, err = hashPart(r, plan, n, buf); err != nil {
-						mu.Lock()
-						readErr = cmp.Or(readErr, err)
-						mu.Unlock()
-						cancel()
-						continue
-					}
-					same = strings.EqualFold(sum, p.SHA256)
+				sum, err := hashPart(r, plan, n, buf)
+				if err != nil {
+					mu.Lock()
+					readErr = cmp.Or(readErr, err)
+					mu.Unlock()
+					cancel()
+					continue
 				}
-				mu.Lock()
-				if same {
-					plan.sums[n-1] = sum
-					count++
-					heldBytes += p.Size
-				} else {
-					bad = append(bad, n)
-					cancel() // the answer is known: no need to read more
+				if !each(n, sum) {
+					cancel()
 				}
-				mu.Unlock()
 			}
 		})
 	}
 feed:
-	for _, p := range held {
+	for _, n := range numbers {
 		select {
-		case work <- p:
-		case <-ctx.Done():
+		case work <- n:
+		case <-inner.Done():
 			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
 	switch {
-	case len(bad) > 0:
-		slices.Sort(bad)
-		return 0, 0, &Error{Op: "resume", Code: CodePartsMismatch, Message: fmt.Sprintf(
-			"S3 holds part %s of upload %s with other bytes than this file's: the parts stored under this key are not this file's (it changed since the upload began, or the key is another file's); nothing was sent: upload the file with a new key",
-			joinInts(bad), uploadID)}
 	case readErr != nil:
-		return 0, 0, fmt.Errorf("hash: %w", readErr)
+		return fmt.Errorf("hash: %w", readErr)
 	case ctx.Err() != nil:
-		return 0, 0, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
-	return count, heldBytes, nil
+	return nil
 }
 
 func joinInts(ns []int) string {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -73,6 +74,20 @@ func TestMultipartUploadAgainstTheLocalStack(t *testing.T) {
 	again, err := c.Upload(context.Background(), path, client.UploadInput{Key: res.Key, PartSize: api.MinPartSize})
 	if err != nil || !again.Replayed || again.PartsSent != 0 || again.Upload.UploadID != u.UploadID || again.Upload.ETag != u.ETag {
 		t.Fatalf("again = %+v, %v", again, err)
+	}
+	// Another file of the same name and size with this key: the create
+	// replays the completed upload, whose compositeSha256 is not the one
+	// this file's parts make; refused, nothing sent.
+	other := fileBytes(t, path)
+	other[2*api.MinPartSize+9] ^= 0xff
+	otherPath := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(otherPath, other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Upload(context.Background(), otherPath, client.UploadInput{Key: res.Key, PartSize: api.MinPartSize})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != client.CodePartsMismatch || e.Op != "verify" {
+		t.Fatalf("another file with the key: %v; want %s", err, client.CodePartsMismatch)
 	}
 	if n := objectCount(t, st); n != 1 {
 		t.Fatalf("%d objects, want 1", n)

@@ -585,6 +585,91 @@ func TestPartsMismatchAtCompleteIsFinal(t *testing.T) {
 	}
 }
 
+// otherFile is a file named as path's, of the same size, whose part n
+// differs: another file that a key may be reused for.
+func otherFile(t *testing.T, path string, data []byte, partSize, n int) string {
+	t.Helper()
+	other := slices.Clone(data)
+	other[(n-1)*partSize+1] ^= 0xff
+	p := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(p, other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The server answers a Complete of an upload completed already with its
+// completed body, whatever the Complete declared: when another file sent
+// with this key (the same name and size) completed it first, the client
+// compares the body's compositeSha256 with its parts' and refuses it
+// rather than report this file stored.
+func TestCompletedByAnotherFileAtCompleteIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	data := randomBytes(t, 4*testPart)
+	path := tempFile(t, data)
+	key := NewKey()
+	// The other file goes first, and completes.
+	if _, err := mpClient(t, f).Upload(context.Background(), otherFile(t, path, data, testPart, 3), UploadInput{Key: key, PartSize: testPart}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	u := f.byKey[key]
+	completed := u.body
+	// This file's run had created the upload (it was pending then) and
+	// gets to its Complete after the other's.
+	u.body.Status, u.body.ETag, u.body.CompletedAt, u.body.CompositeSHA256 = api.StatusPending, "", "", ""
+	u.parts = map[int][]byte{}
+	f.onStored = func(n int) {
+		if n == 4 {
+			f.mu.Lock()
+			u.body = completed
+			f.mu.Unlock()
+		}
+	}
+	f.mu.Unlock()
+	_, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart, Parallel: 1})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodePartsMismatch || e.Op != "verify" || !strings.Contains(e.Message, completed.CompositeSHA256) || !strings.Contains(err.Error(), "another file") {
+		t.Fatalf("err = %v; want %s: the upload under this key is another file", err, CodePartsMismatch)
+	}
+}
+
+// A completed upload in parts under the key the create replays is this
+// file only if its parts are: the client hashes them (sending nothing) and
+// refuses another file's; the same file is "already uploaded".
+func TestCompletedByAnotherFileAtCreateIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	data := randomBytes(t, 5*testPart+17)
+	path := tempFile(t, data)
+	key := NewKey()
+	first, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, completes := f.received, f.completes
+	var checked []int64
+	for n := 1; n <= 6; n++ {
+		_, err = mpClient(t, f).Upload(context.Background(), otherFile(t, path, data, testPart, n), UploadInput{Key: key, PartSize: testPart,
+			OnCheck: func(parts int, b int64) { checked = []int64{int64(parts), b} }})
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodePartsMismatch || e.Op != "verify" || !strings.Contains(e.Message, first.Upload.UploadID) {
+			t.Fatalf("part %d differs: err = %v; want %s", n, err, CodePartsMismatch)
+		}
+	}
+	if !slices.Equal(checked, []int64{6, int64(len(data))}) {
+		t.Errorf("OnCheck(%v); want every part, every byte", checked)
+	}
+	again, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{Key: key, PartSize: testPart})
+	if err != nil || again.Upload.CompositeSHA256 != first.Upload.CompositeSHA256 || !again.Replayed {
+		t.Errorf("the same file again: %+v, %v; want it already uploaded", again, err)
+	}
+	if f.received != before || f.completes != completes {
+		t.Errorf("%d bytes sent, %d completes; want nothing", f.received-before, f.completes-completes)
+	}
+}
+
 // A file written to while its parts are sent is not completed: its parts
 // in S3 would mix two versions of it.
 func TestFileChangedWhileSendingIsNotCompleted(t *testing.T) {

@@ -2,10 +2,12 @@ package client
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -158,6 +160,31 @@ func (p *partPlan) declared() []api.PartToSign {
 		out[i] = api.PartToSign{PartNumber: i + 1, SHA256: s}
 	}
 	return out
+}
+
+// numbers are the part numbers of p, 1 to its count.
+func (p *partPlan) numbers() []int {
+	out := make([]int, len(p.sums))
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// composite is S3's composite SHA-256 of the parts of p, whose SHA-256s
+// must all be known: base64 of the SHA-256 of their raw digests in order,
+// "-", their count (as api.Upload.CompositeSHA256 states it). A part whose
+// SHA-256 is not known (or not hex) makes it "".
+func (p *partPlan) composite() string {
+	h := sha256.New()
+	for _, s := range p.sums {
+		sum, err := hex.DecodeString(s)
+		if err != nil || len(sum) != sha256.Size {
+			return ""
+		}
+		h.Write(sum)
+	}
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(len(p.sums))
 }
 
 // hashPart returns the SHA-256 (hex) of part n of p as r holds it, read

@@ -63,7 +63,7 @@ func (c *stallConn) Write(b []byte) (int, error) {
 
 // Error is a request that failed for good. Test with errors.As.
 type Error struct {
-	Op         string // "create", "status", "put", "sign", "put part N", "list parts", "complete", "abort"
+	Op         string // "create", "status", "put", "sign", "put part N", "list parts", "complete", "abort", "resume", "verify"
 	StatusCode int    // 0 when no response arrived
 	Code       string // the API's error code, or S3's
 	Message    string

@@ -54,8 +54,9 @@ type UploadInput struct {
 	// before sending bytes).
 	OnCreated func(key string, u *api.Upload)
 	// OnCheck is called when S3 already holds parts of an upload in parts
-	// (a resumed upload), before they are read from the file to check that
-	// they are the file's: how many, and their bytes.
+	// (a resumed upload, or a completed one: all its parts), before they
+	// are read from the file to check that they are the file's: how many,
+	// and their bytes.
 	OnCheck func(partsHeld int, bytesHeld int64)
 	// OnResume is called, before any byte is sent, when S3 already holds
 	// parts of an upload in parts (a resumed upload) and they were found to
