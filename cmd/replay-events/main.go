@@ -3,8 +3,16 @@
 // queue that Lambda names them in after its retries (the stack's
 // EventsFailureQueueUrl output).
 //
-//	replay-events -queue-url URL -table NAME -bucket NAME [-bus NAME] [-source onceupload]
-//	              [-slack 5m] [-ttl 24h] [-max N] [-dry-run]
+//	replay-events -queue-url URL -function NAME [-slack 5m] [-ttl 24h] [-max N] [-dry-run]
+//	replay-events -queue-url URL -table NAME -bucket NAME [-bus NAME] [-source onceupload] […]
+//
+// -function names the events function (the stack's EventsFunctionName
+// output): the table, bucket, bus and source are then read from its own
+// environment, so the events replayed are the ones it would have put (a
+// wrong bucket would change every detail, which consumers would refuse as
+// another request under the same upload id; a wrong source would match no
+// rule, and the messages would be deleted all the same). Flags given as
+// well override what it says.
 //
 // A stream's on-failure record holds no records, only where the batch was
 // (its DDBStreamBatchInfo: shard, sequence numbers, and the approximate
@@ -53,9 +61,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
@@ -79,15 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", idempotency.DefaultTTL, "how long the table keeps a record after its last write (the stack's IdempotencyTtl)")
 	limit := fs.Int("max", 1000, "replay at most this many messages")
 	dryRun := fs.Bool("dry-run", false, "print what would be published and deleted; change nothing")
+	function := fs.String("function", "", "the events function (the stack's EventsFunctionName output), whose environment gives -table, -bucket, -bus and -source")
 	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *queueURL == "" || *table == "" || *bucket == "" {
-		fmt.Fprintln(stderr, "replay-events: -queue-url, -table and -bucket are required (see -h)")
-		return 2
-	}
-	if *slack < 0 || *ttl <= 0 || *limit <= 0 || strings.HasPrefix(*source, "aws.") || *source == "" || *bus == "" {
-		fmt.Fprintln(stderr, "replay-events: -slack must not be negative, -ttl and -max must be positive, and -bus and -source set (a source not starting with \"aws.\")")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -97,6 +100,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay-events: AWS configuration: %v\n", err)
 		return 1
 	}
+	if *function != "" {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		env, err := functionEnv(ctx, newFunctions(cfg), *function)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay-events: %v\n", err)
+			return 1
+		}
+		for name, p := range map[string]*string{"table": table, "bucket": bucket, "bus": bus, "source": source} {
+			if v := env[envOf[name]]; v != "" && !given[name] {
+				*p = v
+			}
+		}
+	}
+	if *queueURL == "" || *table == "" || *bucket == "" {
+		fmt.Fprintln(stderr, "replay-events: -queue-url and either -function or -table and -bucket are required (see -h)")
+		return 2
+	}
+	if *slack < 0 || *ttl <= 0 || *limit <= 0 || strings.HasPrefix(*source, "aws.") || *source == "" || *bus == "" {
+		fmt.Fprintln(stderr, "replay-events: -slack must not be negative, -ttl and -max must be positive, and -bus and -source set (a source not starting with \"aws.\")")
+		return 2
+	}
+	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s\n", *bus, *source, *bucket, *table)
 	schema := idempotency.DefaultSchema()
 	r := &replayer{
 		queue: sqs.NewFromConfig(cfg), table: dynamodb.NewFromConfig(cfg),
@@ -125,4 +151,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// envOf maps the flags -function fills to the events function's variables.
+var envOf = map[string]string{"table": "TABLE_NAME", "bucket": "BUCKET_NAME", "bus": "EVENT_BUS_NAME", "source": "EVENT_SOURCE"}
+
+// functionsAPI is the Lambda call -function makes; *lambda.Client has it.
+type functionsAPI interface {
+	GetFunctionConfiguration(ctx context.Context, in *lambda.GetFunctionConfigurationInput, optFns ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error)
+}
+
+// newFunctions makes the Lambda client; tests replace it.
+var newFunctions = func(cfg aws.Config) functionsAPI { return lambda.NewFromConfig(cfg) }
+
+// functionEnv is a function's environment variables.
+func functionEnv(ctx context.Context, client functionsAPI, name string) (map[string]string, error) {
+	out, err := client.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: &name})
+	if err != nil {
+		return nil, fmt.Errorf("read the events function's settings: %w", err)
+	}
+	if out.Environment == nil || out.Environment.Variables["TABLE_NAME"] == "" {
+		return nil, fmt.Errorf("function %s has no TABLE_NAME: is it the stack's events function (EventsFunctionName)?", name)
+	}
+	return out.Environment.Variables, nil
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -460,6 +462,63 @@ func TestReplayEventsFlags(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 2 || stderr.Len() == 0 {
 			t.Errorf("run(%q) = %d, stderr %q; want 2 and a message", args, code, stderr.String())
+		}
+	}
+}
+
+// eventsFunction answers GetFunctionConfiguration as Lambda does for the
+// stack's events function.
+type eventsFunction struct {
+	name string
+	env  map[string]string
+}
+
+func (e eventsFunction) GetFunctionConfiguration(_ context.Context, in *lambda.GetFunctionConfigurationInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionConfigurationOutput, error) {
+	if aws.ToString(in.FunctionName) != e.name {
+		return nil, fmt.Errorf("ResourceNotFoundException: Function not found: %s", aws.ToString(in.FunctionName))
+	}
+	return &lambda.GetFunctionConfigurationOutput{Environment: &lambdatypes.EnvironmentResponse{Variables: e.env}}, nil
+}
+
+// -function reads the table, bucket, bus and source from the events
+// function's environment: the replayed events are the ones it would have
+// put, with its source, not the default one.
+func TestReplayEventsFromTheFunctionsSettings(t *testing.T) {
+	f := newFixture(t)
+	f.send(t, f.failures, f.failure(f.base, f.base.Add(4*time.Second), 3))
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": f.dynamoURL, "AWS_ENDPOINT_URL_SQS": f.motoURL, "AWS_ENDPOINT_URL_EVENTBRIDGE": f.motoURL,
+		"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey, "AWS_REGION": testenv.Region,
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_PROFILE": "",
+	} {
+		t.Setenv(k, v)
+	}
+	fn := eventsFunction{name: "stack-EventsFunction-1", env: map[string]string{
+		"TABLE_NAME": f.table, "BUCKET_NAME": f.bucket, "EVENT_BUS_NAME": f.bus, "EVENT_SOURCE": "com.example.uploads",
+	}}
+	defer func(old func(aws.Config) functionsAPI) { newFunctions = old }(newFunctions)
+	newFunctions = func(aws.Config) functionsAPI { return fn }
+
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-queue-url", f.failures, "-function", "no-such-function"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "Function not found") {
+		t.Errorf("an unknown function: exit %d, %s", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code := run([]string{"-queue-url", f.failures, "-function", fn.name, "-slack", "1m", "-dry-run"}, &stdout, &stderr)
+	out := stdout.String()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr.String())
+	}
+	if !strings.Contains(out, "1 messages would be replayed (3 events)") {
+		t.Errorf("output:\n%s", out)
+	}
+	if !strings.Contains(out, "bus "+f.bus+", source com.example.uploads, bucket "+f.bucket+", table "+f.table) {
+		t.Errorf("the function's settings are not the ones used:\n%s", out)
+	}
+	for _, d := range []api.EventDetail{f.completed1, f.completed2, f.aborted} {
+		if !strings.Contains(out, d.UploadID) {
+			t.Errorf("upload %s is not replayed:\n%s", d.UploadID, out)
 		}
 	}
 }
