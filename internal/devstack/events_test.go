@@ -124,6 +124,9 @@ func TestUploadEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
+			if !st.EventsEnabled {
+				t.Fatal("the stack reads no stream")
+			}
 			owner := jwt(`{"iss":"https://issuer.example/","sub":"events-owner"}`)
 
 			// A single PUT, completed.

@@ -13,8 +13,8 @@ func TestTemplateStreamFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec.Stream == nil || len(spec.Stream.Filters) == 0 || spec.Stream.MaxRetries < 0 {
-		t.Fatalf("stream spec %+v: want a filtered function with finite retries", spec.Stream)
+	if spec.Stream == nil || len(spec.Stream.Filters) == 0 || spec.Stream.MaxRetries < 0 || !spec.Stream.ReportBatchItemFailures {
+		t.Fatalf("stream spec %+v: want a filtered function with finite retries that reports the records that failed", spec.Stream)
 	}
 	for raw, want := range map[string]bool{
 		`{"eventName":"MODIFY","dynamodb":{"NewImage":{"state":{"S":"completed"}},"OldImage":{"state":{"S":"pending"}}}}`: true,

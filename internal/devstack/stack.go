@@ -123,7 +123,10 @@ type Stack struct {
 	multipart         completions
 	// EventBusURL is the local event bus (PutEvents), if the template has
 	// a stream function.
-	EventBusURL      string
+	EventBusURL string
+	// EventsEnabled reports that the table's stream is read: upload
+	// events are delivered (not on dynalite, which has no streams).
+	EventsEnabled    bool
 	functionEventBus string
 	tableCreated     bool
 }

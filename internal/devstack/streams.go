@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -28,6 +29,9 @@ type streamPoller struct {
 	spec    StreamSpec
 	streams *dynamodbstreams.Client
 	arn     string
+
+	mu      sync.Mutex
+	started map[string]bool // shards being read or read
 }
 
 // startStreams enables the table's stream if the template declares one and
@@ -58,6 +62,10 @@ func (st *Stack) startStreams(ctx context.Context, created bool) error {
 		st.cfg.Logger.Warn("events: the local DynamoDB server gives the table no stream, so no upload events are delivered (dynoxide has streams; dynalite does not)")
 		return nil
 	}
+	if view := out.Table.StreamSpecification.StreamViewType; string(view) != st.spec.Table.StreamViewType {
+		return fmt.Errorf("events: the table's stream is %s, the template's %s: delete the data directory (%s) to start afresh", view, st.spec.Table.StreamViewType, st.cfg.DataDir)
+	}
+	st.EventsEnabled = true
 	position := sttypes.ShardIteratorType(spec.StartingPosition)
 	if !created {
 		// A kept data directory: its old changes were delivered by the
@@ -65,18 +73,33 @@ func (st *Stack) startStreams(ctx context.Context, created bool) error {
 		// would continue rather than start over.
 		position = sttypes.ShardIteratorTypeLatest
 	}
-	p := &streamPoller{st: st, spec: *spec, arn: arn,
+	p := &streamPoller{st: st, spec: *spec, arn: arn, started: map[string]bool{},
 		streams: dynamodbstreams.NewFromConfig(st.awsConfig(), func(o *dynamodbstreams.Options) { o.BaseEndpoint = &st.DynamoURL })}
+	return p.startShards(ctx, position)
+}
+
+// startShards starts a reader for each shard not read yet, at position: at
+// the start, every shard; after a shard closes, its children, which are
+// read from their beginning (TRIM_HORIZON), as Lambda reads a child once
+// its parent is done. dynoxide keeps one shard; this is for a server that
+// rolls shards over.
+func (p *streamPoller) startShards(ctx context.Context, position sttypes.ShardIteratorType) error {
 	shards, err := p.shards(ctx)
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, shard := range shards {
-		it, err := p.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &shard, ShardIteratorType: position})
+		if p.started[shard] {
+			continue
+		}
+		it, err := p.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: &p.arn, ShardId: &shard, ShardIteratorType: position})
 		if err != nil {
 			return fmt.Errorf("events: shard iterator: %w", err)
 		}
-		st.pending.Add(1)
+		p.started[shard] = true
+		p.st.pending.Add(1)
 		go p.poll(shard, aws.ToString(it.ShardIterator))
 	}
 	return nil
@@ -110,10 +133,14 @@ func (p *streamPoller) poll(shard, iterator string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-p.st.closed
-		cancel()
+		select {
+		case <-p.st.closed:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
 	log := p.st.cfg.Logger.With("shard", shard)
+	last := "" // the sequence number of the last record handled
 	for iterator != "" {
 		out, err := p.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(p.spec.BatchSize))})
 		if ctx.Err() != nil {
@@ -122,8 +149,16 @@ func (p *streamPoller) poll(shard, iterator string) {
 		if err != nil {
 			var expired *sttypes.ExpiredIteratorException
 			if errors.As(err, &expired) {
-				log.Error("events: the shard iterator expired; events of this shard stop", "error", err)
-				return
+				// Iterators last 15 minutes: a long retry can outlive one.
+				// Go on after the last record handled.
+				in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &p.arn, ShardId: &shard, ShardIteratorType: sttypes.ShardIteratorTypeTrimHorizon}
+				if last != "" {
+					in.ShardIteratorType, in.SequenceNumber = sttypes.ShardIteratorTypeAfterSequenceNumber, &last
+				}
+				if it, ierr := p.streams.GetShardIterator(ctx, in); ierr == nil {
+					iterator = aws.ToString(it.ShardIterator)
+					continue
+				}
 			}
 			log.Warn("events: GetRecords failed; retrying", "error", err)
 			if !p.sleep(ctx, time.Second) {
@@ -135,11 +170,17 @@ func (p *streamPoller) poll(shard, iterator string) {
 		if batch := p.filter(out.Records); len(batch) > 0 {
 			p.deliver(ctx, batch)
 		}
+		if n := len(out.Records); n > 0 && out.Records[n-1].Dynamodb != nil {
+			last = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
+		}
 		if len(out.Records) == 0 && !p.sleep(ctx, pollInterval) {
 			return
 		}
 	}
-	log.Info("events: shard closed")
+	log.Info("events: shard closed; reading its children")
+	if err := p.startShards(ctx, sttypes.ShardIteratorTypeTrimHorizon); err != nil && ctx.Err() == nil {
+		log.Error("events: cannot read the stream's new shards; events stop", "error", err)
+	}
 }
 
 func (p *streamPoller) sleep(ctx context.Context, d time.Duration) bool {
@@ -192,6 +233,8 @@ func (p *streamPoller) deliver(ctx context.Context, batch []events.DynamoDBEvent
 			return
 		}
 		if attempt > 0 && !p.sleep(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
+			p.st.cfg.Logger.Warn("events: the stack stopped while a batch was retried; its events are not delivered (the next start begins at the stream's end)",
+				"records", len(batch), "firstSequence", batch[0].Change.SequenceNumber)
 			return
 		}
 		payload, err := json.Marshal(events.DynamoDBEvent{Records: batch})
@@ -213,6 +256,9 @@ func (p *streamPoller) deliver(ctx context.Context, batch []events.DynamoDBEvent
 		if err := json.Unmarshal(out, &resp); err != nil {
 			p.st.cfg.Logger.Warn("events: unreadable answer; retrying the batch", "function", fn, "error", err)
 			continue
+		}
+		if !p.spec.ReportBatchItemFailures {
+			return // without the response type, Lambda takes any answer as success
 		}
 		batch = fromFailure(batch, resp)
 	}

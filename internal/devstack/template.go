@@ -3,6 +3,7 @@ package devstack
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type StreamSpec struct {
 	// Filters are the filter criteria's patterns, decoded: an event
 	// passes if any matches.
 	Filters []map[string]any
+	// ReportBatchItemFailures is set when FunctionResponseTypes has it:
+	// only then does a reported failure retry the batch from that record.
+	ReportBatchItemFailures bool
 }
 
 // TableSpec is the idempotency table's shape.
@@ -293,13 +297,14 @@ func readFunction(id string, props *yaml.Node, spec *Spec) error {
 		Events  map[string]struct {
 			Type       string `yaml:"Type"`
 			Properties struct {
-				Method               string `yaml:"Method"`
-				Path                 string `yaml:"Path"`
-				Events               any    `yaml:"Events"`
-				StartingPosition     string `yaml:"StartingPosition"`
-				BatchSize            int    `yaml:"BatchSize"`
-				MaximumRetryAttempts *int   `yaml:"MaximumRetryAttempts"`
-				FilterCriteria       struct {
+				Method                string   `yaml:"Method"`
+				Path                  string   `yaml:"Path"`
+				Events                any      `yaml:"Events"`
+				StartingPosition      string   `yaml:"StartingPosition"`
+				BatchSize             int      `yaml:"BatchSize"`
+				MaximumRetryAttempts  *int     `yaml:"MaximumRetryAttempts"`
+				FunctionResponseTypes []string `yaml:"FunctionResponseTypes"`
+				FilterCriteria        struct {
 					Filters []struct {
 						Pattern string `yaml:"Pattern"`
 					} `yaml:"Filters"`
@@ -332,6 +337,7 @@ func readFunction(id string, props *yaml.Node, spec *Spec) error {
 			if n := ev.Properties.MaximumRetryAttempts; n != nil {
 				st.MaxRetries = *n
 			}
+			st.ReportBatchItemFailures = slices.Contains(ev.Properties.FunctionResponseTypes, "ReportBatchItemFailures")
 			for _, f := range ev.Properties.FilterCriteria.Filters {
 				pattern, err := parsePattern(f.Pattern)
 				if err != nil {

@@ -58,7 +58,7 @@ type pending struct {
 }
 
 // Handle publishes the batch's events in order. Records of a shard arrive
-// in order, and Lambda resumes a shard after the lowest sequence number
+// in order, and Lambda retries a shard from the lowest sequence number
 // reported as failed, so the first failure ends the batch: what came
 // before it is published, it and what follows are retried. An error is
 // returned only for a batch that cannot be read at all.
@@ -128,9 +128,16 @@ func (h *Handler) put(ctx context.Context, batch []pending) string {
 		for i, p := range chunk {
 			if i < len(out.Entries) && out.Entries[i].ErrorCode != nil {
 				// Entries keep the request's order; one failed entry's
-				// record and everything after it are retried.
+				// record and everything after it are retried. PutEvents is
+				// not atomic: the entries after it that were put will be
+				// put again, so they are logged as such.
 				h.Logger.ErrorContext(ctx, "upload event: not put", "uploadId", p.id,
 					"code", aws.ToString(out.Entries[i].ErrorCode), "message", aws.ToString(out.Entries[i].ErrorMessage))
+				for j := i + 1; j < len(chunk) && j < len(out.Entries); j++ {
+					if out.Entries[j].ErrorCode == nil {
+						h.Logger.InfoContext(ctx, "upload event, to be put again with the failed one", "detailType", aws.ToString(chunk[j].entry.DetailType), "uploadId", chunk[j].id)
+					}
+				}
 				return p.seq
 			}
 			if i >= len(out.Entries) && out.FailedEntryCount > 0 {
