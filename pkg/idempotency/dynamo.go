@@ -287,6 +287,12 @@ type Update struct {
 	// Require lists Data fields that must hold these values, or the update
 	// fails with ErrMismatch.
 	Require map[string]types.AttributeValue
+	// RequireAbsentOrEqual lists Data fields that must be absent or hold
+	// these values, or the update fails with ErrMismatch: with the same
+	// fields in Data, a value is set only by the first update that gives
+	// one, and every later update must give the same (first writer wins,
+	// even among concurrent updates).
+	RequireAbsentOrEqual map[string]types.AttributeValue
 	// From, if set, is the state the record must be in, or the update fails
 	// with ErrMismatch: an update that only means to renew a record never
 	// undoes a state another request set meanwhile.
@@ -306,7 +312,7 @@ type Update struct {
 // there is no such live claim (absent, expired, or id reclaimed by another
 // claim), a *ConflictError wrapping ErrAlreadyCompleted or ErrAborted when
 // the record is already in that final state (a duplicate), or wrapping
-// ErrMismatch when Require does not hold.
+// ErrMismatch when Require, RequireAbsentOrEqual or From does not hold.
 func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Update) (Record, error) {
 	if err := u.check(); err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
@@ -348,7 +354,7 @@ func (u *Update) check() error {
 	if u.State == "" || u.State == StateInProgress {
 		return fmt.Errorf("state %q is not a target", u.State)
 	}
-	for _, m := range []map[string]types.AttributeValue{u.Data, u.Require} {
+	for _, m := range []map[string]types.AttributeValue{u.Data, u.Require, u.RequireAbsentOrEqual} {
 		for k := range m {
 			// An expression's document path cannot escape brackets.
 			if k == "" || strings.ContainsAny(k, "[]") {
@@ -368,7 +374,7 @@ func dataName(k string) expression.NameBuilder { return name(attrData).AppendNam
 
 // updateExpression is u as an update of claimID's record at now, on the
 // condition that the record is that claim's, not final, live (unless
-// u.Revive) and holds u.Require.
+// u.Revive) and holds u.Require and u.RequireAbsentOrEqual.
 func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) (expression.Expression, error) {
 	state := name(s.schema.State)
 	cond := name(attrClaimID).Equal(expression.Value(claimID)).
@@ -378,6 +384,10 @@ func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) 
 	}
 	for _, k := range slices.Sorted(maps.Keys(u.Require)) {
 		cond = cond.And(dataName(k).Equal(expression.Value(u.Require[k])))
+	}
+	for _, k := range slices.Sorted(maps.Keys(u.RequireAbsentOrEqual)) {
+		field := dataName(k)
+		cond = cond.And(expression.AttributeNotExists(field).Or(field.Equal(expression.Value(u.RequireAbsentOrEqual[k]))))
 	}
 	if u.From != "" {
 		cond = cond.And(state.Equal(expression.Value(u.From)))

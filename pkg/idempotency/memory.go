@@ -90,6 +90,11 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
+	for k, v := range u.RequireAbsentOrEqual {
+		if got, ok := r.Data[k]; ok && !reflect.DeepEqual(got, v) {
+			return Record{}, updateRefusal(id, claimID, u, old, now)
+		}
+	}
 	r = clone(r)
 	r.State, r.UpdatedAt, r.LeaseExpiresAt = u.State, truncMillis(now), time.Time{}
 	if u.State == StateCompleted || u.State == StateAborted {

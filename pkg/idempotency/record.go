@@ -130,7 +130,7 @@ var (
 	// ErrAborted: the record is aborted, a final state; no update applies.
 	ErrAborted = errors.New("idempotency: record aborted")
 	// ErrMismatch: the record exists for this claim but a required data field
-	// differs (see Update.Require).
+	// differs (see Update.Require and Update.RequireAbsentOrEqual).
 	ErrMismatch = errors.New("idempotency: record does not match")
 	// ErrUnavailable: DynamoDB throttled the call or could not be reached
 	// after the client's own retries. Safe to retry later.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,6 +420,100 @@ func TestStoreConformance(t *testing.T) {
 			})
 			if err == nil || errors.Is(err, idempotency.ErrAlreadyCompleted) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
+			}
+		},
+		"a field required absent or equal is set once: the first value wins": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-absent-or-equal")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			setSum := func(v types.AttributeValue) (idempotency.Record, error) {
+				return st.Update(ctx, id, "c1", idempotency.Update{
+					State: idempotency.StatePending, From: idempotency.StatePending,
+					Data: map[string]types.AttributeValue{"sum": v}, RequireAbsentOrEqual: map[string]types.AttributeValue{"sum": v},
+				})
+			}
+			got, err := setSum(s("first"))
+			if err != nil || !isS(got.Data["sum"], "first") || !isS(got.Data["size"], "42") {
+				t.Fatalf("set an absent field: %+v, %v", got.Data, err)
+			}
+			if got, err := setSum(s("first")); err != nil || !isS(got.Data["sum"], "first") {
+				t.Fatalf("set it again to the same value: %+v, %v", got.Data, err)
+			}
+			var conflict *idempotency.ConflictError
+			_, err = setSum(s("second"))
+			if !errors.Is(err, idempotency.ErrMismatch) || !errors.As(err, &conflict) ||
+				conflict.Existing.State != idempotency.StatePending || !isS(conflict.Existing.Data["sum"], "first") {
+				t.Fatalf("another value: %v, want ErrMismatch with the record holding the first", err)
+			}
+			// Equal means of the same type too, as for Require.
+			if _, err := setSum(n("1")); !errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("a number where a string is stored: %v, want ErrMismatch", err)
+			}
+			if got, err := st.Get(ctx, id); err != nil || !isS(got.Data["sum"], "first") {
+				t.Fatalf("after the refused updates: %+v, %v; want the first value kept", got.Data, err)
+			}
+			// With Require, both must hold; a dotted name is one field.
+			_, err = st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, Require: map[string]types.AttributeValue{"size": s("41")},
+				RequireAbsentOrEqual: map[string]types.AttributeValue{"content.type": s("a/b")},
+			})
+			if !errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("Require failing beside an absent field: %v, want ErrMismatch", err)
+			}
+			got, err = st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, Require: map[string]types.AttributeValue{"size": s("42")},
+				Data:                 map[string]types.AttributeValue{"content.type": s("a/b")},
+				RequireAbsentOrEqual: map[string]types.AttributeValue{"content.type": s("a/b"), "sum": s("first")},
+			})
+			if err != nil || !isS(got.Data["content.type"], "a/b") || got.Data["content"] != nil {
+				t.Fatalf("Require and RequireAbsentOrEqual holding: %+v, %v", got.Data, err)
+			}
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{
+				State: idempotency.StatePending, RequireAbsentOrEqual: map[string]types.AttributeValue{"parts[0]": s("x")},
+			}); err == nil || errors.Is(err, idempotency.ErrMismatch) {
+				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
+			}
+			// A final record is refused as a duplicate, not as a mismatch.
+			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := setSum(s("first")); !errors.Is(err, idempotency.ErrAlreadyCompleted) {
+				t.Fatalf("after completion: %v, want ErrAlreadyCompleted", err)
+			}
+		},
+		"of concurrent updates requiring a field absent or equal, the first wins": func(t *testing.T, st idempotency.Store, c *clock) {
+			id := idempotency.NewID("tenant-a", "key-absent-or-equal-race")
+			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+			const racers = 8
+			errs := make([]error, racers)
+			var wg sync.WaitGroup
+			for i := range racers {
+				wg.Go(func() {
+					v := s(strconv.Itoa(i))
+					_, errs[i] = st.Update(ctx, id, "c1", idempotency.Update{
+						State: idempotency.StatePending, From: idempotency.StatePending,
+						Data: map[string]types.AttributeValue{"sum": v}, RequireAbsentOrEqual: map[string]types.AttributeValue{"sum": v},
+					})
+				})
+			}
+			wg.Wait()
+			got, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			winners := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					winners++
+					if !isS(got.Data["sum"], strconv.Itoa(i)) {
+						t.Errorf("update %d succeeded, but the record holds %#v", i, got.Data["sum"])
+					}
+				case !errors.Is(err, idempotency.ErrMismatch):
+					t.Errorf("update %d: %v, want success or ErrMismatch", i, err)
+				}
+			}
+			if winners != 1 {
+				t.Fatalf("%d of %d concurrent updates set the field, want exactly one", winners, racers)
 			}
 		},
 		"a group counts its unfinished records; finishing or releasing one leaves it": func(t *testing.T, st idempotency.Store, c *clock) {
