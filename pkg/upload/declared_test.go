@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -368,5 +370,154 @@ func TestFinalizeWinsTheRaceWithACompleteSHA256(t *testing.T) {
 				t.Fatalf("%d objects", n)
 			}
 		})
+	}
+}
+
+// partReplacedAtComplete sends another part in place of the upload's part
+// 1 just before CompleteMultipartUpload, once: S3 then refuses the
+// complete (InvalidPart), as it does when a client re-sends a part between
+// the service's list and its complete.
+type partReplacedAtComplete struct {
+	upload.ObjectAPI
+	replace func()
+	done    *bool
+}
+
+func (p partReplacedAtComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	if !*p.done {
+		*p.done = true
+		p.replace()
+	}
+	return p.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
+}
+
+// The first sha256 recorded by a complete stays even when S3 then refuses
+// that complete: a later complete with another one is a 400 and stores
+// nothing; one with the same, or none, completes with the first.
+func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f, other := newBigFile(t, 6<<20), newBigFile(t, 6<<20)
+	u := e.createWithout(t, "key-complete-sha-kept", f)
+	whole, otherWhole := sha256.Sum256(f.data), sha256.Sum256(other.data)
+	sum, otherSum := hex.EncodeToString(whole[:]), hex.EncodeToString(otherWhole[:])
+
+	var replaced bool
+	racing := e.withObjects(partReplacedAtComplete{ObjectAPI: e.objectsClient, done: &replaced, replace: func() {
+		e.sendParts(t, u.UploadID, other, 1)
+	}})
+	_, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sum})
+	if !errors.Is(err, idempotency.ErrUnavailable) {
+		t.Fatalf("complete refused by S3 (a part replaced): %v, want a retryable error", err)
+	}
+	e.wantPending(t, u)
+	id, err := upload.ParseUploadID(u.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pending answer is the create's; the record holds the sha256.
+	rec, err := e.store.Get(ctx, id)
+	if got, ok := rec.Data["sha256"].(*types.AttributeValueMemberS); err != nil || !ok || got.Value != sum {
+		t.Fatalf("the record after the refused complete: %v %#v; want sha256 %s kept", err, rec.Data["sha256"], sum)
+	}
+
+	// The client sends its part 1 again, then completes.
+	e.sendParts(t, u.UploadID, f, 1)
+	_, err = e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: otherSum})
+	var invalid *upload.ValidationError
+	if !errors.As(err, &invalid) || invalid.Field != "sha256" || !strings.Contains(invalid.Message, "differs from the sha256 recorded for this upload") {
+		t.Fatalf("complete with another sha256 than the one recorded: %v, want a 400 naming sha256", err)
+	}
+	e.wantPending(t, u)
+	done, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration()})
+	if c := decode(t, done.Body); err != nil || c.Status != api.StatusCompleted || c.SHA256 != sum || c.CompositeSHA256 != compositeSHA256(f, 2) {
+		t.Fatalf("complete without sha256: %v %s; want completed with sha256 %s", err, done.Body, sum)
+	}
+}
+
+// completesMeet holds each ListParts until two have come (both completes
+// have read the record), and CompleteMultipartUpload until one of the
+// completes has returned.
+type completesMeet struct {
+	upload.ObjectAPI
+	listed        chan struct{}
+	bothListed    chan struct{}
+	firstReturned chan struct{}
+}
+
+func (m completesMeet) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	m.listed <- struct{}{}
+	select {
+	case <-m.bothListed:
+	case <-time.After(10 * time.Second):
+	}
+	return m.ObjectAPI.ListParts(ctx, in, optFns...)
+}
+
+func (m completesMeet) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	select {
+	case <-m.firstReturned:
+	case <-time.After(10 * time.Second):
+	}
+	return m.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
+}
+
+// Two completes with different sha256s, both having read the upload
+// before either recorded its own: the first recorded wins and completes;
+// the other is a 400, never a 200 with a sha256 it did not give.
+func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	u := e.createWithout(t, "key-complete-sha-race", f)
+	sums := [2]string{strings.Repeat("a", 64), strings.Repeat("b", 64)}
+
+	meet := completesMeet{ObjectAPI: e.objectsClient, listed: make(chan struct{}, 2), bothListed: make(chan struct{}), firstReturned: make(chan struct{})}
+	racing := e.withObjects(meet)
+	var results [2]upload.Result
+	var errs [2]error
+	var first sync.Once
+	var wg sync.WaitGroup
+	for i := range sums {
+		wg.Go(func() {
+			results[i], errs[i] = racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sums[i]})
+			first.Do(func() { close(meet.firstReturned) })
+		})
+	}
+	for range sums {
+		select {
+		case <-meet.listed:
+		case <-time.After(10 * time.Second):
+			t.Error("the two completes did not both list the parts")
+		}
+	}
+	close(meet.bothListed)
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		var invalid *upload.ValidationError
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("both completes succeeded: %s and %s", results[winner].Body, results[i].Body)
+			}
+			winner = i
+			if c := decode(t, results[i].Body); c.Status != api.StatusCompleted || c.SHA256 != sums[i] {
+				t.Fatalf("the complete with sha256 %s answered %s", sums[i], results[i].Body)
+			}
+		case !errors.As(err, &invalid) || invalid.Field != "sha256":
+			t.Fatalf("complete with sha256 %s: %v, want success or a 400 naming sha256", sums[i], err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("neither complete succeeded")
+	}
+	st, err := e.svc.Status(ctx, "tenant", u.UploadID)
+	if err != nil || !bytes.Equal(st.Body, results[winner].Body) {
+		t.Fatalf("status: %v %s; want the winner's body %s", err, st.Body, results[winner].Body)
+	}
+	if n := e.objectCount(t); n != 1 {
+		t.Fatalf("%d objects", n)
 	}
 }

@@ -221,7 +221,10 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 // fills the upload's sha256 when the create gave none; one that differs
 // from the upload's is a *ValidationError. It is recorded before S3 is
 // asked to complete, so that the completed body is the same whoever
-// records the completion, this call or finalize on the object's event.
+// records the completion, this call or finalize on the object's event,
+// and the first one recorded stays: a complete that then fails (a part
+// changed, S3 unavailable) leaves it, and a later or concurrent complete
+// with another is a *ValidationError too.
 //
 // Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
 // *PartsMismatchError, *ValidationError, the store's.
@@ -257,7 +260,7 @@ func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 			return errSHA256Format
 		}
 		if rec.SHA256 != "" && !strings.EqualFold(req.SHA256, rec.SHA256) {
-			return invalid("sha256", "sha256 differs from the one this upload already has: a complete may give the whole file's sha256 only when the create did not")
+			return errSHA256Differs
 		}
 	}
 	if len(req.Parts) == 0 {
@@ -287,6 +290,11 @@ func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 	}
 	return invalid("parts", "parts must name every part 1..%d exactly once; it leaves out %s", count, partNumbers(left, count-len(req.Parts)))
 }
+
+// errSHA256Differs refuses a complete's whole file sha256 that is not the
+// one the upload has: given at create, or recorded by an earlier complete
+// (the first recorded stays, even if that complete then failed).
+var errSHA256Differs = invalid("sha256", "sha256 differs from the sha256 recorded for this upload (given at create or by an earlier complete); complete with that one, or without sha256")
 
 func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload, req api.CompleteRequest) (stored, error) {
 	parts, err := s.storedParts(ctx, rec)
@@ -387,17 +395,29 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 // recordSHA256 records the whole file's SHA-256 that a complete gave on the
 // pending record, before S3 is asked to complete: whoever then records the
 // completion (this call, or finalize on the object's event, which may come
-// first) renders it into the one completed body. It returns the record as
-// it is now, final if the upload was completed or aborted meanwhile.
+// first) renders it into the one completed body. The write sets it only
+// if the record has none or the same one, so the first recorded wins, among
+// concurrent completes too: a complete never goes on to S3 with a sha256
+// the record does not hold. It stays if its complete then fails (a failed
+// complete cannot tell whether a concurrent one relies on it). It returns
+// the record as it is now, final if the upload was completed or aborted
+// meanwhile; errSHA256Differs if another sha256 is recorded.
 func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
 	data, err := fields{SHA256: sum}.attrs()
 	if err != nil {
 		return rec, err
 	}
-	done, err := s.update(ctx, rec, idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, Data: data})
+	done, err := s.update(ctx, rec, idempotency.Update{
+		State: idempotency.StatePending, From: idempotency.StatePending, Data: data, RequireAbsentOrEqual: data,
+	})
+	var conflict *idempotency.ConflictError
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		return rec, ErrNotFound
+	case errors.Is(err, idempotency.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == idempotency.StatePending:
+		// Still pending, so the sha256 is what failed: another complete
+		// recorded another one since rec was read.
+		return rec, errSHA256Differs
 	case errors.Is(err, idempotency.ErrMismatch):
 		// Not pending: an abort has begun.
 		return rec, ErrNotPending

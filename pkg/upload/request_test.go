@@ -434,7 +434,8 @@ func TestDecodeCompleteRequest(t *testing.T) {
 }
 
 // A declaration names every part of the upload exactly once, and a whole
-// file sha256 at complete never contradicts the create's.
+// file sha256 at complete never contradicts the one recorded (the create's
+// or an earlier complete's).
 func TestCheckDeclaration(t *testing.T) {
 	t.Parallel()
 	const count = 25
@@ -460,8 +461,8 @@ func TestCheckDeclaration(t *testing.T) {
 		{"every part, out of order", stored{}, api.CompleteRequest{Parts: append(all()[1:], all()[0])}, "", ""},
 		{"sha256 the create gave, in upper case", withSHA, api.CompleteRequest{SHA256: strings.ToUpper(sha)}, "", ""},
 		{"sha256 the create did not give", stored{}, api.CompleteRequest{SHA256: other}, "", ""},
-		{"sha256 another than the create's", withSHA, api.CompleteRequest{SHA256: other}, "sha256",
-			"sha256 differs from the one this upload already has: a complete may give the whole file's sha256 only when the create did not"},
+		{"sha256 another than the one recorded", withSHA, api.CompleteRequest{SHA256: other}, "sha256",
+			"sha256 differs from the sha256 recorded for this upload (given at create or by an earlier complete); complete with that one, or without sha256"},
 		{"sha256 malformed", stored{}, api.CompleteRequest{SHA256: "abc"}, "sha256", "sha256 must be 64 hex characters"},
 		{"part 0", stored{}, api.CompleteRequest{Parts: append(all()[1:], api.PartToSign{PartNumber: 0, SHA256: sha})}, "parts", "partNumber 0 is outside 1..25"},
 		{"part beyond partCount", stored{}, api.CompleteRequest{Parts: append(all(), api.PartToSign{PartNumber: 26, SHA256: sha})}, "parts", "partNumber 26 is outside 1..25"},
