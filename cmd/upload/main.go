@@ -131,8 +131,9 @@ change a file while it is sent: the command notices and does not complete
 it. Stopped (Ctrl-C, a crash, a network that stays down), the same command
 checks the parts S3 holds against the file (reading those parts) and sends
 only the others; if they are not the file's bytes (it changed though its
-size and time did not), it says so, sends nothing and forgets the key, and
-the next run uploads the file afresh with a new key. Run again on a file
+size and time did not), it says so, sends nothing, aborts the upload (S3
+drops its parts) and forgets the key, and the next run uploads the file
+afresh with a new key. Run again on a file
 that completed, it prints "already uploaded" with the upload id and sends
 nothing.
 
@@ -284,12 +285,14 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	}
 	in := client.UploadInput{Key: key, ContentType: o.contentType, RateLimit: o.limitRate, PartSize: partSize, Parallel: o.parallel}
 	createdNow := false
-	if o.key == "" {
-		in.OnCreated = func(_ string, u *api.Upload) {
-			createdNow = true
-			if err := state.created(id, u); err != nil {
-				fmt.Fprintf(stderr, "upload: state file: %v\n", err)
-			}
+	var created *api.Upload // what the create answered: the upload to abort if the file cannot complete it
+	in.OnCreated = func(_ string, u *api.Upload) {
+		createdNow, created = true, u
+		if o.key != "" {
+			return
+		}
+		if err := state.created(id, u); err != nil {
+			fmt.Fprintf(stderr, "upload: state file: %v\n", err)
 		}
 	}
 	scr.start(file)
@@ -360,6 +363,9 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			// file changed though its size and time did not, or --key is
 			// another file's). The key must not store a mix of the two.
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			if e.Op != "verify" { // "verify": the upload is completed (another file's): nothing to abort
+				abortPending(ctx, c, created, file, stderr)
+			}
 			if o.key != "" {
 				fmt.Fprintf(stderr, "upload: %s: the parts stored under --key %s are not this file's; give another --key, or none for a new one\n", file, key)
 			} else {
@@ -369,10 +375,13 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			return exitRejected
 		case errors.As(err, &e) && e.Code == client.CodeFileChanged:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
+			abortPending(ctx, c, created, file, stderr) // its parts mix two versions of the file
 			if o.key == "" {
 				_ = state.forget(id) // the file is another one now: a new run mints a new key
+				fmt.Fprintf(stderr, "upload: %s: changed while it was being sent, so it was not completed; run the command again once it no longer changes\n", file)
+			} else {
+				fmt.Fprintf(stderr, "upload: %s: changed while it was being sent, so it was not completed; once it no longer changes, run the command again with another --key, or none for a new one\n", file)
 			}
-			fmt.Fprintf(stderr, "upload: %s: changed while it was being sent, so it was not completed; run the command again once it no longer changes\n", file)
 			return exitFailed
 		case errors.As(err, &e) && e.Code == client.CodeUploadAborted:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
@@ -419,6 +428,29 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 	}
 	report(stdout, o, file, res.Key, res.Replayed, res.Upload, note)
 	return exitOK
+}
+
+// abortTimeout bounds abortPending: the abort is a courtesy, not worth
+// the whole retry budget.
+const abortTimeout = 30 * time.Second
+
+// abortPending aborts, best-effort, the pending upload in parts that the
+// create answered with (u; nil if none was created), when the key it
+// stands for is given up: its parts are not this file's, so they would only
+// take storage, and one of the tenant's places for unfinished uploads in
+// parts, until the server expires them. A completed or aborted upload is
+// left alone.
+func abortPending(ctx context.Context, c *client.Client, u *api.Upload, file string, stderr io.Writer) {
+	if u == nil || u.Status != api.StatusPending || u.Multipart == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, abortTimeout)
+	defer cancel()
+	if _, err := c.Abort(ctx, u.UploadID); err != nil {
+		fmt.Fprintf(stderr, "upload: %s: could not abort upload %s (%v); its parts stay in S3 until it is aborted (DELETE /uploads/%s on the API)\n", file, u.UploadID, err, u.UploadID)
+		return
+	}
+	fmt.Fprintf(stderr, "upload: %s: aborted upload %s: S3 dropped the parts it held\n", file, u.UploadID)
 }
 
 // report prints a file's outcome: a JSON line, or file, status, upload id

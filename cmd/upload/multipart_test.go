@@ -304,9 +304,9 @@ func TestCLIResumesAfterKill(t *testing.T) {
 // A file whose bytes changed since its upload began, though its size and
 // modification time did not (so the state file takes it for the same
 // file): the rerun checks the parts S3 holds against it, refuses (exit 3)
-// without sending a byte, and forgets the key; the next run uploads the
-// file as it is now, with a new key. The completed upload in parts has
-// S3's compositeSha256 and no whole-file sha256.
+// without sending a byte, aborts the upload and forgets the key; the next
+// run uploads the file as it is now, with a new key. The completed upload
+// in parts has S3's compositeSha256 and no whole-file sha256.
 func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 	testenv.RequireTools(t, "dynoxide", "versitygw")
 	st, err := devstack.Start(context.Background(), devstack.Config{
@@ -368,6 +368,9 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(state); strings.Contains(string(raw), `"key"`) {
 		t.Errorf("state %s; want the key forgotten", raw)
+	}
+	if !strings.Contains(msg, "aborted upload") {
+		t.Errorf("stderr %q; want the upload aborted (its parts dropped)", msg)
 	}
 
 	out.Reset()
