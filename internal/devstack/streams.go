@@ -10,10 +10,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	sttypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/onceupload/onceupload/internal/handlers/publish"
 )
 
 // pollInterval is how often an idle shard is read; Lambda polls a shard
@@ -197,7 +200,11 @@ func (p *streamPoller) sleep(ctx context.Context, d time.Duration) bool {
 func (p *streamPoller) filter(records []sttypes.Record) []events.DynamoDBEventRecord {
 	var kept []events.DynamoDBEventRecord
 	for _, r := range records {
-		ev := lambdaRecord(r, p.arn)
+		ev, err := lambdaRecord(r, p.arn)
+		if err != nil {
+			p.st.cfg.Logger.Error("events: cannot read a stream record", "error", err)
+			continue
+		}
 		if len(p.spec.Filters) > 0 {
 			raw, err := json.Marshal(ev)
 			var generic map[string]any
@@ -281,59 +288,30 @@ func fromFailure(batch []events.DynamoDBEventRecord, resp events.DynamoDBEventRe
 }
 
 // lambdaRecord is a stream record as Lambda hands it to a function.
-func lambdaRecord(r sttypes.Record, arn string) events.DynamoDBEventRecord {
+func lambdaRecord(r sttypes.Record, arn string) (events.DynamoDBEventRecord, error) {
 	ev := events.DynamoDBEventRecord{
 		AWSRegion: aws.ToString(r.AwsRegion), EventID: aws.ToString(r.EventID), EventName: string(r.EventName),
 		EventSource: aws.ToString(r.EventSource), EventVersion: aws.ToString(r.EventVersion), EventSourceArn: arn,
 	}
 	if d := r.Dynamodb; d != nil {
+		var images [3]map[string]events.DynamoDBAttributeValue
+		for i, img := range []map[string]sttypes.AttributeValue{d.Keys, d.NewImage, d.OldImage} {
+			if img == nil {
+				continue
+			}
+			sdk, err := attributevalue.FromDynamoDBStreamsMap(img)
+			if err != nil {
+				return ev, fmt.Errorf("stream record %s: %w", aws.ToString(d.SequenceNumber), err)
+			}
+			images[i] = publish.LambdaImage(sdk)
+		}
 		ev.Change = events.DynamoDBStreamRecord{
-			Keys: lambdaImage(d.Keys), NewImage: lambdaImage(d.NewImage), OldImage: lambdaImage(d.OldImage),
+			Keys: images[0], NewImage: images[1], OldImage: images[2],
 			SequenceNumber: aws.ToString(d.SequenceNumber), SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
 		}
 		if d.ApproximateCreationDateTime != nil {
 			ev.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
 		}
 	}
-	return ev
-}
-
-func lambdaImage(m map[string]sttypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(m))
-	for k, v := range m {
-		out[k] = lambdaValue(v)
-	}
-	return out
-}
-
-func lambdaValue(v sttypes.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *sttypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *sttypes.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *sttypes.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *sttypes.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *sttypes.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	case *sttypes.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
-	case *sttypes.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
-	case *sttypes.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			l[i] = lambdaValue(e)
-		}
-		return events.NewListAttribute(l)
-	case *sttypes.AttributeValueMemberM:
-		return events.NewMapAttribute(lambdaImage(v.Value))
-	default:
-		return events.NewNullAttribute()
-	}
+	return ev, nil
 }

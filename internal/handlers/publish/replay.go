@@ -28,7 +28,7 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	handled, failed := len(items), error(nil)
 	for i, item := range items {
 		r := events.DynamoDBEventRecord{Change: events.DynamoDBStreamRecord{
-			SequenceNumber: strconv.Itoa(i), NewImage: lambdaImage(item),
+			SequenceNumber: strconv.Itoa(i), NewImage: LambdaImage(item),
 		}}
 		p, ok, err := h.shape(r)
 		if err != nil {
@@ -54,10 +54,11 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	return handled, failed
 }
 
-// lambdaImage converts an item from the SDK's attribute values to
-// aws-lambda-go's, the shape a stream record has: the inverse of
-// sdkImage.
-func lambdaImage(m map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+// LambdaImage converts an item from the SDK's attribute values to
+// aws-lambda-go's, the shape a stream record has in a Lambda event: the
+// inverse of sdkImage. The dev stack, which plays Lambda's event source
+// mapping, uses it too.
+func LambdaImage(m map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
 	if m == nil {
 		return nil
 	}
@@ -91,7 +92,7 @@ func lambdaValue(v types.AttributeValue) events.DynamoDBAttributeValue {
 		}
 		return events.NewListAttribute(l)
 	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(lambdaImage(v.Value))
+		return events.NewMapAttribute(LambdaImage(v.Value))
 	default:
 		return events.NewNullAttribute()
 	}

@@ -100,10 +100,10 @@ func replayHandler(bus *replayBus) *Handler {
 // An item converted to a stream image and back is the same item.
 func TestLambdaImageRoundTrip(t *testing.T) {
 	item := replayItem(1, idempotency.StateCompleted)
-	if back := sdkImage(lambdaImage(item)); !reflect.DeepEqual(back, item) {
+	if back := sdkImage(LambdaImage(item)); !reflect.DeepEqual(back, item) {
 		t.Fatalf("round trip:\n got %#v\nwant %#v", back, item)
 	}
-	if lambdaImage(nil) != nil {
+	if LambdaImage(nil) != nil {
 		t.Fatal("a nil image must stay nil")
 	}
 }
