@@ -325,11 +325,13 @@ func hashParts(ctx context.Context, r io.ReaderAt, plan *partPlan, numbers []int
 				if inner.Err() != nil {
 					continue
 				}
-				sum, err := hashPart(r, plan, n, buf)
+				sum, err := hashPart(inner, r, plan, n, buf)
 				if err != nil {
-					mu.Lock()
-					readErr = cmp.Or(readErr, err)
-					mu.Unlock()
+					if inner.Err() == nil { // not stopped: a read error
+						mu.Lock()
+						readErr = cmp.Or(readErr, err)
+						mu.Unlock()
+					}
 					cancel()
 					continue
 				}
@@ -368,9 +370,14 @@ func joinInts(ns []int) string {
 
 // The look-ahead of sendParts.
 const (
-	// aheadBytes bounds how far hashing runs ahead of the parts S3 has
-	// acknowledged: a part is read again to be sent, and should still be
-	// in the page cache by then.
+	// aheadBytes bounds the parts hashed beyond those in flight (one part
+	// at least): the window of hashed parts not yet acknowledged by S3 is
+	// the parallel parts in flight plus these, so hashing runs up to
+	// (parallel + ahead) parts ahead of S3's acknowledgements, with ahead
+	// at most aheadBytes/partSize and parallel+signBatch; by default
+	// (4 parts of 8 MiB in flight) 4 + 16 = 20 parts, 160 MiB. A part is
+	// read again to be sent, and should still be in the page cache by
+	// then.
 	aheadBytes = 128 << 20
 	// signBatch is how many parts beyond the workers' needs may wait,
 	// hashed, to be signed together.
@@ -439,10 +446,9 @@ type partJob struct {
 // signer signs what is hashed at once when no signed URL waits for the
 // workers (so the first part is signed as soon as it is hashed), and
 // otherwise gathers parts into one request (lookAhead.signNow), keeping a
-// few URLs ready so that a worker rarely waits for a sign round trip: for
-// 1 GiB in 128 parts to the local stack, 14 to 21 sign requests (the first
-// few of one part each, then batches of 12). Each part is retried on its own; a part
-// that fails for good stops the others and is the error.
+// few URLs ready so that a worker rarely waits for a sign round trip, and
+// far fewer sign requests than parts are made. Each part is retried on its
+// own; a part that fails for good stops the others and is the error.
 func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, plan *partPlan, todo []int, parallel int, prog *partProgress) error {
 	if len(todo) == 0 {
 		return nil
@@ -470,9 +476,13 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, 
 				fail(ctx.Err()) // never a nil error with parts unsent
 				return
 			}
-			sum, err := hashPart(r, plan, n, buf)
+			sum, err := hashPart(ctx, r, plan, n, buf)
 			if err != nil {
-				fail(fmt.Errorf("hash: %w", err))
+				if ctx.Err() != nil {
+					fail(ctx.Err())
+				} else {
+					fail(fmt.Errorf("hash: %w", err))
+				}
 				return
 			}
 			if prev := plan.sums[n-1]; prev != "" && prev != sum {
@@ -564,7 +574,7 @@ func (c *Client) sendPart(ctx context.Context, uploadID string, r io.ReaderAt, p
 			// S3 refuses bytes that are not the signed SHA-256's
 			// (BadDigest): if the part reads otherwise now than when it
 			// was hashed, the file changed; say so.
-			if sum, herr := hashPart(r, plan, sp.PartNumber, make([]byte, hashBufSize)); herr == nil && sum != j.sum {
+			if sum, herr := hashPart(ctx, r, plan, sp.PartNumber, make([]byte, hashBufSize)); herr == nil && sum != j.sum {
 				return &Error{Op: e.Op, StatusCode: e.StatusCode, Code: CodeFileChanged, Attempts: e.Attempts,
 					Message: fmt.Sprintf("part %d of the file changed between its hashing and its sending (S3 answered %s): the file changed while it was being uploaded; the upload was not completed", sp.PartNumber, cmp.Or(e.Code, "400"))}
 			}

@@ -120,6 +120,31 @@ func TestMissingParts(t *testing.T) {
 	}
 }
 
+// cancelingReader cancels its context at its first read, and counts them.
+type cancelingReader struct {
+	cancel context.CancelFunc
+	reads  int
+}
+
+func (c *cancelingReader) ReadAt(b []byte, off int64) (int, error) {
+	c.reads++
+	c.cancel()
+	return len(b), nil
+}
+
+// Hashing a part stops between reads once its context ends: an interrupt
+// does not wait for the rest of a part, which may be GiBs.
+func TestHashPartStopsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &cancelingReader{cancel: cancel}
+	plan := newPartPlan(3<<30, 1<<30)
+	_, err := hashPart(ctx, r, plan, 2, make([]byte, hashBufSize))
+	if !errors.Is(err, context.Canceled) || r.reads != 1 {
+		t.Fatalf("err = %v after %d reads; want canceled after 1", err, r.reads)
+	}
+}
+
 // The look-ahead stays within aheadBytes past the parts in flight (one part
 // at least), and keeps signed URLs for the workers.
 func TestLookAhead(t *testing.T) {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -189,11 +190,16 @@ func (p *partPlan) composite() string {
 
 // hashPart returns the SHA-256 (hex) of part n of p as r holds it, read
 // with buf (any size) through ReadAt, so parts are hashed independently
-// of each other and of the reads that send them.
-func hashPart(r io.ReaderAt, p *partPlan, n int, buf []byte) (string, error) {
+// of each other and of the reads that send them. ctx is checked between
+// reads: a part may be GiBs, and an interrupt should not wait for all of
+// it to be hashed.
+func hashPart(ctx context.Context, r io.ReaderAt, p *partPlan, n int, buf []byte) (string, error) {
 	h := sha256.New()
 	off, left := p.offset(n), p.length(n)
 	for left > 0 {
+		if err := ctx.Err(); err != nil {
+			return "", context.Cause(ctx)
+		}
 		k, err := r.ReadAt(buf[:min(int64(len(buf)), left)], off)
 		h.Write(buf[:k])
 		off += int64(k)
