@@ -522,6 +522,9 @@ export class UploadClient {
     const partSize = meta.partSize!;
     const count = partCount(rec.size, partSize);
     const hashes = this.hashesFor(rec, blob);
+    // A record of an earlier version: its create declared the file's
+    // SHA-256, so each part must be the one its whole-file pass hashed.
+    const expected = rec.partSha256 ? new Map(rec.partSha256.map((h, i) => [i + 1, h.toLowerCase()])) : undefined;
     await save({ phase: "uploading", uploadId: upload.uploadId, storageKey: upload.storageKey });
     try {
       // A first-time create holds no parts yet: no need to ask.
@@ -537,6 +540,7 @@ export class UploadClient {
           filename: rec.filename,
           partSize,
           hashes,
+          expected,
           hasher,
           // Only where nothing is held: a held part is checked with a hash of its own.
           early: held.length === 0 && round === 1 ? early : undefined,
@@ -586,16 +590,18 @@ export class UploadClient {
 
   /**
    * The part hashes known for this record's upload from this very blob:
-   * those hashed in this page (kept across a Pause), or, for a record of an
-   * earlier version of this client, every part's from its whole-file pass
-   * (its create declared the file's SHA-256, so the storage only takes
-   * parts with those). A blob picked again starts with none.
+   * those hashed from it in this page (kept across a Pause). A record of an
+   * earlier version of this client keeps every part's from its whole-file
+   * pass; they are this blob's only if it is the very file picked in this
+   * page. Any other blob (picked again after a reload, or the copy kept in
+   * IndexedDB) starts with none: the parts the storage holds are hashed
+   * from it and compared, before anything is sent.
    */
   private hashesFor(rec: UploadRecord, blob: Blob): Map<number, string> {
     const kept = this.partHashes.get(rec.key);
     if (kept?.blob === blob) return kept.hashes;
     const hashes = new Map<number, string>();
-    rec.partSha256?.forEach((h, i) => hashes.set(i + 1, h));
+    if (blob === this.picked.get(rec.key)) rec.partSha256?.forEach((h, i) => hashes.set(i + 1, h.toLowerCase()));
     this.partHashes.set(rec.key, { blob, hashes });
     return hashes;
   }
@@ -750,8 +756,12 @@ function discarded(): UploadError {
 
 /** The server's upload must be the one asked for (same size and content, and the same parts). */
 function checkSame(u: UploadResponse, meta: CreateRequest): void {
-  // A multipart upload created without the file's SHA-256 has none (and declares its parts' at complete).
-  if (u.bytes !== meta.size || (u.sha256 ?? undefined)?.toLowerCase() !== meta.sha256) {
+  // A multipart upload created without the file's SHA-256 has none (and
+  // declares its parts' at complete), unless a complete gave one: another
+  // client of the same key may have declared the whole file's.
+  const sha256 = (u.sha256 ?? undefined)?.toLowerCase();
+  const givenAtComplete = meta.sha256 === undefined && meta.partSize !== undefined && u.status === "completed";
+  if (u.bytes !== meta.size || (sha256 !== meta.sha256 && !givenAtComplete)) {
     throw new UploadError({ kind: "protocol", message: `The API answered for another file (${u.bytes} bytes, SHA-256 ${u.sha256 ?? "none"}).` });
   }
   const m = u.status === "pending" || u.status === "completed" ? u.multipart : undefined;

@@ -208,8 +208,6 @@ interface PoolJob {
 interface PoolSlot {
   worker: WorkerLike;
   job?: PoolJob;
-  /** Whether this worker ever answered (a worker that fails before it does could not start). */
-  answered: boolean;
 }
 
 /**
@@ -234,6 +232,12 @@ class WorkerPool implements PartHasher {
   private readonly waiting: PoolJob[] = [];
   private seq = 0;
   private closed = false;
+  /**
+   * Whether any worker of this pool ever answered: until one does, a worker
+   * that fails means workers cannot start here; after, it is that worker's
+   * failure (a replacement that fails does not send the pool to this thread).
+   */
+  private answered = false;
   /** Workers do not work here: hash on this thread. */
   private inline?: PartHasher;
 
@@ -275,7 +279,7 @@ class WorkerPool implements PartHasher {
       this.goInline(e);
       return undefined;
     }
-    const slot: PoolSlot = { worker, answered: false };
+    const slot: PoolSlot = { worker };
     worker.onmessage = (e) => this.onMessage(slot, e.data);
     worker.onerror = (e) => {
       e.preventDefault();
@@ -299,7 +303,7 @@ class WorkerPool implements PartHasher {
   }
 
   private onMessage(slot: PoolSlot, m: HashMessage): void {
-    slot.answered = true;
+    this.answered = true;
     const job = slot.job;
     if (!job || (m.id !== undefined && m.id !== job.id) || m.type === "progress") return;
     slot.job = undefined;
@@ -311,8 +315,8 @@ class WorkerPool implements PartHasher {
   private onError(slot: PoolSlot, message: string): void {
     const job = slot.job;
     this.drop(slot);
-    if (!slot.answered) {
-      // It never started: no worker will here. This job, and the others, on this thread.
+    if (!this.answered) {
+      // No worker of this pool ever answered: none will here. This job, and the others, on this thread.
       this.goInline(message);
       if (job) this.inline!.hash(job.part, job.signal).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
       return;

@@ -37,10 +37,18 @@ export interface SendPartsInput {
   partSize: number;
   /**
    * The SHA-256 (hex) of the parts known to be this file's, by part number:
-   * hashed from this blob in this page (or kept by an older record). The
-   * parts hashed here are added to it; complete declares them.
+   * hashed from this blob in this page (or kept by an older record for the
+   * very file picked in this page). The parts hashed here are added to it;
+   * complete declares them.
    */
   hashes: Map<number, string>;
+  /**
+   * The SHA-256 (hex) each part must have, by part number: those of the file
+   * picked first, where the upload was created with its whole-file SHA-256
+   * (a record of an earlier version of this client). A part hashed here
+   * that differs is not this file's: "file_mismatch", and it is not sent.
+   */
+  expected?: Map<number, string>;
   /** Hashes the parts (a pool of workers). */
   hasher: PartHasher;
   /** Hashes of this blob's first parts already under way (started while the upload was created). */
@@ -155,6 +163,7 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
       if (!p) {
         hashingNow++;
         p = (input.early?.get(n) ?? hasher.hash(slice(n), stop.signal)).then((h) => {
+          if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
           hashes.set(n, h);
           return h;
         });
@@ -315,12 +324,29 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
   }
 }
 
+/** Whether part n's SHA-256 is the one expected of it (or none is expected). */
+function matchesExpected(input: SendPartsInput, n: number, sha256: string): boolean {
+  const want = input.expected?.get(n);
+  return want === undefined || want === sha256;
+}
+
+function notThisFile(filename: string, partNumber: number, what: string): UploadError {
+  return new UploadError({
+    kind: "file",
+    code: "file_mismatch",
+    retryable: true,
+    message: `This is not the same "${filename}": its part ${partNumber} differs from ${what}.`,
+  });
+}
+
 /**
  * The parts the storage holds that are this file's, by number. A held part
  * whose hash is known (hashed in this page) counts when the storage's
  * SHA-256 matches; otherwise it is sent again. One whose hash is not known
  * is hashed from the file now, all of them in parallel in the pool: if one
- * differs, this is not the file those parts came from, and nothing is sent.
+ * differs from the storage's (or from the one expected of it), this is not
+ * the file those parts came from, and nothing is sent. (A part that is the
+ * one expected but not the one stored is sent again.)
  */
 async function checkHeld(input: SendPartsInput, count: number, slice: (n: number) => Blob, stop: AbortController): Promise<Set<number>> {
   const { partSize, hashes } = input;
@@ -345,16 +371,12 @@ async function checkHeld(input: SendPartsInput, count: number, slice: (n: number
         const h = await input.hasher.hash(slice(p.partNumber), stop.signal);
         loaded += p.size;
         input.onVerify?.(loaded, bytes);
-        if (h !== p.sha256.toLowerCase()) {
-          throw new UploadError({
-            kind: "file",
-            code: "file_mismatch",
-            retryable: true,
-            message: `This is not the same "${input.filename}": its part ${p.partNumber} differs from the one stored from the file picked first.`,
-          });
+        if (!matchesExpected(input, p.partNumber, h)) throw notThisFile(input.filename, p.partNumber, "that of the file picked first");
+        if (h !== p.sha256.toLowerCase() && !input.expected?.has(p.partNumber)) {
+          throw notThisFile(input.filename, p.partNumber, "the one stored from the file picked first");
         }
         hashes.set(p.partNumber, h);
-        done.add(p.partNumber);
+        if (h === p.sha256.toLowerCase()) done.add(p.partNumber);
       } catch (e) {
         if (failure === undefined && !input.signal?.aborted) {
           failure = toUploadError(e, "file");

@@ -149,6 +149,34 @@ describe("workerPool: parts hashed in a few workers", () => {
     }
   });
 
+  it("once a worker answered, a replacement that fails before answering fails its job only: the pool keeps its workers", async () => {
+    FakeWorker.reset();
+    const warn = console.warn;
+    const warned: unknown[] = [];
+    console.warn = (...args: unknown[]) => warned.push(args);
+    try {
+      // The second worker (the one replacing the worker of an aborted job) cannot start.
+      const pool = workerPool({ url: "hash-worker.js", size: 1, newWorker: () => new FakeWorker(FakeWorker.started === 1) });
+      const part = new Blob([randomBytes(1000)]);
+      const want = sha(new Uint8Array(await part.arrayBuffer()));
+      assert.equal(await pool.hash(part), want, "the first worker answers");
+      const ctrl = new AbortController();
+      const aborted = pool.hash(part, ctrl.signal);
+      const onBroken = pool.hash(part);
+      ctrl.abort();
+      assert.equal(((await aborted.catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
+      const err = (await onBroken.catch((e: unknown) => e)) as { kind?: string; message?: string };
+      assert.equal(err.kind, "file");
+      assert.match(err.message ?? "", /^Hashing failed: script not found/);
+      assert.equal(await pool.hash(part), want, "a fresh worker takes the next job");
+      assert.equal(FakeWorker.started, 3);
+      assert.deepEqual(warned, [], "not sent to this thread");
+      pool.close();
+    } finally {
+      console.warn = warn;
+    }
+  });
+
   it("close() rejects the jobs under way and waiting", async () => {
     FakeWorker.reset();
     const pool = workerPool({ url: "hash-worker.js", size: 1, newWorker: () => new FakeWorker() });

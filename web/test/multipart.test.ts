@@ -324,7 +324,7 @@ describe("UploadClient: multipart", () => {
     assert.equal(w.server.completeBodies().at(-1)?.parts?.length, 6, "complete declares the held parts' hashes too");
   });
 
-  it("resumes the record of an earlier version (whole-file SHA-256 and every part's kept): the create is replayed with its sha256, nothing is hashed again", async () => {
+  it("resumes the record of an earlier version (whole-file SHA-256 and every part's kept): the create is replayed with its sha256; the file picked again is hashed and checked, another file of the same size refused before it is sent", async () => {
     const w = world();
     const file = makeFile("old.bin", FILE);
     const bytes = new Uint8Array(await file.arrayBuffer());
@@ -338,20 +338,67 @@ describe("UploadClient: multipart", () => {
       },
       close: () => undefined,
     });
-    const { client } = w.page({ ...small, partHasher: counting });
+    const { client, events, onEvent } = w.page({ ...small, partConcurrency: 1, partHasher: counting });
     const key = "key-old-0000000000000000";
     const meta = { filename: "old.bin", contentType: "application/octet-stream", size: FILE, sha256: sha256hex(bytes), partSize: 1_000 };
-    // The earlier version's create, and two parts sent.
+    // The earlier version's create, and parts 1 and 2 sent.
     await client.store.put({ key, api: "https://api.test", ...meta, lastModified: 0, partSha256, sent: true, phase: "uploading", createdAt: 1, updatedAt: 1 });
     const first = await fetchJSON(w.server.fetch, "https://api.test/uploads", { method: "POST", headers: { "Idempotency-Key": key }, body: JSON.stringify(meta) });
-    const done = await client.upload(key, { file });
+    const held = w.server.multiparts.get(first.uploadId)!.parts;
+    for (const n of [1, 2]) held.set(n, { size: 1_000, sha256: partSha256[n - 1], bytes: Buffer.from(bytes.subarray((n - 1) * 1000, n * 1000)) });
+
+    // Another file of the same size: its parts 1 and 2 are hashed, differ, and nothing is signed or sent.
+    const other = makeFile("old.bin", FILE, "application/octet-stream", 4);
+    const refused = await failure(client.upload(key, { file: other }));
+    assert.deepEqual([refused.kind, refused.code], ["file", "file_mismatch"]);
+    assert.match(refused.message, /^This is not the same "old\.bin": its part [12] differs/);
+    assert.equal(hashed, 2, "the held parts were hashed from the file picked");
+    assert.equal(w.server.puts.length, 0, "nothing sent from the other file");
+    assert.equal(w.server.requestsTo("POST", "/parts").length, 0, "nothing signed for it");
+
+    // One whose held parts are the same but whose part 4 differs: refused once part 4 is hashed, before it is signed or sent.
+    const changed = new Uint8Array(bytes);
+    changed[3_500] ^= 1;
+    const refused4 = await failure(client.upload(key, { file: new File([changed], "old.bin") }));
+    assert.deepEqual([refused4.code, refused4.message], ["file_mismatch", 'This is not the same "old.bin": its part 4 differs from that of the file picked first.']);
+    assert.deepEqual(partsOf(w), [3], "only part 3, which is the first file's");
+    const signed = w.server.requestsTo("POST", "/parts").map((r) => (JSON.parse(r.body ?? "") as { parts: { partNumber: number }[] }).parts.map((p) => p.partNumber));
+    assert.ok(!signed.flat().includes(4), `part 4 not signed (${JSON.stringify(signed)})`);
+
+    // The same file, picked again: its held parts are hashed and found the same, the others sent.
+    hashed = 0;
+    const done = await client.upload(key, { file: new File([bytes], "old.bin"), onEvent });
     assert.equal(done.status, "completed");
     assert.equal(done.sha256, meta.sha256);
     assert.equal(done.uploadId, first.uploadId);
     assert.equal((JSON.parse(w.server.creates.at(-1)?.body ?? "") as { sha256?: string }).sha256, meta.sha256, "replayed with the same body");
-    assert.equal(w.server.creates.length, 2);
+    assert.equal(new Set(w.server.creates.map((c) => c.key)).size, 1);
+    assert.deepEqual(partsOf(w), [3, 4, 5, 6]);
+    assert.equal(hashed, 6, "parts 1–3 checked, parts 4–6 hashed as sent");
+    assert.deepEqual(events.flatMap((e) => (e.type === "verify-progress" ? [[e.loaded, e.total]] : [])).at(-1), [3_000, 3_000]);
     assert.deepEqual(w.server.completeBodies(), [{ parts: partSha256.map((sha256, i) => ({ partNumber: i + 1, sha256 })) }]);
-    assert.equal(hashed, 0, "the kept part hashes are used");
+    assert.deepEqual([...w.server.objects.values()].map((o) => o.sha256), [meta.sha256]);
+  });
+
+  it("takes a completed upload whose sha256 another client of the same key gave at complete", async () => {
+    const w = world();
+    const file = makeFile("a.bin", FILE);
+    const whole = sha256hex(new Uint8Array(await file.arrayBuffer()));
+    // Another client completes the upload first, declaring the whole file's SHA-256 too; ours completes after it.
+    const fetch: typeof globalThis.fetch = async (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      if (init?.method === "POST" && url.endsWith("/complete") && typeof init.body === "string") {
+        const body = JSON.parse(init.body) as { parts: unknown[] };
+        await w.server.fetch(url, { method: "POST", body: JSON.stringify({ ...body, sha256: whole }) });
+      }
+      return w.server.fetch(input, init);
+    };
+    const { client } = w.page({ ...small, fetch });
+    const done = await client.start(file);
+    assert.equal(done.status, "completed");
+    assert.equal(done.sha256, whole, "the other client's");
+    assert.equal((JSON.parse(w.server.creates[0].body ?? "") as { sha256?: string }).sha256, undefined);
+    assert.deepEqual(w.server.completeBodies().map((b) => b?.sha256), [whole, undefined]);
   });
 
   it("sends again a part whose stored SHA-256 differs from the local one", async () => {
