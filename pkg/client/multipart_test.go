@@ -695,8 +695,9 @@ func TestCompletedByAnotherFileAtCreateIsRefused(t *testing.T) {
 	}
 }
 
-// A file written to while its parts are sent is not completed: its parts
-// in S3 would mix two versions of it.
+// A file whose modification time changes while its parts are sent is not
+// completed, though every part S3 took was read as hashed: the stat before
+// Complete catches it (its parts could mix two versions of the file).
 func TestFileChangedWhileSendingIsNotCompleted(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t)
@@ -705,20 +706,63 @@ func TestFileChangedWhileSendingIsNotCompleted(t *testing.T) {
 	var once sync.Once
 	f.onStored = func(int) {
 		once.Do(func() {
-			file, err := os.OpenFile(path, os.O_WRONLY, 0)
-			if err != nil {
+			// The same bytes, a new time: only the stat can tell.
+			later := time.Now().Add(time.Hour) // a coarse clock must not hide it
+			if err := os.Chtimes(path, later, later); err != nil {
 				t.Error(err)
-				return
 			}
-			_, _ = file.WriteAt([]byte("changed"), 5*testPart+3)
-			file.Close()
-			_ = os.Chtimes(path, time.Now().Add(time.Hour), time.Now().Add(time.Hour)) // a coarse clock must not hide it
 		})
 	}
 	_, err := mpClient(t, f).Upload(context.Background(), path, UploadInput{PartSize: testPart, Parallel: 1})
 	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeFileChanged {
-		t.Fatalf("err = %v; want %s", err, CodeFileChanged)
+	if !errors.As(err, &e) || e.Code != CodeFileChanged || e.Op != "upload" || !strings.Contains(e.Message, "modification time") {
+		t.Fatalf("err = %v; want %s from the stat before Complete", err, CodeFileChanged)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.completes != 0 || len(f.puts) != 6 {
+		t.Errorf("%d completes, %d parts sent; want every part sent, none completed", f.completes, len(f.puts))
+	}
+}
+
+// changingReader serves data, but part 2 (of testPart bytes) reads
+// otherwise once it has been read whole: after it was hashed.
+type changingReader struct {
+	data []byte
+	mu   sync.Mutex
+	read bool
+}
+
+func (c *changingReader) ReadAt(b []byte, off int64) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := bytes.NewReader(c.data).ReadAt(b, off)
+	changed := c.read
+	if off == testPart && n >= testPart {
+		c.read = true
+	}
+	if changed {
+		for i := range n {
+			if p := off + int64(i); p >= testPart && p < 2*testPart {
+				b[i] ^= 0xff
+			}
+		}
+	}
+	return n, err
+}
+
+// A part whose bytes change between its hashing and its sending is refused
+// by S3 (BadDigest: the URL signs the first SHA-256); the client reads it
+// again, finds it changed, and fails with CodeFileChanged, not completed.
+// (A reader, not a file: no modification time to tell.)
+func TestPartChangedBeforeItsSendingIsNotCompleted(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t)
+	r := &changingReader{data: randomBytes(t, 6*testPart)}
+	_, err := mpClient(t, f).UploadReader(context.Background(), r, int64(len(r.data)), UploadInput{Filename: "big.bin", PartSize: testPart, Parallel: 1})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeFileChanged || e.Op != "put part 2" || e.StatusCode != 400 || !strings.Contains(e.Message, "BadDigest") {
+		t.Fatalf("err = %v; want %s from part 2's BadDigest", err, CodeFileChanged)
 	}
 	if f.completes != 0 {
 		t.Errorf("%d completes, want none", f.completes)
