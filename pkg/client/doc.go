@@ -26,8 +26,12 @@
 // unfinished upload, Upload lists the parts S3 holds, hashes those parts of
 // the file (in parallel) to check that they are the file's, refusing the
 // upload with CodePartsMismatch before sending anything if one is not, and
-// sends only the others. SignParts, ListParts, Complete and Abort are those
-// steps.
+// sends only the others. A completed upload in parts (after Complete, or
+// replayed by the create, whose file's parts are then hashed, nothing sent)
+// is the file only if its compositeSha256 is the one the file's parts make:
+// another file sent with the key and completed first is CodePartsMismatch
+// (Op "verify"), never a success. SignParts, ListParts, Complete and Abort
+// are those steps.
 //
 // Every request is retried by the same rules, the policy every onceupload
 // client shares (pkg/api/testdata/retry-policy.json; the tests read it):

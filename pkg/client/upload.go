@@ -91,8 +91,10 @@ const CodeUploadAborted = "upload_aborted"
 // starting at once: each part is hashed just before it is sent, with no
 // pass over the whole file first, and Complete declares every part's
 // SHA-256 (the completed upload has no whole-file sha256, but S3's
-// compositeSha256). Given the key of an unfinished upload in parts, it
-// checks the parts S3 holds against the file and sends only the others. A
+// compositeSha256, checked against the file's parts). Given the key of an
+// unfinished upload in parts, it checks the parts S3 holds against the
+// file and sends only the others; of a completed one, its compositeSha256
+// against the file's parts (hashed, nothing sent). A
 // file that changes while it is sent in parts is not completed
 // (CodeFileChanged). It is UploadReader on the open file, named by its base
 // name unless in.Filename says otherwise.
