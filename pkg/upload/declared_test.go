@@ -521,3 +521,35 @@ func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
 		t.Fatalf("%d objects", n)
 	}
 }
+
+// checksumless answers CompleteMultipartUpload without the object's
+// checksum, as Versity Gateway answers a Complete that repeats one already
+// done (two completes of one upload racing).
+type checksumless struct{ upload.ObjectAPI }
+
+func (c checksumless) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	out, err := c.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
+	if out != nil {
+		out.ChecksumSHA256, out.ChecksumType = nil, ""
+	}
+	return out, err
+}
+
+// A Complete answered without a checksum still records the object's
+// composite: the completed body of an upload in parts always has
+// compositeSha256, which clients check against their parts. (Before, the
+// chaos run found completed bodies without it, from racing completes.)
+func TestCompleteAnsweredWithoutChecksum(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 6<<20)
+	u := e.createWithout(t, "key-checksumless-complete", f)
+	e.sendParts(t, u.UploadID, f, 1, 2)
+	done, err := e.withObjects(checksumless{e.objectsClient}).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := decode(t, done.Body); c.Status != api.StatusCompleted || c.CompositeSHA256 != compositeSHA256(f, 2) {
+		t.Fatalf("completed body %s, want compositeSha256 %s", done.Body, compositeSHA256(f, 2))
+	}
+}

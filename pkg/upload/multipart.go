@@ -354,6 +354,13 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
 	}
+	if aws.ToString(out.ChecksumSHA256) == "" {
+		// A Complete that repeats one already done (two completes raced)
+		// may be answered 200 without the object's checksums (Versity
+		// Gateway does); the object has them, so ask it, as for a
+		// Complete whose answer was lost.
+		return s.settleGone(ctx, rec, false)
+	}
 	// The object is the one this Complete made, with what the service
 	// chose: no HeadObject needed.
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
