@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -160,20 +159,7 @@ func transformJSON(params string) func(*testing.T) []byte {
 	return func(t *testing.T) []byte {
 		t.Helper()
 		r := <-done
-		if err := r.err; err != nil {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			if strings.Contains(stderr, "No module named 'samtranslator'") || isNotFound(err) {
-				if os.Getenv("REQUIRE_INTEGRATION") == "1" {
-					t.Fatalf("aws-sam-translator is not installed: %v %s", err, stderr)
-				}
-				t.Skipf("aws-sam-translator is not installed: %v", err)
-			}
-			t.Fatalf("transform: %v\n%s", err, stderr)
-		}
-		return r.out
+		return transformed(t)(r.out, r.err)
 	}
 }
 
