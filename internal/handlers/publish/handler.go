@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
@@ -68,7 +69,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	var batch []pending
 	failedAt := ""
 	for _, r := range ev.Records {
-		p, ok, err := h.shape(r)
+		p, ok, err := h.shape(r.Change.SequenceNumber, sdkImage(r.Change.OldImage), sdkImage(r.Change.NewImage))
 		if err != nil {
 			// Not an upload's record, or one this code cannot read: retrying
 			// will not change it, but failing keeps it in sight (the retries
@@ -91,9 +92,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failedAt}}}, nil
 }
 
-// shape returns a record's event, and false for a change that makes none.
-func (h *Handler) shape(r events.DynamoDBEventRecord) (pending, bool, error) {
-	e, ok, err := upload.EventOf(h.Schema, h.Bucket, sdkImage(r.Change.OldImage), sdkImage(r.Change.NewImage))
+// shape returns the event of a change (the record at seq, with its old and
+// new images), and false for a change that makes none.
+func (h *Handler) shape(seq string, oldImage, newImage map[string]types.AttributeValue) (pending, bool, error) {
+	e, ok, err := upload.EventOf(h.Schema, h.Bucket, oldImage, newImage)
 	if err != nil || !ok {
 		return pending{}, false, err
 	}
@@ -106,7 +108,7 @@ func (h *Handler) shape(r events.DynamoDBEventRecord) (pending, bool, error) {
 			EventBusName: aws.String(h.Bus), Source: aws.String(h.Source),
 			DetailType: aws.String(e.DetailType), Detail: aws.String(string(detail)),
 		},
-		seq: r.Change.SequenceNumber, id: e.Detail.UploadID,
+		seq: seq, id: e.Detail.UploadID,
 	}, true, nil
 }
 

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // PublishItems publishes the events of items read back from the table, for
 // stream batches whose retries ran out (cmd/replay-events). Each item goes
-// through Handle's own code as a stream record whose new image is the
-// item and which has no old image, so every upload in a final state yields
+// through Handle's own code as a change whose new image is the item and
+// which has no old image, so every upload in a final state yields
 // its event again, whether or not it was published before: delivery is at
 // least once, and consumers deduplicate on uploadId. An item in another
 // state yields nothing.
@@ -27,10 +26,7 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	var batch []pending
 	handled, failed := len(items), error(nil)
 	for i, item := range items {
-		r := events.DynamoDBEventRecord{Change: events.DynamoDBStreamRecord{
-			SequenceNumber: strconv.Itoa(i), NewImage: LambdaImage(item),
-		}}
-		p, ok, err := h.shape(r)
+		p, ok, err := h.shape(strconv.Itoa(i), nil, item)
 		if err != nil {
 			handled, failed = i, fmt.Errorf("item %d of %d: %w", i+1, len(items), err)
 			break
@@ -52,48 +48,4 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 		}
 	}
 	return handled, failed
-}
-
-// LambdaImage converts an item from the SDK's attribute values to
-// aws-lambda-go's, the shape a stream record has in a Lambda event: the
-// inverse of sdkImage. The dev stack, which plays Lambda's event source
-// mapping, uses it too.
-func LambdaImage(m map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(m))
-	for k, v := range m {
-		out[k] = lambdaValue(v)
-	}
-	return out
-}
-
-func lambdaValue(v types.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *types.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *types.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	case *types.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
-	case *types.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
-	case *types.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			l[i] = lambdaValue(e)
-		}
-		return events.NewListAttribute(l)
-	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(LambdaImage(v.Value))
-	default:
-		return events.NewNullAttribute()
-	}
 }
