@@ -13,11 +13,12 @@
 //
 // Files from MultipartThreshold up go in parts (PartSizeFor), starting at
 // once: there is no pass over the whole file before the create, which
-// declares no whole-file SHA-256. A hasher reads the parts in order, a
-// bounded window ahead of the parts S3 has acknowledged, and hashes each
-// just before it is sent; parts are signed (their SHA-256 in the URL) in
-// batches, and DefaultParallel of them are in flight, each read again from
-// the file as its PUT's body and retried on its own. Memory stays a few MiB
+// declares no whole-file SHA-256. Hashers (one per part in flight, up to
+// half of GOMAXPROCS) read the parts, handed out in order, a bounded
+// window ahead of the parts S3 has acknowledged, and hash each just before
+// it is sent; parts are signed (their SHA-256 in the URL) in batches, and
+// DefaultParallel of them are in flight, each read again from the file as
+// its PUT's body and retried on its own. Memory stays a few MiB
 // whatever the part size. Complete declares every part's SHA-256; the
 // server compares them with what S3 holds (parts_mismatch when they
 // differ, CodePartsMismatch), and the completed upload carries S3's

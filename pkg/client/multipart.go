@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -419,6 +420,16 @@ func (la lookAhead) signNow(pending, stock int, done bool) bool {
 	return stock < la.reserve && pending >= la.reserve
 }
 
+// hasherCount is how many parts sendParts hashes at once: one per part in
+// flight, up to half the cores Go may use, and never more than the parts
+// to hash. A hasher is CPU-bound, and the other half is for sending (TLS,
+// the kernel's copies): one hasher outruns what two cores can send (about
+// 1.3 GB/s of SHA-256 here, against 330 MiB/s for pre-hashed parts with
+// nothing to hash), and a second only took cycles from the sending.
+func hasherCount(parallel, parts int) int {
+	return max(1, min(parallel, runtime.GOMAXPROCS(0)/2, parts))
+}
+
 // partJob is a signed part for a worker, with the SHA-256 its URL signs.
 type partJob struct {
 	sp  api.SignedPart
@@ -440,9 +451,11 @@ type partJob struct {
 // 60 ms a part. The CLI's peak RSS for 1 GiB in 8 MiB parts is 15 MiB, and
 // does not grow with the part size.
 //
-// Three stages: a hasher reads and hashes the parts in file order (reads
-// a disk likes), at most window parts ahead of S3's acknowledgements; a
-// signer signs the hashed parts in batches; parallel workers PUT them. The
+// Three stages: hashers read and hash the parts, handed out in file order
+// (reads a disk likes), at most window parts ahead of S3's
+// acknowledgements (hasherCount of them, so that hashing keeps up with
+// the parts in flight on a machine with cores to spare); a signer signs
+// the hashed parts in batches; parallel workers PUT them. The
 // signer signs what is hashed at once when no signed URL waits for the
 // workers (so the first part is signed as soon as it is hashed), and
 // otherwise gathers parts into one request (lookAhead.signNow), keeping a
@@ -466,9 +479,11 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, 
 	jobs := make(chan partJob, la.window)          // to the workers; never full (slots)
 	took := make(chan struct{}, la.window)         // a worker took a job: the signer may need to sign
 	var wg sync.WaitGroup
-	wg.Go(func() { // the hasher
-		defer close(hashed)
-		buf := make([]byte, hashBufSize)
+	// The hashers (hasherCount): parts are handed out in file order
+	// (reads a disk likes), each hashed by one of them.
+	numbers := make(chan int)
+	wg.Go(func() {
+		defer close(numbers)
 		for _, n := range todo {
 			select {
 			case slots <- struct{}{}:
@@ -476,23 +491,43 @@ func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, 
 				fail(ctx.Err()) // never a nil error with parts unsent
 				return
 			}
-			sum, err := hashPart(ctx, r, plan, n, buf)
-			if err != nil {
-				if ctx.Err() != nil {
-					fail(ctx.Err())
-				} else {
-					fail(fmt.Errorf("hash: %w", err))
-				}
+			select {
+			case numbers <- n:
+			case <-ctx.Done():
+				fail(ctx.Err())
 				return
 			}
-			if prev := plan.sums[n-1]; prev != "" && prev != sum {
-				fail(&Error{Op: fmt.Sprintf("hash part %d", n), Code: CodeFileChanged,
-					Message: fmt.Sprintf("part %d of the file is not what it was when it was first sent: the file changed while it was being uploaded; the upload was not completed", n)})
-				return
-			}
-			plan.sums[n-1] = sum
-			hashed <- api.PartToSign{PartNumber: n, SHA256: sum}
 		}
+	})
+	var hashers sync.WaitGroup
+	for range hasherCount(parallel, len(todo)) {
+		hashers.Go(func() {
+			buf := make([]byte, hashBufSize)
+			for n := range numbers {
+				sum, err := hashPart(ctx, r, plan, n, buf)
+				if err != nil {
+					if ctx.Err() != nil {
+						fail(ctx.Err())
+					} else {
+						fail(fmt.Errorf("hash: %w", err))
+					}
+					return
+				}
+				// Each part is its own element of plan.sums, and one
+				// hasher's: no lock.
+				if prev := plan.sums[n-1]; prev != "" && prev != sum {
+					fail(&Error{Op: fmt.Sprintf("hash part %d", n), Code: CodeFileChanged,
+						Message: fmt.Sprintf("part %d of the file is not what it was when it was first sent: the file changed while it was being uploaded; the upload was not completed", n)})
+					return
+				}
+				plan.sums[n-1] = sum
+				hashed <- api.PartToSign{PartNumber: n, SHA256: sum} // never blocks: a slot is held
+			}
+		})
+	}
+	wg.Go(func() {
+		hashers.Wait()
+		close(hashed)
 	})
 	wg.Go(func() { // the signer
 		defer close(jobs)

@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -460,6 +462,52 @@ func TestFirstPartBeforeWholeFileRead(t *testing.T) {
 		t.Errorf("read %d bytes before the create, %d before the first part PUT; want 1, then at most %d (%d parts hashed ahead and %d parts' bodies) of %d", atCreate, atFirstPut, limit, window, parallel, len(data))
 	}
 	t.Logf("read before the first part PUT: %.1f parts' worth", float64(atFirstPut)/testPart)
+}
+
+// Parts are hashed in parallel given cores to spare (two hashers on four
+// cores): the first read of part 1 waits until part 2 is being read
+// too, which a single hasher, done with part 1 first, would never do.
+func TestPartsAreHashedInParallel(t *testing.T) {
+	// Not parallel: it sets GOMAXPROCS, which the hashers follow.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const parts = 8
+	data := randomBytes(t, parts*testPart)
+	z := &rendezvousReader{r: bytes.NewReader(data), part: testPart, both: make(chan struct{})}
+	f := newFakeAPI(t)
+	res, err := mpClient(t, f).UploadReader(context.Background(), z, int64(len(data)), UploadInput{Filename: "big.bin", ContentType: "application/octet-stream", PartSize: testPart, Parallel: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.object(res.Key), data) {
+		t.Fatal("the object is not the file")
+	}
+	if z.waitedOut.Load() {
+		t.Error("part 1 was hashed alone: part 2 was not read while part 1's first read waited")
+	}
+}
+
+// rendezvousReader holds the first read of its first part until a read
+// of its second part begins, or 10 s pass (waitedOut).
+type rendezvousReader struct {
+	r         io.ReaderAt
+	part      int64
+	both      chan struct{}
+	once      sync.Once
+	waitedOut atomic.Bool
+}
+
+func (z *rendezvousReader) ReadAt(b []byte, off int64) (int, error) {
+	if off >= z.part && off < 2*z.part {
+		z.once.Do(func() { close(z.both) })
+	}
+	if off == 0 {
+		select {
+		case <-z.both:
+		case <-time.After(10 * time.Second):
+			z.waitedOut.Store(true)
+		}
+	}
+	return z.r.ReadAt(b, off)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
