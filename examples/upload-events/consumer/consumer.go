@@ -7,7 +7,7 @@
 // re-published event (cmd/replay-events) carries a new event id and time
 // but the same detail. [Consumer.Handle] therefore wraps the side effect
 // with [idempotency.MakeIdempotent], keyed on the detail's uploadId and
-// fingerprinted on the detail alone, never the envelope:
+// fingerprinted on the detail's members it knows, never the envelope:
 //
 //   - a second delivery, or a re-published event, is answered from the
 //     record without indexing again;
@@ -110,6 +110,19 @@ type Options struct {
 	HTTPTimeout time.Duration
 }
 
+// fingerprintPaths are the members of an event a redelivery must repeat:
+// each member of api.EventDetail as this consumer knows it. It is a fixed
+// list, not "detail", so that members added later never count; and it
+// stays fixed when api.EventDetail grows, since the records made before a
+// change hold fingerprints of this list, and a re-published event of their
+// uploads would conflict with a longer one.
+var fingerprintPaths = []string{
+	"detail.uploadId", "detail.status", "detail.tenant", "detail.bucket",
+	"detail.storageKey", "detail.filename", "detail.contentType", "detail.bytes",
+	"detail.sha256", "detail.compositeSha256", "detail.etag",
+	"detail.completedAt", "detail.abortedAt", "detail.partSize", "detail.partCount",
+}
+
 // Consumer indexes each upload once. Its methods are safe for concurrent
 // use.
 type Consumer struct {
@@ -155,9 +168,12 @@ func New(store idempotency.Store, sink Sink, optFns ...func(*Options)) *Consumer
 		// "detail" is the detail's JSON object.
 		h.KeyPath = "detail.uploadId"
 		// Only the detail must repeat: the envelope's id and time are new
-		// on every re-published event. The detail counts as canonical JSON,
-		// so its member order and white space do not.
-		h.FingerprintPaths = []string{"detail"}
+		// on every re-published event. And only the detail's members this
+		// consumer knows, so a member a later onceupload adds does not
+		// turn the re-published events of uploads indexed before it into
+		// conflicts. Values count as canonical JSON: member order and
+		// white space do not.
+		h.FingerprintPaths = fingerprintPaths
 		h.Scope = o.Scope
 		h.Logger = o.Logger
 		h.OnReplay = func(_ context.Context, r Result, _ idempotency.Record) Result {

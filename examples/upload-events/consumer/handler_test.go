@@ -198,6 +198,23 @@ func TestHandle(t *testing.T) {
 		}
 		wantIndexed(t, e.sink, "u-1")
 	})
+	t.Run("re-published with a detail member a later version adds, indexed once", func(t *testing.T) {
+		e := newEnv(t)
+		ev := event(t, api.DetailTypeUploadCompleted, completed("u-1"))
+		e.mustHandle(t, ev)
+		var m map[string]any
+		if err := json.Unmarshal(ev.Detail, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["storageClass"] = "STANDARD"
+		again := ev
+		again.ID = rand.Text()
+		again.Detail, _ = json.Marshal(m)
+		if res, err := e.handle(again); err != nil || !res.Replayed {
+			t.Errorf("re-published with a new member: %+v, %v; want a replay", res, err)
+		}
+		wantIndexed(t, e.sink, "u-1")
+	})
 	t.Run("two uploads, indexed twice", func(t *testing.T) {
 		e := newEnv(t)
 		e.mustHandle(t, event(t, api.DetailTypeUploadCompleted, completed("u-1")))
