@@ -3,7 +3,7 @@
 // queue that Lambda names them in after its retries (the stack's
 // EventsFailureQueueUrl output).
 //
-//	replay-events -queue-url URL -function NAME [-slack 5m] [-ttl 24h] [-max N] [-dry-run]
+//	replay-events -queue-url URL -function NAME [-slack 5m] [-ttl 24h] [-max N] [-dry-run] [-skip-unreadable]
 //	replay-events -queue-url URL -table NAME -bucket NAME [-bus NAME] [-source onceupload] […]
 //
 // -function names the events function (the stack's EventsFunctionName
@@ -34,6 +34,13 @@
 // all put stays in the queue, as does one that is not an on-failure record
 // of -table's stream (counted as unreadable). Replaying a message twice is
 // harmless.
+//
+// An item of a window that is completed or aborted but cannot be shaped
+// into an event (not an upload's record, or one this code cannot read)
+// stops the publishing of its window, so its messages stay in the queue on
+// every run, and the output names the failure. Once an operator has looked
+// at it, -skip-unreadable drops such items (naming each) and publishes the
+// rest: the items dropped have no events.
 //
 // Records that expired from the table (its TTL, the stack's
 // IdempotencyTtl, -ttl here) cannot be replayed: their uploads are not
@@ -89,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", idempotency.DefaultTTL, "how long the table keeps a record after its last write (the stack's IdempotencyTtl)")
 	limit := fs.Int("max", 1000, "replay at most this many messages")
 	dryRun := fs.Bool("dry-run", false, "print what would be published and deleted; change nothing")
+	skipUnreadable := fs.Bool("skip-unreadable", false, "publish the rest of a window whose items include some that are not uploads' records this code can read (each is named in the output, and has no event); without it, such a window's messages stay in the queue")
 	function := fs.String("function", "", "the events function (the stack's EventsFunctionName output), whose environment gives -table, -bucket, -bus and -source")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -131,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			Schema: schema, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 		},
 		queueURL: *queueURL, tableName: *table, bucket: *bucket, schema: schema,
-		slack: *slack, ttl: *ttl, now: time.Now, dryRun: *dryRun, log: stdout,
+		slack: *slack, ttl: *ttl, now: time.Now, dryRun: *dryRun, skipUnreadable: *skipUnreadable, log: stdout,
 	}
 	res, err := r.run(ctx, *limit)
 	verb := "replayed"
@@ -140,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "replay-events: %d messages %s (%d events), %d failed (left in the queue), %d unreadable (left in the queue)\n",
 		res.replayed, verb, res.events, res.failed, res.unreadable)
+	if res.skipped > 0 {
+		fmt.Fprintf(stdout, "replay-events: %d items that are not uploads' records skipped (-skip-unreadable): they have no events\n", res.skipped)
+	}
 	if res.old > 0 {
 		fmt.Fprintf(stdout, "replay-events: %d messages' windows began more than -ttl %s ago: uploads of theirs may have expired from the table, and their events cannot be replayed\n", res.old, *ttl)
 	}

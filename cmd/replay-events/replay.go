@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,7 +77,9 @@ type replayer struct {
 	ttl       time.Duration
 	now       func() time.Time
 	dryRun    bool
-	log       io.Writer
+	// skipUnreadable: -skip-unreadable (dropUnreadable).
+	skipUnreadable bool
+	log            io.Writer
 	// held are the receipt handles of the messages received and not
 	// deleted, by message id.
 	held map[string]*string
@@ -84,6 +87,8 @@ type replayer struct {
 
 type result struct {
 	replayed, failed, unreadable int
+	// skipped counts the items dropped by -skip-unreadable.
+	skipped int
 	// events is how many events were put (or, dry, would be).
 	events int
 	// old counts the messages whose window began more than ttl ago.
@@ -286,6 +291,7 @@ func (r *replayer) replay(ctx context.Context, group []*message, res *result) er
 	if err != nil {
 		return err
 	}
+	items = r.dropUnreadable(items, res)
 	fmt.Fprintf(r.log, "%s to %s: %d messages, %d completed or aborted uploads\n",
 		span.start.Format(time.RFC3339), span.end.Format(time.RFC3339), len(group), len(items))
 	var handled int
@@ -332,6 +338,45 @@ func (r *replayer) replay(ctx context.Context, group []*message, res *result) er
 		res.replayed++
 	}
 	return nil
+}
+
+// dropUnreadable returns items without those that are not uploads'
+// records this code can read, each named in the log, if -skip-unreadable
+// says so; else items as they are (publishing stops at the first such
+// item, and its window's messages stay in the queue). An item dropped has
+// no event: if it is an upload's record, its consumers never hear of it.
+func (r *replayer) dropUnreadable(items []found, res *result) []found {
+	if !r.skipUnreadable {
+		return items
+	}
+	verb := "skipped"
+	if r.dryRun {
+		verb = "would skip"
+	}
+	kept := make([]found, 0, len(items))
+	for _, f := range items {
+		if _, _, err := upload.EventOf(r.schema, r.bucket, nil, f.item); err != nil {
+			res.skipped++
+			fmt.Fprintf(r.log, "%s item %s, which is not an upload's record: %v\n", verb, itemKey(r.schema, f.item), err)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return kept
+}
+
+// itemKey names an item by its key attributes, as the table holds them.
+func itemKey(schema idempotency.Schema, item map[string]types.AttributeValue) string {
+	name := func(attr string) string {
+		if v, ok := item[attr].(*types.AttributeValueMemberS); ok {
+			return attr + "=" + strconv.Quote(v.Value)
+		}
+		return attr + " missing"
+	}
+	if schema.SortKey != "" {
+		return name(schema.PartitionKey) + " " + name(schema.SortKey)
+	}
+	return name(schema.PartitionKey)
 }
 
 // describe prints the events that items would yield, as PublishItems

@@ -12,11 +12,14 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -403,6 +406,77 @@ func TestReplayEventsDryRun(t *testing.T) {
 	}
 	if n := f.left(t, f.failures); n != "1+0" {
 		t.Fatalf("failure queue after a dry run (visible+in flight): %s, want its message, visible", n)
+	}
+}
+
+// A completed item of a window that cannot be shaped into an event (here a
+// copy of an upload's record that lost its object key) keeps the window's
+// message in the queue, run after run; with -skip-unreadable it is named,
+// dropped, and the rest of the window is published.
+func TestReplayEventsSkipUnreadable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ddb := testenv.DynamoClient(f.dynamoURL, nil)
+	out, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: &f.table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad map[string]types.AttributeValue
+	for _, item := range out.Items {
+		if id, ok := item["claim_id"].(*types.AttributeValueMemberS); ok && id.Value == f.completed1.UploadID {
+			bad = maps.Clone(item)
+		}
+	}
+	if bad == nil {
+		t.Fatalf("no record of upload %s among %d items", f.completed1.UploadID, len(out.Items))
+	}
+	data := maps.Clone(bad["data"].(*types.AttributeValueMemberM).Value)
+	delete(data, "object_key")
+	bad["data"] = &types.AttributeValueMemberM{Value: data}
+	bad["pk"] = &types.AttributeValueMemberS{Value: "not-an-upload"}
+	bad["claim_id"] = &types.AttributeValueMemberS{Value: "not-an-upload"}
+	// Written first in the window: publishing stops before any event.
+	bad["updated_at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(f.base.Add(-30*time.Second).UnixMilli(), 10)}
+	if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.table, Item: bad}); err != nil {
+		t.Fatal(err)
+	}
+	f.send(t, f.failures, f.failure(f.base, f.base.Add(4*time.Second), 3))
+
+	for range 2 { // the same on every run
+		var log bytes.Buffer
+		res, err := f.replayer(f.failures, &log, f.events).run(ctx, 100)
+		if err != nil || res.failed != 1 || res.replayed != 0 || res.skipped != 0 {
+			t.Fatalf("run: %+v %v\n%s", res, err, log.String())
+		}
+		if !strings.Contains(log.String(), "left in the queue") {
+			t.Errorf("the log does not say the message stays:\n%s", log.String())
+		}
+		if n := f.left(t, f.failures); n != "1+0" {
+			t.Fatalf("failure queue (visible+in flight): %s, want the message, visible", n)
+		}
+	}
+	if got := f.published(t); len(got) != 0 {
+		t.Fatalf("published %+v; want nothing, the unreadable item first in its window", got)
+	}
+
+	var log bytes.Buffer
+	r := f.replayer(f.failures, &log, f.events)
+	r.skipUnreadable = true
+	res, err := r.run(ctx, 100)
+	if err != nil || res != (result{replayed: 1, events: 3, skipped: 1}) {
+		t.Fatalf("run with -skip-unreadable: %+v %v\n%s", res, err, log.String())
+	}
+	if !strings.Contains(log.String(), `skipped item pk="not-an-upload", which is not an upload's record`) {
+		t.Errorf("the log does not name the skipped item:\n%s", log.String())
+	}
+	got := f.published(t)
+	for _, d := range []api.EventDetail{f.completed1, f.completed2, f.aborted} {
+		if got[d.UploadID] != want(d) {
+			t.Errorf("upload %s: published %+v, want %+v", d.UploadID, got[d.UploadID], want(d))
+		}
+	}
+	if n := f.left(t, f.failures); n != "0+0" {
+		t.Fatalf("failure queue (visible+in flight): %s, want it empty", n)
 	}
 }
 
