@@ -149,7 +149,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "replay-events: %d messages %s (%d events), %d failed (left in the queue), %d unreadable (left in the queue)\n",
 		res.replayed, verb, res.events, res.failed, res.unreadable)
 	if res.skipped > 0 {
-		fmt.Fprintf(stdout, "replay-events: %d items that are not uploads' records skipped (-skip-unreadable): they have no events\n", res.skipped)
+		fmt.Fprintf(stdout, "replay-events: %d items that cannot be made into events skipped (-skip-unreadable): they have no events\n", res.skipped)
 	}
 	if res.old > 0 {
 		fmt.Fprintf(stdout, "replay-events: %d messages' windows began more than -ttl %s ago: uploads of theirs may have expired from the table, and their events cannot be replayed\n", res.old, *ttl)

@@ -357,7 +357,7 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 	for _, f := range items {
 		if _, _, err := upload.EventOf(r.schema, r.bucket, nil, f.item); err != nil {
 			res.skipped++
-			fmt.Fprintf(r.log, "%s item %s, which is not an upload's record: %v\n", verb, itemKey(r.schema, f.item), err)
+			fmt.Fprintf(r.log, "%s item %s, which cannot be made into an event: %v\n", verb, itemKey(r.schema, f.item), err)
 			continue
 		}
 		kept = append(kept, f)

@@ -466,7 +466,7 @@ func TestReplayEventsSkipUnreadable(t *testing.T) {
 	if err != nil || res != (result{replayed: 1, events: 3, skipped: 1}) {
 		t.Fatalf("run with -skip-unreadable: %+v %v\n%s", res, err, log.String())
 	}
-	if !strings.Contains(log.String(), `skipped item pk="not-an-upload", which is not an upload's record`) {
+	if !strings.Contains(log.String(), `skipped item pk="not-an-upload", which cannot be made into an event`) {
 		t.Errorf("the log does not name the skipped item:\n%s", log.String())
 	}
 	got := f.published(t)
