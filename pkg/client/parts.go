@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 	"strconv"
 
@@ -40,100 +39,9 @@ func PartSizeFor(size int64) int64 {
 	return (ps + mib - 1) / mib * mib
 }
 
-// Digest is what one pass over a file gives: its size, its SHA-256 and,
-// for an upload in parts, each part's SHA-256 (lower-case hex).
-type Digest struct {
-	Size     int64
-	SHA256   string
-	PartSize int64
-	Parts    []string // Parts[i] is part i+1's
-}
-
-// Length is the length of part n (1-based).
-func (d *Digest) Length(n int) int64 { return api.PartLength(d.Size, d.PartSize, n) }
-
-// Offset is where part n (1-based) starts in the file.
-func (d *Digest) Offset(n int) int64 { return int64(n-1) * d.PartSize }
-
-// hashBufSize is the read size of DescribeParts: a few of these are all the
-// memory hashing takes, whatever the file's size.
+// hashBufSize is the read size of hashPart: one buffer a hasher is all
+// the memory hashing takes, whatever the file's size.
 const hashBufSize = 1 << 20
-
-// DescribeParts streams r once and returns its size, its SHA-256 and the
-// SHA-256 of each partSize piece, in constant memory. The whole-file hash
-// runs on a second goroutine, so on two cores the pass costs about one
-// hash's time, not two.
-func DescribeParts(r io.Reader, partSize int64) (*Digest, error) {
-	if partSize <= 0 {
-		return nil, fmt.Errorf("hash: part size %d", partSize)
-	}
-	const nbuf = 3
-	free := make(chan []byte, nbuf)
-	for range nbuf {
-		free <- make([]byte, hashBufSize)
-	}
-	filled := make(chan []byte, nbuf)
-	wholeSum := make(chan []byte)
-	go func() {
-		whole := sha256.New()
-		for b := range filled {
-			whole.Write(b)
-			free <- b[:cap(b)]
-		}
-		wholeSum <- whole.Sum(nil)
-	}()
-	parts := &partHasher{size: partSize, h: sha256.New()}
-	var err error
-	for {
-		buf := <-free
-		var n int
-		n, err = io.ReadFull(r, buf)
-		if n > 0 {
-			parts.Write(buf[:n])
-			filled <- buf[:n]
-		}
-		if err != nil {
-			break
-		}
-	}
-	close(filled)
-	sum := <-wholeSum
-	if err != io.EOF && err != io.ErrUnexpectedEOF {
-		return nil, fmt.Errorf("hash: %w", err)
-	}
-	parts.flush()
-	return &Digest{Size: parts.total, SHA256: hex.EncodeToString(sum), PartSize: partSize, Parts: parts.sums}, nil
-}
-
-// partHasher hashes what is written to it in pieces of size bytes.
-type partHasher struct {
-	size, inPart, total int64
-	h                   hash.Hash
-	sums                []string
-}
-
-func (p *partHasher) Write(b []byte) {
-	for len(b) > 0 {
-		n := min(int64(len(b)), p.size-p.inPart)
-		p.h.Write(b[:n])
-		p.inPart += n
-		p.total += n
-		b = b[n:]
-		if p.inPart == p.size {
-			p.flush()
-		}
-	}
-}
-
-// flush ends the current part, if it has a byte.
-func (p *partHasher) flush() {
-	if p.inPart == 0 {
-		return
-	}
-	p.sums = append(p.sums, hex.EncodeToString(p.h.Sum(nil)))
-	p.h.Reset()
-	p.inPart = 0
-}
 
 // partPlan is an upload in parts as Upload sends it: its cut, and each
 // part's SHA-256 (lower-case hex) once known, from hashing the part just
