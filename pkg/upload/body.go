@@ -95,17 +95,21 @@ func encode(v any) ([]byte, error) {
 // multipart upload, aborted. Finalize records its parts (etag, completion
 // time) with one UpdateItem, so the body is rendered from the record; the
 // rendering is deterministic, so every replay returns the same bytes.
-func finalBody(s stored) ([]byte, error) {
+func finalBody(s stored) ([]byte, error) { return encode(s.finalUpload()) }
+
+// finalUpload is the upload of a completed or aborted record, as its body
+// and its event state it.
+func (s *stored) finalUpload() api.Upload {
 	u := s.upload()
 	if s.State == idempotency.StateAborted {
 		u.Status = api.StatusAborted
-		return encode(u)
+		return u
 	}
 	u.Status = api.StatusCompleted
 	u.ETag = s.ETag
 	u.CompletedAt = s.CompletedAt
 	u.CompositeSHA256 = s.Checksum
-	return encode(u)
+	return u
 }
 
 // upload is the pending body's upload, without instructions.

@@ -44,17 +44,20 @@ func EventOf(schema idempotency.Schema, bucket string, oldImage, newImage map[st
 	if err != nil {
 		return Event{}, false, fmt.Errorf("upload event: %w", err)
 	}
+	// The detail is the final body's upload (one mapping of a record to
+	// its outcome), with what only the event states.
+	u := s.finalUpload()
 	d := api.EventDetail{
-		UploadID: s.ClaimID, Tenant: s.Tenant, Bucket: bucket, StorageKey: s.ObjectKey,
-		Filename: s.Filename, ContentType: s.ContentType, Bytes: s.Size, SHA256: s.SHA256,
+		UploadID: u.UploadID, Status: u.Status, Tenant: s.Tenant, Bucket: bucket, StorageKey: u.StorageKey,
+		Filename: u.Filename, ContentType: u.ContentType, Bytes: u.Bytes, SHA256: u.SHA256,
+		CompositeSHA256: u.CompositeSHA256, ETag: u.ETag, CompletedAt: u.CompletedAt,
 	}
-	if s.multipart() {
-		d.PartSize, d.PartCount = s.PartSize, api.PartCount(s.Size, s.PartSize)
+	if u.Multipart != nil {
+		d.PartSize, d.PartCount = u.Multipart.PartSize, u.Multipart.PartCount
 	}
-	if s.State == idempotency.StateAborted {
-		d.Status, d.AbortedAt = api.StatusAborted, s.CompletedAt
+	if u.Status == api.StatusAborted {
+		d.AbortedAt = s.CompletedAt // an abort records its time where a completion does
 		return Event{DetailType: api.DetailTypeUploadAborted, Detail: d}, true, nil
 	}
-	d.Status, d.ETag, d.CompletedAt, d.CompositeSHA256 = api.StatusCompleted, s.ETag, s.CompletedAt, s.Checksum
 	return Event{DetailType: api.DetailTypeUploadCompleted, Detail: d}, true, nil
 }
