@@ -51,10 +51,13 @@ type Handler struct {
 	Logger *slog.Logger
 }
 
-// pending is an event waiting to be put, and the record it came from.
+// pending is an event waiting to be put, and the record it came from:
+// the stream record's sequence number (Handle) or the item's index
+// (PublishItems).
 type pending struct {
 	entry ebtypes.PutEventsRequestEntry
 	seq   string
+	item  int
 	id    string
 }
 
@@ -69,7 +72,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	var batch []pending
 	failedAt := ""
 	for _, r := range ev.Records {
-		p, ok, err := h.shape(r.Change.SequenceNumber, sdkImage(r.Change.OldImage), sdkImage(r.Change.NewImage))
+		p, ok, err := h.shape(sdkImage(r.Change.OldImage), sdkImage(r.Change.NewImage))
 		if err != nil {
 			// Not an upload's record, or one this code cannot read: retrying
 			// will not change it, but failing keeps it in sight (the retries
@@ -80,11 +83,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			break
 		}
 		if ok {
+			p.seq = r.Change.SequenceNumber
 			batch = append(batch, p)
 		}
 	}
-	if seq := h.put(ctx, batch); seq != "" {
-		failedAt = seq
+	if k := h.put(ctx, batch); k >= 0 {
+		failedAt = batch[k].seq
 	}
 	if failedAt == "" {
 		return events.DynamoDBEventResponse{}, nil
@@ -92,9 +96,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failedAt}}}, nil
 }
 
-// shape returns the event of a change (the record at seq, with its old and
-// new images), and false for a change that makes none.
-func (h *Handler) shape(seq string, oldImage, newImage map[string]types.AttributeValue) (pending, bool, error) {
+// shape returns the event of a change (a record's old and new images),
+// and false for a change that makes none.
+func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pending, bool, error) {
 	e, ok, err := upload.EventOf(h.Schema, h.Bucket, oldImage, newImage)
 	if err != nil || !ok {
 		return pending{}, false, err
@@ -108,14 +112,14 @@ func (h *Handler) shape(seq string, oldImage, newImage map[string]types.Attribut
 			EventBusName: aws.String(h.Bus), Source: aws.String(h.Source),
 			DetailType: aws.String(e.DetailType), Detail: aws.String(string(detail)),
 		},
-		seq: seq, id: e.Detail.UploadID,
+		id: e.Detail.UploadID,
 	}, true, nil
 }
 
 // put publishes batch in calls of up to maxEntries, in order, and returns
-// the sequence number of the first record whose event was not put ("" if
-// every one was).
-func (h *Handler) put(ctx context.Context, batch []pending) string {
+// the index in batch of the first entry that was not put (-1 if every one
+// was).
+func (h *Handler) put(ctx context.Context, batch []pending) int {
 	for start := 0; start < len(batch); start += maxEntries {
 		chunk := batch[start:min(start+maxEntries, len(batch))]
 		entries := make([]ebtypes.PutEventsRequestEntry, len(chunk))
@@ -125,7 +129,7 @@ func (h *Handler) put(ctx context.Context, batch []pending) string {
 		out, err := h.Events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 		if err != nil {
 			h.Logger.ErrorContext(ctx, "upload event: PutEvents failed", "events", len(chunk), "error", err)
-			return chunk[0].seq
+			return start
 		}
 		for i, p := range chunk {
 			if i < len(out.Entries) && out.Entries[i].ErrorCode != nil {
@@ -140,13 +144,13 @@ func (h *Handler) put(ctx context.Context, batch []pending) string {
 						h.Logger.InfoContext(ctx, "upload event, to be put again with the failed one", "detailType", aws.ToString(chunk[j].entry.DetailType), "uploadId", chunk[j].id)
 					}
 				}
-				return p.seq
+				return start + i
 			}
 			if i >= len(out.Entries) && out.FailedEntryCount > 0 {
-				return p.seq // an answer without per-entry results: trust none
+				return start + i // an answer without per-entry results: trust none
 			}
 			h.Logger.InfoContext(ctx, "upload event", "detailType", aws.ToString(p.entry.DetailType), "uploadId", p.id)
 		}
 	}
-	return ""
+	return -1
 }

@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -26,26 +25,19 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	var batch []pending
 	handled, failed := len(items), error(nil)
 	for i, item := range items {
-		p, ok, err := h.shape(strconv.Itoa(i), nil, item)
+		p, ok, err := h.shape(nil, item)
 		if err != nil {
 			handled, failed = i, fmt.Errorf("item %d of %d: %w", i+1, len(items), err)
 			break
 		}
 		if ok {
+			p.item = i
 			batch = append(batch, p)
 		}
 	}
-	if seq := h.put(ctx, batch); seq != "" {
-		i, _ := strconv.Atoi(seq) // put returns a SequenceNumber set above
-		if i < handled {
-			id := ""
-			for _, p := range batch {
-				if p.seq == seq {
-					id = p.id
-				}
-			}
-			handled, failed = i, fmt.Errorf("item %d of %d: the event of upload %s was not put", i+1, len(items), id)
-		}
+	if k := h.put(ctx, batch); k >= 0 {
+		p := batch[k]
+		handled, failed = p.item, fmt.Errorf("item %d of %d: the event of upload %s was not put", p.item+1, len(items), p.id)
 	}
 	return handled, failed
 }
