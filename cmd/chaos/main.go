@@ -124,28 +124,27 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 	}
 	defer events.close()
 	var busProxy *faults.Proxy
+	// proxied starts a fault-injecting proxy in front of a server and keeps it
+	// in *dst, so the run can inject faults and close it.
+	proxied := func(dst **faults.Proxy) func(string) (string, error) {
+		return func(server string) (string, error) {
+			p, err := faults.Start(server)
+			*dst = p
+			if err != nil {
+				return "", err
+			}
+			return p.URL, nil
+		}
+	}
 	st, err := devstack.Start(ctx, devstack.Config{
 		EventsURL: events.proxy.URL,
 		// The events function reaches the bus through a proxy too: a
 		// PutEvents whose answer is lost is put again, twice on the bus.
-		FunctionEventBus: func(bus string) (string, error) {
-			p, err := faults.Start(bus)
-			busProxy = p
-			if err != nil {
-				return "", err
-			}
-			return p.URL, nil
-		},
+		FunctionEventBus: proxied(&busProxy),
+
 		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet,
 		// The functions reach DynamoDB through a fault-injecting proxy.
-		FunctionDynamo: func(server string) (string, error) {
-			p, err := faults.Start(server)
-			dynamoProxy = p
-			if err != nil {
-				return "", err
-			}
-			return p.URL, nil
-		},
+		FunctionDynamo: proxied(&dynamoProxy),
 		Env: func(k string) (string, bool) {
 			if k == "PRESIGN_TTL" {
 				return "2m", true
