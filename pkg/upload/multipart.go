@@ -216,8 +216,9 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 // declared SHA-256 is compared with the one S3 holds for that part, and any
 // difference is a *PartsMismatchError with nothing stored: the record stays
 // pending and the S3 upload stays, so the client can send those parts
-// again. The declared checksums then go to CompleteMultipartUpload, where
-// S3 checks them against the parts once more. SHA256, the whole file's,
+// again. The checksums, S3's own and so the declared ones, then go to
+// CompleteMultipartUpload, where S3 checks them against the parts once
+// more: a part replaced after the list is refused. SHA256, the whole file's,
 // fills the upload's sha256 when the create gave none; one that differs
 // from the upload's is a *ValidationError. It is recorded before S3 is
 // asked to complete, so that the completed body is the same whoever
@@ -371,9 +372,9 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 }
 
 // declaredChecksums compares each declared part SHA-256 with the one S3
-// holds for the part (completed, in part order, one per part) and, when
-// all agree, puts the declared ones in completed, for S3 to check again at
-// CompleteMultipartUpload. Any difference is a *PartsMismatchError.
+// holds for the part (completed, in part order, one per part). Any
+// difference is a *PartsMismatchError. When all agree, completed already
+// carries them, for S3 to check again at CompleteMultipartUpload.
 func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToSign) error {
 	want := make([]string, len(completed)+1)
 	for _, p := range declared {
@@ -391,10 +392,6 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 	}
 	if mismatch.Count > 0 {
 		return mismatch
-	}
-	for i := range completed {
-		sum, _ := hex.DecodeString(want[aws.ToInt32(completed[i].PartNumber)])
-		completed[i].ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sum))
 	}
 	return nil
 }

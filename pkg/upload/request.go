@@ -183,22 +183,23 @@ func DecodeSignPartsRequest(body []byte) (api.SignPartsRequest, error) {
 	if in.Parts == nil {
 		return r, invalid("parts", "parts is required")
 	}
-	var entries []jsontext.Value
-	if in.Parts.Kind() != '[' || json.Unmarshal(in.Parts, &entries) != nil {
-		return r, invalid("parts", "parts must be an array")
-	}
-	if len(entries) == 0 || len(entries) > api.MaxPartsPerSign {
-		return r, invalid("parts", "parts must list 1 to %d parts", api.MaxPartsPerSign)
-	}
 	var err error
-	r.Parts, err = decodeParts(entries)
+	r.Parts, err = decodeParts(in.Parts, api.MaxPartsPerSign, fmt.Sprintf("parts must list 1 to %d parts", api.MaxPartsPerSign))
 	return r, err
 }
 
-// decodeParts reads the entries of a parts list, each {"partNumber": n,
-// "sha256": "…"} and no other member, no part number twice; digests come
-// out in lower case. Which numbers an upload has is the service's to check.
-func decodeParts(entries []jsontext.Value) ([]api.PartToSign, error) {
+// decodeParts reads a parts list: an array of 1 to most entries (else
+// invalid, saying tooMany), each {"partNumber": n, "sha256": "…"} and no
+// other member, no part number twice; digests come out in lower case.
+// Which numbers an upload has is the service's to check.
+func decodeParts(raw jsontext.Value, most int, tooMany string) ([]api.PartToSign, error) {
+	var entries []jsontext.Value
+	if raw.Kind() != '[' || json.Unmarshal(raw, &entries) != nil {
+		return nil, invalid("parts", "parts must be an array")
+	}
+	if len(entries) == 0 || len(entries) > most {
+		return nil, invalid("parts", "%s", tooMany)
+	}
 	parts := make([]api.PartToSign, 0, len(entries))
 	seen := make(map[int64]bool, len(entries))
 	for i, e := range entries {
@@ -264,15 +265,8 @@ func DecodeCompleteRequest(body []byte) (api.CompleteRequest, error) {
 	if in.Parts == nil {
 		return r, nil
 	}
-	var entries []jsontext.Value
-	if in.Parts.Kind() != '[' || json.Unmarshal(in.Parts, &entries) != nil {
-		return r, invalid("parts", "parts must be an array")
-	}
-	if len(entries) == 0 || len(entries) > api.MaxParts {
-		return r, invalid("parts", "parts must list every part of the upload, 1 to %d of them; leave it out to complete from what S3 holds", api.MaxParts)
-	}
 	var err error
-	r.Parts, err = decodeParts(entries)
+	r.Parts, err = decodeParts(in.Parts, api.MaxParts, fmt.Sprintf("parts must list every part of the upload, 1 to %d of them; leave it out to complete from what S3 holds", api.MaxParts))
 	return r, err
 }
 
