@@ -100,12 +100,10 @@ type result struct {
 // records. Arrival times are RFC 3339, to the second.
 type failureRecord struct {
 	RequestContext struct {
-		Condition   string `json:"condition"`
-		RetryCount  int    `json:"approximateInvokeCount"`
-		FunctionARN string `json:"functionArn"`
+		Condition  string `json:"condition"`
+		RetryCount int    `json:"approximateInvokeCount"`
 	} `json:"requestContext"`
-	Timestamp string     `json:"timestamp"`
-	Batch     *batchInfo `json:"DDBStreamBatchInfo"`
+	Batch *batchInfo `json:"DDBStreamBatchInfo"`
 }
 
 type batchInfo struct {
@@ -118,11 +116,11 @@ type batchInfo struct {
 	StreamARN           string    `json:"streamArn"`
 }
 
-// message is a readable failure queue message and its window.
+// message is a readable failure queue message, its record (whose Batch
+// is set) and its window.
 type message struct {
 	sqstypes.Message
 	rec        failureRecord
-	batch      batchInfo
 	start, end time.Time
 }
 
@@ -159,11 +157,11 @@ func (r *replayer) run(ctx context.Context, limit int) (result, error) {
 	var res result
 	r.held = map[string]*string{}
 	msgs, err := r.receive(ctx, limit, &res)
-	for _, group := range groups(msgs) {
+	for _, g := range groups(msgs) {
 		if err != nil {
 			break
 		}
-		err = r.replay(ctx, group, &res)
+		err = r.replay(ctx, g, &res)
 	}
 	return res, errors.Join(err, r.release(context.WithoutCancel(ctx)))
 }
@@ -209,10 +207,10 @@ func (r *replayer) receive(ctx context.Context, limit int, res *result) ([]*mess
 				fmt.Fprintf(r.log, "message %s: %v; left in the queue\n", id, err)
 				continue
 			}
-			if msg.batch.FirstArrival.Before(r.now().Add(-r.ttl)) {
+			if msg.rec.Batch.FirstArrival.Before(r.now().Add(-r.ttl)) {
 				res.old++
 				fmt.Fprintf(r.log, "message %s: its batch arrived %s, more than %s ago: uploads of it may have expired from the table\n",
-					id, msg.batch.FirstArrival.Format(time.RFC3339), r.ttl)
+					id, msg.rec.Batch.FirstArrival.Format(time.RFC3339), r.ttl)
 			}
 			msgs = append(msgs, msg)
 		}
@@ -243,7 +241,7 @@ func (r *replayer) parse(m sqstypes.Message) (*message, error) {
 	}
 	// The arrival times are given to the second: a second more on each
 	// side holds whatever they were rounded from.
-	return &message{Message: m, rec: rec, batch: *b, start: b.FirstArrival.Add(-time.Second - r.slack), end: b.LastArrival.Add(time.Second + r.slack)}, nil
+	return &message{Message: m, rec: rec, start: b.FirstArrival.Add(-time.Second - r.slack), end: b.LastArrival.Add(time.Second + r.slack)}, nil
 }
 
 // streamTable is the table whose stream arn is
@@ -261,39 +259,40 @@ func streamTable(arn string) string {
 	return name
 }
 
+// group is messages whose windows overlap, and the span of their windows.
+type group struct {
+	msgs []*message
+	span window
+}
+
 // groups sorts messages by their window's start and gathers those whose
 // windows overlap, so that each stretch of time is scanned once.
-func groups(msgs []*message) [][]*message {
+func groups(msgs []*message) []group {
 	slices.SortStableFunc(msgs, func(a, b *message) int { return a.start.Compare(b.start) })
-	var out [][]*message
-	var end time.Time
+	var out []group
 	for _, m := range msgs {
-		if len(out) == 0 || m.start.After(end) {
-			out, end = append(out, []*message{m}), m.end
+		if len(out) == 0 || m.start.After(out[len(out)-1].span.end) {
+			out = append(out, group{msgs: []*message{m}, span: window{m.start, m.end}})
 			continue
 		}
-		out[len(out)-1] = append(out[len(out)-1], m)
-		if m.end.After(end) {
-			end = m.end
-		}
+		g := &out[len(out)-1]
+		g.msgs = append(g.msgs, m)
+		g.span.end = later(g.span.end, m.end)
 	}
 	return out
 }
 
 // replay scans one group's window, publishes what it finds, and deletes
 // each message of the group whose window's events were all put.
-func (r *replayer) replay(ctx context.Context, group []*message, res *result) error {
-	span := window{start: group[0].start, end: group[0].end}
-	for _, m := range group[1:] {
-		span.end = later(span.end, m.end)
-	}
+func (r *replayer) replay(ctx context.Context, g group, res *result) error {
+	span := g.span
 	items, err := r.scan(ctx, span)
 	if err != nil {
 		return err
 	}
 	items = r.dropUnreadable(items, res)
 	fmt.Fprintf(r.log, "%s to %s: %d messages, %d completed or aborted uploads\n",
-		span.start.Format(time.RFC3339), span.end.Format(time.RFC3339), len(group), len(items))
+		span.start.Format(time.RFC3339), span.end.Format(time.RFC3339), len(g.msgs), len(items))
 	var handled int
 	var perr error
 	if r.dryRun {
@@ -306,7 +305,7 @@ func (r *replayer) replay(ctx context.Context, group []*message, res *result) er
 		handled, perr = r.publisher.PublishItems(ctx, batch)
 	}
 	res.events += handled
-	for _, m := range group {
+	for _, m := range g.msgs {
 		w := window{m.start, m.end}
 		done := true
 		for _, f := range items[handled:] {
@@ -326,7 +325,7 @@ func (r *replayer) replay(ctx context.Context, group []*message, res *result) er
 			continue
 		case r.dryRun:
 			fmt.Fprintf(r.log, "would delete message %s (%d records of shard %s, sequence numbers %s to %s; %s after %d attempts)\n",
-				m.id(), m.batch.BatchSize, m.batch.ShardID, m.batch.StartSequenceNumber, m.batch.EndSequenceNumber,
+				m.id(), m.rec.Batch.BatchSize, m.rec.Batch.ShardID, m.rec.Batch.StartSequenceNumber, m.rec.Batch.EndSequenceNumber,
 				m.rec.RequestContext.Condition, m.rec.RequestContext.RetryCount)
 		default:
 			if _, err := r.queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &r.queueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
