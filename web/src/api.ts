@@ -316,27 +316,20 @@ function uploadPath(uploadId: string): string {
 }
 
 function uploadAnswer(res: RawAnswer): ApiAnswer {
-  notJson(res);
-  return { body: parseUpload(res.text, res.status), status: res.status, replay: res.replay };
+  return { body: checkUpload(jsonBody(res), res.status), status: res.status, replay: res.replay };
 }
 
-/** A 2xx whose body is not JSON is not the API's (a web page, say): a foreign answer. */
-function notJson(res: RawAnswer): void {
+/** A 2xx's body, parsed; one that is not JSON is not the API's (a web page, say): a foreign answer. */
+function jsonBody(res: RawAnswer): unknown {
   try {
-    JSON.parse(res.text);
+    return JSON.parse(res.text);
   } catch {
     throw foreignError(res.res, res.text, res.url);
   }
 }
 
 function partList(res: RawAnswer): unknown[] {
-  notJson(res);
-  let b: unknown;
-  try {
-    b = JSON.parse(res.text);
-  } catch {
-    throw protocolError(res.status, "not JSON");
-  }
+  const b = jsonBody(res);
   const parts = b && typeof b === "object" ? (b as { parts?: unknown }).parts : undefined;
   if (!Array.isArray(parts)) throw protocolError(res.status, "no parts");
   return parts.map((p: unknown) => {
@@ -465,6 +458,11 @@ export function parseUpload(text: string, status: number): UploadResponse {
   } catch {
     throw protocolError(status, "not JSON");
   }
+  return checkUpload(b, status);
+}
+
+/** Checks the shape of a 2xx body, parsed. */
+function checkUpload(b: unknown, status: number): UploadResponse {
   if (!b || typeof b !== "object") throw protocolError(status, "not an object");
   const o = b as Record<string, unknown>;
   for (const f of ["uploadId", "storageKey"] as const) {
