@@ -259,13 +259,13 @@ func (p *streamPoller) deliver(ctx context.Context, batch []events.DynamoDBEvent
 			p.st.cfg.Logger.Warn("events: the stream function failed; retrying the batch", "function", fn, "attempt", attempt+1, "error", err)
 			continue
 		}
+		if !p.spec.ReportBatchItemFailures {
+			return // without the response type, Lambda takes any answer as success
+		}
 		var resp events.DynamoDBEventResponse
 		if err := json.Unmarshal(out, &resp); err != nil {
 			p.st.cfg.Logger.Warn("events: unreadable answer; retrying the batch", "function", fn, "error", err)
 			continue
-		}
-		if !p.spec.ReportBatchItemFailures {
-			return // without the response type, Lambda takes any answer as success
 		}
 		batch = fromFailure(batch, resp)
 	}
