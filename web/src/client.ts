@@ -26,7 +26,7 @@ import {
 } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, type PartHasher, hashFile, inlinePartHasher, workerHasher, workerPool } from "./hash.js";
-import { partCount, sendParts } from "./parts.js";
+import { partCount, partRange, sendParts } from "./parts.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
 import { type PutOutcome, type PutTransport, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
@@ -491,8 +491,8 @@ export class UploadClient {
     if (firstTime) {
       const count = partCount(rec.size, meta.partSize!);
       for (let n = 1; n <= Math.min(count, this.partConcurrency); n++) {
-        const start = (n - 1) * meta.partSize!;
-        const p = hasher.hash(blob.slice(start, Math.min(rec.size, start + meta.partSize!)), opts.signal);
+        const { start, end } = partRange(n, meta.partSize!, rec.size);
+        const p = hasher.hash(blob.slice(start, end), opts.signal);
         p.catch(() => undefined);
         early.set(n, p);
       }
