@@ -52,7 +52,8 @@
 // The messages are received (up to -max) before any is replayed, hidden
 // from other readers for 15 minutes (a run that takes longer may see a
 // delete refused), and those not deleted are made visible again when the
-// run ends. -dry-run prints what would be published and deleted and
+// run ends. -dry-run prints what would be published (each entry PutEvents
+// would be given: bus, source, detail-type and detail) and deleted, and
 // changes nothing. Credentials, region and endpoints come from the usual
 // AWS environment and files.
 package main
@@ -132,10 +133,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s\n", *bus, *source, *bucket, *table)
 	schema := idempotency.DefaultSchema()
+	// A dry run builds the very entries a run would put, and prints them.
+	var events publish.EventBridgeAPI = eventbridge.NewFromConfig(cfg)
+	if *dryRun {
+		events = dryEvents{log: stdout}
+	}
 	r := &replayer{
 		queue: sqs.NewFromConfig(cfg), table: dynamodb.NewFromConfig(cfg),
 		publisher: &publish.Handler{
-			Events: eventbridge.NewFromConfig(cfg), Bus: *bus, Source: *source, Bucket: *bucket,
+			Events: events, Bus: *bus, Source: *source, Bucket: *bucket,
 			Schema: schema, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 		},
 		queueURL: *queueURL, tableName: *table, bucket: *bucket, schema: schema,

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -76,7 +78,8 @@ type replayer struct {
 	slack     time.Duration
 	ttl       time.Duration
 	now       func() time.Time
-	dryRun    bool
+	// dryRun: -dry-run; the publisher's EventBridge is then a dryEvents.
+	dryRun bool
 	// skipUnreadable: -skip-unreadable (dropUnreadable).
 	skipUnreadable bool
 	log            io.Writer
@@ -293,17 +296,13 @@ func (r *replayer) replay(ctx context.Context, g group, res *result) error {
 	items = r.dropUnreadable(items, res)
 	fmt.Fprintf(r.log, "%s to %s: %d messages, %d completed or aborted uploads\n",
 		span.start.Format(time.RFC3339), span.end.Format(time.RFC3339), len(g.msgs), len(items))
-	var handled int
-	var perr error
-	if r.dryRun {
-		handled, perr = r.describe(items)
-	} else {
-		batch := make([]map[string]types.AttributeValue, len(items))
-		for i, f := range items {
-			batch[i] = f.item
-		}
-		handled, perr = r.publisher.PublishItems(ctx, batch)
+	// In a dry run, the publisher's EventBridge is a dryEvents, which
+	// prints the entries instead of putting them.
+	batch := make([]map[string]types.AttributeValue, len(items))
+	for i, f := range items {
+		batch[i] = f.item
 	}
+	handled, perr := r.publisher.PublishItems(ctx, batch)
 	res.events += handled
 	for _, m := range g.msgs {
 		w := window{m.start, m.end}
@@ -378,22 +377,21 @@ func itemKey(schema idempotency.Schema, item map[string]types.AttributeValue) st
 	return name(schema.PartitionKey)
 }
 
-// describe prints the events that items would yield, as PublishItems
-// shapes them, and returns how many of items, from the first, would be
-// handled: all, or those before the first that is not an upload's record.
-func (r *replayer) describe(items []found) (int, error) {
-	for i, f := range items {
-		e, ok, err := upload.EventOf(r.schema, r.bucket, nil, f.item)
-		if err != nil {
-			fmt.Fprintf(r.log, "would fail: %v\n", err)
-			return i, fmt.Errorf("item %d of %d: %w", i+1, len(items), err)
-		}
-		if ok {
-			d, _ := json.Marshal(e.Detail)
-			fmt.Fprintf(r.log, "would publish %s %s\n", e.DetailType, d)
-		}
+// dryEvents is the EventBridge of a dry run's publisher: it prints each
+// entry it is given, as PublishItems built it (bus, source, detail-type
+// and detail), and reports every one put, calling nothing.
+type dryEvents struct{ log io.Writer }
+
+var _ publish.EventBridgeAPI = dryEvents{}
+
+func (d dryEvents) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	out := &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}
+	for i, e := range in.Entries {
+		fmt.Fprintf(d.log, "bus %s, source %s: would publish %s %s\n",
+			aws.ToString(e.EventBusName), aws.ToString(e.Source), aws.ToString(e.DetailType), aws.ToString(e.Detail))
+		out.Entries[i].EventId = aws.String("dry-run")
 	}
-	return len(items), nil
+	return out, nil
 }
 
 // scan returns the uploads that are completed or aborted and were

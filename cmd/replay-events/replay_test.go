@@ -396,6 +396,10 @@ func TestReplayEventsDryRun(t *testing.T) {
 		if line := fmt.Sprintf("would publish %s %s\n", want(d).DetailType, detail); !strings.Contains(out, line) {
 			t.Errorf("output lacks %q", line)
 		}
+		// The entry PutEvents would be given, as publish.Handler built it.
+		if line := fmt.Sprintf("bus %s, source %s: would publish %s %s\n", f.bus, api.EventSource, want(d).DetailType, detail); !strings.Contains(out, line) {
+			t.Errorf("output lacks %q", line)
+		}
 	}
 	if strings.Contains(out, f.late.UploadID) || !strings.Contains(out, "would delete message") ||
 		!strings.Contains(out, "1 messages would be replayed (3 events), 0 failed") {
@@ -593,6 +597,10 @@ func TestReplayEventsFromTheFunctionsSettings(t *testing.T) {
 	for _, d := range []api.EventDetail{f.completed1, f.completed2, f.aborted} {
 		if !strings.Contains(out, d.UploadID) {
 			t.Errorf("upload %s is not replayed:\n%s", d.UploadID, out)
+		}
+		detail, _ := json.Marshal(d)
+		if line := fmt.Sprintf("bus %s, source com.example.uploads: would publish %s %s\n", f.bus, want(d).DetailType, detail); !strings.Contains(out, line) {
+			t.Errorf("output lacks %q, the entry with the function's bus and source:\n%s", line, out)
 		}
 	}
 }
