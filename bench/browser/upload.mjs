@@ -8,7 +8,8 @@
 //   {"event":"completed","epochMs":T}   the row shows completed (MODE=complete)
 // With MODE=first-part it only picks the file and then waits for a line on
 // stdin (or its end) before it closes the browser: the benchmark watches S3
-// for the first stored part and says when to stop.
+// for the first stored part and says when to stop. In either mode it exits
+// non-zero if the row shows failed.
 //
 //   APP_URL=http://127.0.0.1:PORT FILE_PATH=/tmp/x.bin MODE=complete node upload.mjs
 import { mkdtempSync, rmSync } from "node:fs";
@@ -65,10 +66,26 @@ try {
   emit({ event: "picked", epochMs: picked });
   if (MODE === "first-part") {
     const lines = createInterface({ input: process.stdin });
-    await new Promise((resolve) => {
+    const stop = new Promise((resolve) => {
       lines.once("line", resolve);
       lines.once("close", resolve);
     });
+    // A failed upload ends the driver (non-zero), as in complete mode, so
+    // that the benchmark stops watching S3 for a part that never comes.
+    const failed = page
+      .waitForFunction(
+        () => {
+          const phase = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"))?.dataset.phase;
+          return phase === "failed" && (document.querySelector("li.upload .status")?.textContent || "failed");
+        },
+        undefined,
+        { timeout: 0, polling: 50 },
+      )
+      .then(async (status) => {
+        throw new Error(String(await status.jsonValue()));
+      });
+    failed.catch(() => {}); // after a stop, closing the browser rejects it
+    await Promise.race([stop, failed]);
     lines.close();
   } else {
     await page.waitForFunction(

@@ -355,27 +355,16 @@ func firstPartBrowser(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, e
 		return FirstPartRun{}, err
 	}
 	defer func() { _ = r.stop() }()
-	type seen struct {
-		t   time.Time
-		err error
+	// The driver ends (non-zero) if the page shows the upload failed.
+	seen, err := waitFirstPartOrExit(wctx, cfg, before, r.exited)
+	if err != nil {
+		return FirstPartRun{}, fmt.Errorf("%w (the browser driver's log: %s)", err, r.log.Name())
 	}
-	got := make(chan seen, 1)
-	go func() {
-		t, err := WaitFirstPart(wctx, cfg.S3, cfg.Bucket, before)
-		got <- seen{t, err}
-	}()
 	picked, err := r.next(wctx, "picked")
 	if err != nil {
-		cancel()
-		<-got
 		return FirstPartRun{}, err
 	}
-	s := <-got
-	if s.err != nil {
-		return FirstPartRun{}, s.err
-	}
-	secs := s.t.Sub(picked).Seconds()
-	return FirstPartRun{Seconds: secs, Runs: []float64{secs}, PollMs: int(firstPartPoll.Milliseconds())}, nil
+	return FirstPartRun{Seconds: seen.Sub(picked).Seconds(), PollMs: int(firstPartPoll.Milliseconds())}, nil
 }
 
 // MeasureBrowserUpload uploads file whole through the demo page once.
