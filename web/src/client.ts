@@ -257,8 +257,8 @@ export class UploadClient {
     emit(opts, { type: "phase", phase: rec.phase, record: rec });
     if (rec.partSize) return rec;
     try {
-      const { sha256, parts } = await this.hash(file, rec.partSize, opts);
-      rec = { ...rec, sha256, partSha256: parts, phase: "ready", updatedAt: this.clock.now() };
+      const { sha256 } = await this.hash(file, opts);
+      rec = { ...rec, sha256, phase: "ready", updatedAt: this.clock.now() };
       await this.store.put(rec);
       emit(opts, { type: "phase", phase: rec.phase, record: rec });
       return rec;
@@ -389,7 +389,7 @@ export class UploadClient {
       // hashed by add() in this page need not be.
       if (!rec.sha256 || (opts.file && opts.file !== this.picked.get(key))) {
         await save({ phase: "hashing", error: undefined });
-        const { sha256 } = await this.hash(blob, undefined, opts);
+        const { sha256 } = await this.hash(blob, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
           throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
         }
@@ -639,11 +639,11 @@ export class UploadClient {
     throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${rec.filename}" again to resume: the browser did not keep a copy of it.` });
   }
 
-  private async hash(blob: Blob, partBytes: number | undefined, opts: RunOptions): Promise<FileHashes> {
+  /** The whole file's SHA-256 (a single PUT's file: a multipart upload hashes its parts as they are sent). */
+  private async hash(blob: Blob, opts: RunOptions): Promise<FileHashes> {
     try {
       return await this.hasher(blob, {
         chunkBytes: this.hashChunkBytes,
-        partBytes,
         signal: opts.signal,
         onProgress: (loaded, total) => emit(opts, { type: "hash-progress", loaded, total }),
       });
