@@ -23,6 +23,10 @@ import (
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
+// randomChunk is how many bytes of WriteRandom's file one goroutine
+// generates and writes at a time.
+const randomChunk = 4 << 20
+
 // WriteRandom writes n pseudo-random bytes (ChaCha8, fresh seeds: nothing
 // compresses or repeats) to path, chunks generated and written by one
 // goroutine per CPU, so that a file of gigabytes costs seconds.
@@ -31,7 +35,7 @@ func WriteRandom(path string, n int64) error {
 	if err != nil {
 		return err
 	}
-	const chunk = 4 << 20
+	const chunk = randomChunk
 	var next atomic.Int64
 	workers := runtime.NumCPU()
 	errs := make(chan error, workers)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
 func TestWriteRandom(t *testing.T) {
 	dir := t.TempDir()
-	const n = 3<<20 + 17
+	// Several chunks and a tail, so that more than one worker writes and a
+	// gap or an overlap between chunks shows.
+	const n = 3*randomChunk + 17
 	var files [2][]byte
 	for i := range files {
 		path := filepath.Join(dir, "f"+string(rune('a'+i)))
@@ -30,6 +33,22 @@ func TestWriteRandom(t *testing.T) {
 	}
 	if bytes.Equal(files[0][:1<<20], files[0][1<<20:2<<20]) {
 		t.Error("a file repeats its first MiB")
+	}
+	for i, f := range files {
+		var chunks [][]byte
+		for off := 0; off < n; off += randomChunk {
+			chunks = append(chunks, f[off:min(off+randomChunk, n)])
+		}
+		for j, c := range chunks {
+			if !slices.ContainsFunc(c, func(b byte) bool { return b != 0 }) {
+				t.Errorf("file %d: chunk %d (%d bytes) is all zeros: not written", i, j, len(c))
+			}
+			for k := range j {
+				if bytes.Equal(c, chunks[k][:len(c)]) {
+					t.Errorf("file %d: chunk %d repeats chunk %d", i, j, k)
+				}
+			}
+		}
 	}
 }
 
