@@ -7,8 +7,8 @@
 //	replay-events -queue-url URL -table NAME -bucket NAME [-bus NAME] [-source onceupload] […]
 //
 // -function names the events function (the stack's EventsFunctionName
-// output): the table, bucket, bus and source are then read from its own
-// environment, so the events replayed are the ones it would have put (a
+// output): the table, bucket, bus, source and TTL are then read from its
+// own environment, so the events replayed are the ones it would have put (a
 // wrong bucket would change every detail, which consumers would refuse as
 // another request under the same upload id; a wrong source would match no
 // rule, and the messages would be deleted all the same). Flags given as
@@ -43,11 +43,12 @@
 // rest: the items dropped have no events.
 //
 // Records that expired from the table (its TTL, the stack's
-// IdempotencyTtl, -ttl here) cannot be replayed: their uploads are not
-// found, and their events are lost. Replay within that time; the command
-// counts the messages whose window began longer ago than -ttl, whose
-// uploads may be gone in part or whole (DynamoDB deletes expired items
-// some time after they expire, so some may still be found and published).
+// IdempotencyTtl: -ttl here, or the function's IDEMPOTENCY_TTL) cannot be
+// replayed: their uploads are not found, and their events are lost.
+// Replay within that time; the command counts the messages whose window
+// began longer ago than -ttl, whose uploads may be gone in part or whole
+// (DynamoDB deletes expired items some time after they expire, so some may
+// still be found and published).
 //
 // The messages are received (up to -max) before any is replayed, hidden
 // from other readers for 15 minutes (a run that takes longer may see a
@@ -98,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int("max", 1000, "replay at most this many messages")
 	dryRun := fs.Bool("dry-run", false, "print what would be published and deleted; change nothing")
 	skipUnreadable := fs.Bool("skip-unreadable", false, "publish the rest of a window whose items include some that are not uploads' records this code can read (each is named in the output, and has no event); without it, such a window's messages stay in the queue")
-	function := fs.String("function", "", "the events function (the stack's EventsFunctionName output), whose environment gives -table, -bucket, -bus and -source")
+	function := fs.String("function", "", "the events function (the stack's EventsFunctionName output), whose environment gives -table, -bucket, -bus, -source and -ttl")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -122,6 +123,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 				*p = v
 			}
 		}
+		if v := env[envTTL]; v != "" && !given["ttl"] {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				fmt.Fprintf(stderr, "replay-events: function %s has %s=%q, not a positive Go duration (give -ttl)\n", *function, envTTL, v)
+				return 1
+			}
+			*ttl = d
+		}
 	}
 	if *queueURL == "" || *table == "" || *bucket == "" {
 		fmt.Fprintln(stderr, "replay-events: -queue-url and either -function or -table and -bucket are required (see -h)")
@@ -131,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "replay-events: -slack must not be negative, -ttl and -max must be positive, and -bus and -source set (a source not starting with \"aws.\")")
 		return 2
 	}
-	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s\n", *bus, *source, *bucket, *table)
+	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s, ttl %s\n", *bus, *source, *bucket, *table, *ttl)
 	schema := idempotency.DefaultSchema()
 	// A dry run builds the very entries a run would put, and prints them.
 	var events publish.EventBridgeAPI = eventbridge.NewFromConfig(cfg)
@@ -170,8 +179,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// envOf maps the flags -function fills to the events function's variables.
+// envOf maps the string flags -function fills to the events function's
+// variables; envTTL is -ttl's (a Go duration).
 var envOf = map[string]string{"table": "TABLE_NAME", "bucket": "BUCKET_NAME", "bus": "EVENT_BUS_NAME", "source": "EVENT_SOURCE"}
+
+const envTTL = "IDEMPOTENCY_TTL"
 
 // functionsAPI is the Lambda call -function makes; *lambda.Client has it.
 type functionsAPI interface {

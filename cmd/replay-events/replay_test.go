@@ -573,6 +573,7 @@ func TestReplayEventsFromTheFunctionsSettings(t *testing.T) {
 	}
 	fn := eventsFunction{name: "stack-EventsFunction-1", env: map[string]string{
 		"TABLE_NAME": f.table, "BUCKET_NAME": f.bucket, "EVENT_BUS_NAME": f.bus, "EVENT_SOURCE": "com.example.uploads",
+		"IDEMPOTENCY_TTL": "36h",
 	}}
 	defer func(old func(aws.Config) functionsAPI) { newFunctions = old }(newFunctions)
 	newFunctions = func(aws.Config) functionsAPI { return fn }
@@ -594,6 +595,9 @@ func TestReplayEventsFromTheFunctionsSettings(t *testing.T) {
 	if !strings.Contains(out, "bus "+f.bus+", source com.example.uploads, bucket "+f.bucket+", table "+f.table) {
 		t.Errorf("the function's settings are not the ones used:\n%s", out)
 	}
+	if !strings.Contains(out, ", ttl 36h0m0s\n") {
+		t.Errorf("the function's IDEMPOTENCY_TTL is not the TTL used:\n%s", out)
+	}
 	for _, d := range []api.EventDetail{f.completed1, f.completed2, f.aborted} {
 		if !strings.Contains(out, d.UploadID) {
 			t.Errorf("upload %s is not replayed:\n%s", d.UploadID, out)
@@ -602,5 +606,22 @@ func TestReplayEventsFromTheFunctionsSettings(t *testing.T) {
 		if line := fmt.Sprintf("bus %s, source com.example.uploads: would publish %s %s\n", f.bus, want(d).DetailType, detail); !strings.Contains(out, line) {
 			t.Errorf("output lacks %q, the entry with the function's bus and source:\n%s", line, out)
 		}
+	}
+
+	// -ttl given overrides the function's.
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"-queue-url", f.failures, "-function", fn.name, "-ttl", "2h", "-dry-run"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), ", ttl 2h0m0s\n") {
+		t.Errorf("-ttl 2h: exit %d, want 0 and the TTL used 2h\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// An IDEMPOTENCY_TTL that is not a Go duration is an error naming it.
+	bad := eventsFunction{name: fn.name, env: maps.Clone(fn.env)}
+	bad.env["IDEMPOTENCY_TTL"] = "24 hours"
+	newFunctions = func(aws.Config) functionsAPI { return bad }
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"-queue-url", f.failures, "-function", fn.name, "-dry-run"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `IDEMPOTENCY_TTL="24 hours"`) {
+		t.Errorf("a bad IDEMPOTENCY_TTL: exit %d, stderr %s; want 1 and a message naming it", code, stderr.String())
 	}
 }
