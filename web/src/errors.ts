@@ -3,6 +3,7 @@
  * {@link UploadError}: `kind` says where it happened, `retryable` whether
  * trying again later (Resume) can help, and `message` is a sentence for people.
  */
+import { TOO_MANY_UPLOADS } from "./retry.js";
 
 /** Where an upload failed. */
 export type UploadErrorKind =
@@ -148,7 +149,7 @@ export function describeError(e: UploadError): string {
       return "Stopped.";
     case "api":
       // Not retried, whatever the wait: say what frees a place.
-      if (e.status === 429 && e.code === "too_many_uploads") {
+      if (e.status === 429 && e.code === TOO_MANY_UPLOADS) {
         return "Too many unfinished uploads: the server allows only so many large uploads in progress at once. Finish or abort some of them, then try this one again.";
       }
       return e.code ? `${e.message} (${e.code}, HTTP ${e.status})` : `${e.message} (HTTP ${e.status})`;
