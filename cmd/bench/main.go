@@ -337,9 +337,7 @@ func hotPath(ctx context.Context) ([]benchLine, error) {
 		samples[m[1]] = append(samples[m[1]], ns)
 	}
 	for i := range lines {
-		s := samples[lines[i].Name]
-		slices.Sort(s)
-		lines[i].NsPerOp = s[len(s)/2]
+		lines[i].NsPerOp = bench.Median(samples[lines[i].Name])
 	}
 	return lines, nil
 }

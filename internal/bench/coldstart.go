@@ -72,9 +72,7 @@ func MeasureColdStart(ctx context.Context, bootstrap string, env []string, event
 		}
 		p.Stop()
 	}
-	sorted := slices.Clone(cs.Runs)
-	slices.Sort(sorted)
-	cs.Median = sorted[len(sorted)/2]
+	cs.Median = Median(cs.Runs)
 	return cs, nil
 }
 

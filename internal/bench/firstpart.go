@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -169,12 +168,7 @@ func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, erro
 		out.CLI.Runs = append(out.CLI.Runs, run.Seconds)
 		out.CLI.PollMs = run.PollMs
 	}
-	var sorted []float64
-	if len(out.CLI.Runs) > 0 {
-		sorted = slices.Clone(out.CLI.Runs)
-		slices.Sort(sorted)
-		out.CLI.Seconds = sorted[len(sorted)/2]
-	}
+	out.CLI.Seconds = Median(out.CLI.Runs)
 	if err := AbortMultipartUploads(ctx, cfg.S3, cfg.Bucket); err != nil {
 		return out, err
 	}
@@ -197,9 +191,7 @@ func MeasureFirstPart(ctx context.Context, cfg FirstPartConfig) (FirstPart, erro
 			break
 		}
 	}
-	sorted = slices.Clone(out.Chromium.Runs)
-	slices.Sort(sorted)
-	out.Chromium.Seconds = sorted[len(sorted)/2]
+	out.Chromium.Seconds = Median(out.Chromium.Runs)
 	return out, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -241,11 +240,8 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 	}
 	for _, w := range ways {
 		if len(w.Seconds) > 0 {
-			s := slices.Clone(w.Seconds)
-			slices.Sort(s)
-			w.MedianMiBps = float64(cfg.Bytes) / (1 << 20) / s[len(s)/2]
-			slices.Sort(w.cpu)
-			w.CPUSeconds = w.cpu[len(w.cpu)/2]
+			w.MedianMiBps = float64(cfg.Bytes) / (1 << 20) / Median(w.Seconds)
+			w.CPUSeconds = Median(w.cpu)
 		}
 		out.Ways = append(out.Ways, w.LargeFileWay)
 	}
