@@ -110,20 +110,12 @@ func TestUploadEvents(t *testing.T) {
 	schema := eventSchema(t)
 	for name, rie := range map[string]bool{"in-process": false, "emulator": true} {
 		t.Run(name, func(t *testing.T) {
-			testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
 			sink := &collector{}
 			srv := httptest.NewServer(sink)
-			defer srv.Close()
-			cfg := Config{Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
-				Table: "idempotency-events", Bucket: "uploads-events", RIE: rie, EventsURL: srv.URL}
-			if rie {
-				cfg.BootstrapDir = bootstraps(t)
-			}
-			st, err := Start(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			t.Cleanup(srv.Close) // after the stack's, which startStack registers later
+			st := startStack(t, rie, func(c *Config) {
+				c.Table, c.Bucket, c.EventsURL = "idempotency-events", "uploads-events", srv.URL
+			})
 			if !st.EventsEnabled {
 				t.Fatal("the stack reads no stream")
 			}

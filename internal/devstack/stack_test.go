@@ -63,15 +63,21 @@ func bootstraps(t *testing.T) string {
 	return built.dir
 }
 
-func startStack(t *testing.T, rie bool) *Stack {
+// startStack starts the template's stack, its functions under the
+// emulator if rie, else in process; each of with changes the config first.
+func startStack(t *testing.T, rie bool, with ...func(*Config)) *Stack {
 	t.Helper()
-	testenv.RequireTools(t, "dynoxide", "versitygw", "aws-lambda-rie")
+	testenv.RequireTools(t, "dynoxide", "versitygw")
 	cfg := Config{
 		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
 	}
 	if rie {
+		testenv.RequireTools(t, "aws-lambda-rie")
 		cfg.BootstrapDir = bootstraps(t)
+	}
+	for _, f := range with {
+		f(&cfg)
 	}
 	st, err := Start(context.Background(), cfg)
 	if err != nil {
