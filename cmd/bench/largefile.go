@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/bench"
@@ -56,9 +55,9 @@ func uploadCLI(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// s3Client is a client of the stack's S3, with the local services' keys.
 func s3Client(st *devstack.Stack) *s3.Client {
-	return s3.NewFromConfig(aws.Config{Region: devstack.Region, Credentials: credentials.NewStaticCredentialsProvider(devstack.AccessKey, devstack.SecretKey, "")},
-		func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = &st.S3URL, true })
+	return s3.NewFromConfig(services.AWSConfig(), func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(st.S3URL), true })
 }
 
 // emptyBucket deletes the bucket's objects and aborts its multipart uploads.

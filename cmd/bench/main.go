@@ -217,7 +217,7 @@ func roundTrips(ctx context.Context, rep *report, st *devstack.Stack) error {
 	// records only its own bucket's objects, so it cannot record the measured
 	// upload before the measured finalize does (which made it a duplicate).
 	rtBucket := "roundtrips-bench"
-	s3c := s3.NewFromConfig(services.AWSConfig(), func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(st.S3URL), true })
+	s3c := s3Client(st)
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(rtBucket)}); err != nil {
 		return fmt.Errorf("round trips: create bucket: %w", err)
 	}
