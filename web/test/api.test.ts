@@ -6,19 +6,10 @@ import { Api, classifyAnswer, firstChars, parseUpload } from "../src/api.js";
 import { UploadError, describeError, isNotOnceupload } from "../src/errors.js";
 import { retry } from "../src/retry.js";
 import { sendableHeaders, storageError, urlNoLongerWorks } from "../src/transport.js";
-import { FakeClock, FakeNetwork, json } from "./fakes.js";
+import { FakeClock, FakeNetwork, createMeta, created, json } from "./fakes.js";
 
-const meta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
-const pending = {
-  uploadId: "u1",
-  status: "pending",
-  storageKey: "uploads/u1",
-  filename: "a.txt",
-  contentType: "text/plain",
-  bytes: 3,
-  sha256: "a".repeat(64),
-  upload: { method: "PUT", url: "https://s3.test/u1", headers: { "Content-Type": "text/plain" }, expiresAt: "2026-01-15T09:15:00Z" },
-};
+const meta = createMeta;
+const pending = created;
 
 type Call = { url: string; init: RequestInit };
 

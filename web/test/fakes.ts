@@ -451,6 +451,20 @@ export function json(status: number, body: unknown, headers: Record<string, stri
   return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
 }
 
+/** The body of a POST /uploads for a single PUT (as the Go client's policy test makes it)… */
+export const createMeta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
+/** …and the API's 201 to it. */
+export const created = {
+  uploadId: "u1",
+  status: "pending",
+  storageKey: "uploads/u1",
+  filename: "a.txt",
+  contentType: "text/plain",
+  bytes: 3,
+  sha256: "a".repeat(64),
+  upload: { method: "PUT", url: "https://s3.test/u1", headers: { "Content-Type": "text/plain" }, expiresAt: "2026-01-15T09:15:00Z" },
+};
+
 function s3Error(status: number, code: string, message: string): PutResponse {
   return { status, text: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message></Error>`, etag: null };
 }

@@ -6,7 +6,7 @@ import { Api, type Authorization, apiError } from "../src/api.js";
 import { UploadError } from "../src/errors.js";
 import { DEFAULT_POLICY, backoffDelay, isRetryableStatus, parseRetryAfter, retry, systemClock, type RetryInfo } from "../src/retry.js";
 import { putOutcome, storageError } from "../src/transport.js";
-import { FakeClock, FakeNetwork, json, makeFile, sha256hex } from "./fakes.js";
+import { FakeClock, FakeNetwork, createMeta, created, json, makeFile, sha256hex } from "./fakes.js";
 import { failure, world } from "./world.js";
 
 /**
@@ -190,19 +190,6 @@ describe("the shared retry policy (pkg/api/testdata/retry-policy.json)", () => {
     assert.ok(clock.now() + Math.floor(0.999 * 20_000) - start > 300_000);
   });
 });
-
-/** POST /uploads as the Go client's policy test makes it, and the API's 201. */
-const createMeta = { filename: "a.txt", contentType: "text/plain", size: 3, sha256: "a".repeat(64) };
-const created = {
-  uploadId: "u1",
-  status: "pending",
-  storageKey: "uploads/u1",
-  filename: "a.txt",
-  contentType: "text/plain",
-  bytes: 3,
-  sha256: "a".repeat(64),
-  upload: { method: "PUT", url: "https://s3.test/u1", headers: {}, expiresAt: "2026-01-15T09:15:00Z" },
-};
 
 /** POST /uploads through retry(), on a virtual clock, with each request's Authorization and the answers `answer` gives. */
 async function createWith(answer: (n: number, auth: string) => Response, authorization: Authorization | undefined, policy: { maxAttempts?: number } = {}) {
