@@ -19,7 +19,7 @@ import (
 
 // Identity of the local API, as it appears in events.
 const (
-	localAccountID = "000000000000"
+	localAccountID = "000000000000" // also the account of the bus's events and S3's records
 	localAPIID     = "local"
 	// LocalTenant is the principal of requests without a bearer token.
 	LocalTenant = "local"

@@ -3,12 +3,14 @@ package devstack
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/client"
 )
 
 // The local event bus: the EventBridge PutEvents call, served so that the
@@ -39,9 +41,6 @@ type Envelope struct {
 	Resources  []string        `json:"resources"`
 	Detail     json.RawMessage `json:"detail"`
 }
-
-// localAccount is the account id local ARNs and events carry.
-const localAccount = "000000000000"
 
 func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, kind, msg string) {
@@ -78,7 +77,9 @@ func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		env := Envelope{
-			Version: "0", ID: newEventID(), DetailType: e.DetailType, Source: e.Source, Account: localAccount,
+			// A random UUID, as client.NewKey mints, is the form of
+			// EventBridge's ids.
+			Version: "0", ID: client.NewKey(), DetailType: e.DetailType, Source: e.Source, Account: localAccountID,
 			Time: time.Now().UTC().Format(time.RFC3339), Region: Region, Resources: e.Resources, Detail: json.RawMessage(e.Detail),
 		}
 		if env.Resources == nil {
@@ -93,11 +94,7 @@ func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
 
 // publish logs an event and hands it to Config.EventsURL.
 func (st *Stack) publish(env Envelope, bus string) {
-	var d struct {
-		UploadID string `json:"uploadId"`
-		Filename string `json:"filename"`
-		Bytes    int64  `json:"bytes"`
-	}
+	var d api.EventDetail
 	_ = json.Unmarshal(env.Detail, &d)
 	st.cfg.Logger.Info("event", "detailType", env.DetailType, "source", env.Source, "bus", bus, "uploadId", d.UploadID,
 		"filename", d.Filename, "bytes", d.Bytes, "id", env.ID)
@@ -142,13 +139,4 @@ func (st *Stack) post(body []byte, id string) {
 		}
 		wait = min(wait*2, 10*time.Second)
 	}
-}
-
-// newEventID is a random UUID (version 4), the form of EventBridge's ids.
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
