@@ -110,6 +110,16 @@ type Options struct {
 	HTTPTimeout time.Duration
 }
 
+// delivery is the request of the idempotent index: the event's detail as
+// delivered, and the upload Handle decoded from it. The key and the
+// fingerprint are read from Detail alone (upload is not in its JSON), at
+// the paths below: the same JSON at the same paths as when the whole event
+// was the request, so records made before keep matching their events.
+type delivery struct {
+	Detail json.RawMessage `json:"detail"`
+	upload api.EventDetail
+}
+
 // fingerprintPaths are the members of an event a redelivery must repeat:
 // each member of api.EventDetail as this consumer knows it. It is a fixed
 // list, not "detail", so that members added later never count; and it
@@ -127,7 +137,7 @@ var fingerprintPaths = []string{
 // use.
 type Consumer struct {
 	opts  Options
-	index func(context.Context, events.EventBridgeEvent) (Result, error)
+	index func(context.Context, delivery) (Result, error)
 }
 
 // New returns a consumer that indexes uploads into sink, at most once per
@@ -152,20 +162,17 @@ func New(store idempotency.Store, sink Sink, optFns ...func(*Options)) *Consumer
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = DefaultHTTPTimeout
 	}
-	index := func(ctx context.Context, ev events.EventBridgeEvent) (Result, error) {
-		d, err := decodeDetail(ev.Detail) // Handle validated it
-		if err != nil {
-			return Result{}, err
-		}
+	index := func(ctx context.Context, dl delivery) (Result, error) {
+		d := dl.upload
 		if err := sink.Index(ctx, d); err != nil {
 			return Result{}, fmt.Errorf("consumer: index upload %s: %w", d.UploadID, err)
 		}
 		return Result{UploadID: d.UploadID, Status: d.Status}, nil
 	}
 	c := &Consumer{opts: o}
-	c.index = idempotency.MakeIdempotent(store, index, func(h *idempotency.HandlerOptions[events.EventBridgeEvent, Result]) {
-		// The member paths are into the event as encoding/json writes it:
-		// "detail" is the detail's JSON object.
+	c.index = idempotency.MakeIdempotent(store, index, func(h *idempotency.HandlerOptions[delivery, Result]) {
+		// The member paths are into the delivery as encoding/json writes
+		// it: "detail" is the detail's JSON object, as delivered.
 		h.KeyPath = "detail.uploadId"
 		// Only the detail must repeat: the envelope's id and time are new
 		// on every re-published event. And only the detail's members this
@@ -212,7 +219,7 @@ func (c *Consumer) Handle(ctx context.Context, ev events.EventBridgeEvent) (Resu
 		return Result{}, err
 	}
 	log = log.With("uploadId", d.UploadID)
-	res, err := c.index(ctx, ev)
+	res, err := c.index(ctx, delivery{Detail: ev.Detail, upload: d})
 	switch {
 	case err == nil && res.Replayed:
 		log.InfoContext(ctx, "upload already indexed; duplicate delivery answered from its record")

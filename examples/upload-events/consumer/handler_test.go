@@ -215,6 +215,40 @@ func TestHandle(t *testing.T) {
 		}
 		wantIndexed(t, e.sink, "u-1")
 	})
+	t.Run("a record made when the whole event was the request is replayed", func(t *testing.T) {
+		// The consumer's records before the request became the detail
+		// alone: MakeIdempotent over the whole event, at the same paths.
+		// A redelivery after an upgrade must find them (the same key and
+		// fingerprint), even for a detail in a form the producer does not
+		// write (a null, an empty member, one missing, white space).
+		e := newEnv(t)
+		ev := event(t, api.DetailTypeUploadCompleted, completed("u-1"))
+		ev.Detail = json.RawMessage(`{ "uploadId": "u-1", "status": "completed", "tenant": "anonymous", "bucket": "uploads",
+			"storageKey": "uploads/anonymous/u-1", "filename": null, "contentType": "application/pdf", "bytes": 1048576, "etag": "" }`)
+		before := idempotency.MakeIdempotent(idempotency.NewDynamoStore(e.client, e.table),
+			func(context.Context, events.EventBridgeEvent) (consumer.Result, error) {
+				return consumer.Result{UploadID: "u-1", Status: "completed"}, nil
+			},
+			func(h *idempotency.HandlerOptions[events.EventBridgeEvent, consumer.Result]) {
+				h.KeyPath, h.Scope = "detail.uploadId", consumer.DefaultScope
+				h.FingerprintPaths = []string{
+					"detail.uploadId", "detail.status", "detail.tenant", "detail.bucket",
+					"detail.storageKey", "detail.filename", "detail.contentType", "detail.bytes",
+					"detail.sha256", "detail.compositeSha256", "detail.etag",
+					"detail.completedAt", "detail.abortedAt", "detail.partSize", "detail.partCount",
+				}
+				h.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			})
+		if _, err := before(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		again := ev
+		again.ID = rand.Text()
+		if res, err := e.handle(again); err != nil || res != (consumer.Result{UploadID: "u-1", Status: "completed", Replayed: true}) {
+			t.Errorf("redelivered: %+v, %v; want the record's answer, replayed", res, err)
+		}
+		wantIndexed(t, e.sink)
+	})
 	t.Run("two uploads, indexed twice", func(t *testing.T) {
 		e := newEnv(t)
 		e.mustHandle(t, event(t, api.DetailTypeUploadCompleted, completed("u-1")))
