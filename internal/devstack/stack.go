@@ -356,14 +356,22 @@ func (st *Stack) addMissingIndexes(ctx context.Context, ddb *dynamodb.Client, wa
 // endpoints over the caller's settings.
 func (st *Stack) functionEnv() map[string]string {
 	env := map[string]string{}
-	for _, name := range []string{"UPLOAD_PREFIX", "IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "MAX_PENDING_MULTIPART_PER_TENANT", "METRICS_NAMESPACE"} {
+	for _, name := range []string{"IDEMPOTENCY_TTL", "PRESIGN_TTL", "MAX_UPLOAD_BYTES", "ALLOWED_CONTENT_TYPES", "ABORT_INCOMPLETE_DAYS", "MAX_PENDING_MULTIPART_PER_TENANT", "METRICS_NAMESPACE"} {
 		if v, ok := st.cfg.Env(name); ok {
 			env[name] = v
 		}
 	}
-	if _, ok := env["UPLOAD_PREFIX"]; !ok {
-		if p := st.spec.Parameters["UploadPrefix"]; p != "" {
-			env["UPLOAD_PREFIX"] = p
+	// These are the caller's value, else the template parameter's default.
+	params := map[string]string{"UPLOAD_PREFIX": "UploadPrefix"}
+	if st.EventBusURL != "" {
+		params["EVENT_BUS_NAME"], params["EVENT_SOURCE"] = "EventBusName", "EventSource"
+		env["AWS_ENDPOINT_URL_EVENTBRIDGE"] = st.functionEventBus
+	}
+	for name, param := range params {
+		if v, ok := st.cfg.Env(name); ok {
+			env[name] = v
+		} else if d := st.spec.Parameters[param]; d != "" {
+			env[name] = d
 		}
 	}
 	for k, v := range map[string]string{
@@ -373,16 +381,6 @@ func (st *Stack) functionEnv() map[string]string {
 		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
 	} {
 		env[k] = v
-	}
-	if st.EventBusURL != "" {
-		env["AWS_ENDPOINT_URL_EVENTBRIDGE"] = st.functionEventBus
-		for name, param := range map[string]string{"EVENT_BUS_NAME": "EventBusName", "EVENT_SOURCE": "EventSource"} {
-			if v, ok := st.cfg.Env(name); ok {
-				env[name] = v
-			} else if d := st.spec.Parameters[param]; d != "" {
-				env[name] = d
-			}
-		}
 	}
 	return env
 }
