@@ -116,7 +116,7 @@ func (st *Stack) post(body []byte, id string) {
 	defer st.pending.Done()
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(st.ctx, 10*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.cfg.EventsURL, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -130,10 +130,14 @@ func (st *Stack) post(body []byte, id string) {
 		if err == nil && status/100 == 2 {
 			return
 		}
+		if st.ctx.Err() != nil {
+			st.cfg.Logger.Error("event: not delivered before the stack stopped", "id", id)
+			return
+		}
 		st.cfg.Logger.Warn("event: delivery failed; retrying", "id", id, "url", st.cfg.EventsURL, "attempt", attempt, "status", status, "error", err)
 		select {
 		case <-time.After(wait):
-		case <-st.closed:
+		case <-st.ctx.Done():
 			st.cfg.Logger.Error("event: not delivered before the stack stopped", "id", id)
 			return
 		}

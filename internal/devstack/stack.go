@@ -117,10 +117,15 @@ type Stack struct {
 	procs             procList
 	servers           []*http.Server
 	invokers          map[string]*functionPool
-	pending           sync.WaitGroup // asynchronous finalize invocations
-	closed            chan struct{}
-	s3                *s3.Client
-	multipart         completions
+	// pending is the work that goes on in the background: finalize
+	// invocations, shard pollers and event POSTs. Close waits for it.
+	pending sync.WaitGroup
+	// ctx lives as long as the stack: Close cancels it first, which stops
+	// the pollers and POSTs (and the waits before a finalize retry) at once.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	s3        *s3.Client
+	multipart completions
 	// EventBusURL is the local event bus (PutEvents), if the template has
 	// a stream function.
 	EventBusURL string
@@ -159,7 +164,10 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			return nil, err
 		}
 	}
-	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]*functionPool{}, closed: make(chan struct{}), Mode: "in-process"}
+	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]*functionPool{}, Mode: "in-process"}
+	// Not Start's ctx, which may end when Start returns: the stack's
+	// background work ends with Close.
+	st.ctx, st.cancel = context.WithCancel(context.Background())
 	if cfg.RIE {
 		st.Mode = "Runtime Interface Emulator"
 	}
@@ -636,7 +644,7 @@ func (st *Stack) deliver(raw []byte, delay time.Duration) {
 		if wait > 0 {
 			select {
 			case <-time.After(wait):
-			case <-st.closed:
+			case <-st.ctx.Done():
 				return
 			}
 		}
@@ -651,14 +659,13 @@ func (st *Stack) deliver(raw []byte, delay time.Duration) {
 	st.cfg.Logger.Error("front door: S3 event dropped after 3 attempts (AWS would send it to the on-failure queue)")
 }
 
-// Close stops every server and child process and waits for them.
+// Close stops every server and child process and waits for them and for
+// the work in flight, which the cancelled stack context cuts short.
 func (st *Stack) Close() error {
-	select {
-	case <-st.closed:
+	if st.ctx.Err() != nil {
 		return nil
-	default:
-		close(st.closed)
 	}
+	st.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, srv := range slices.Backward(st.servers) {

@@ -133,15 +133,7 @@ func (p *streamPoller) shards(ctx context.Context) ([]string, error) {
 // poll reads one shard until the stack closes or the shard ends.
 func (p *streamPoller) poll(shard, iterator string) {
 	defer p.st.pending.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.st.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := p.st.ctx
 	log := p.st.cfg.Logger.With("shard", shard)
 	last := "" // the sequence number of the last record handled
 	for iterator != "" {
