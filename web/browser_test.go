@@ -601,11 +601,25 @@ func TestBrowser(t *testing.T) {
 				puts = append(puts, e)
 			}
 		}
-		if len(puts) != 2 || puts[0].Status != 200 || !puts[0].Lost || puts[1].Status != http.StatusPreconditionFailed || puts[1].Lost {
-			t.Errorf("PUTs through the proxy: %+v; want one stored (200) with its answer lost, then one answered 412", puts)
+		// S3 may answer a retry's If-None-Match 412 before it has read the
+		// body and close the connection (Versity Gateway does), so a retry
+		// can itself end in a reset, and the page tries again: between the
+		// lost answer and the 412, only such transport failures.
+		between := func(n int, failed func(i int) bool) bool {
+			for i := 1; i < n-1; i++ {
+				if !failed(i) {
+					return false
+				}
+			}
+			return true
 		}
-		if len(res.Puts) != 2 || res.Puts[1].Status != http.StatusPreconditionFailed || res.Puts[1].Headers["if-none-match"] != "*" {
-			t.Errorf("PUTs the page saw answered: %+v; want the lost one, then 412 to If-None-Match: *", res.Puts)
+		if n := len(puts); n < 2 || puts[0].Status != 200 || !puts[0].Lost || puts[n-1].Status != http.StatusPreconditionFailed || puts[n-1].Lost ||
+			!between(n, func(i int) bool { return puts[i].Status == 0 && puts[i].Err != "" && !puts[i].Lost }) {
+			t.Errorf("PUTs through the proxy: %+v; want one stored (200) with its answer lost, then one answered 412 (with only transport failures between)", puts)
+		}
+		if n := len(res.Puts); n < 2 || n != len(puts) || res.Puts[n-1].Status != http.StatusPreconditionFailed || res.Puts[n-1].Headers["if-none-match"] != "*" ||
+			!between(n, func(i int) bool { return res.Puts[i].Status == 0 }) {
+			t.Errorf("PUTs the page saw answered: %+v; want the lost one, then 412 to If-None-Match: * (with only transport failures between)", res.Puts)
 		}
 		if len(res.Posts) != 1 {
 			t.Errorf("%d creates; want one (no URL refresh)", len(res.Posts))
