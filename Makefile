@@ -3,9 +3,13 @@
 #   make test   install the pinned local servers, lint, run every test
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
-#               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections
+#               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections; builds what it
+#               measures (every tool, web/dist) and fails if a selected section cannot run
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
+#   also: make lint, unit (no servers), fuzz, web (lint, build, unit tests of web/), web-build (web/dist
+#         only), tools (install-tools.sh), dev-tools (install-tools.sh --dev), clean; each is described
+#         where it is defined
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -30,10 +34,11 @@ build:
 	@for fn in $(FUNCTIONS); do $(MAKE) --no-print-directory build-$$fn ARTIFACTS_DIR=$(CURDIR)/.build/$(LAMBDA_ARCH)/$$fn; done
 	@ls -l .build/$(LAMBDA_ARCH)/*/bootstrap
 
+# Everything make test and make bench need.
 tools:
 	@bash scripts/install-tools.sh
 
-# What make dev needs, and no more: no linters, no test browser.
+# What make dev needs, and no more: no linters, no test browser, no tusd.
 dev-tools:
 	@bash scripts/install-tools.sh --dev
 
@@ -94,8 +99,11 @@ web:
 	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run lint && npm run build && npm test
 
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
-# Numbers only; no test asserts a timing.
-bench: tools
+# Numbers only; no test asserts a timing. It builds what it measures: the
+# Chromium sections upload through web/dist, built here from the sources
+# as they are (not a stale build). A selected section that cannot run
+# fails the run, named with its cause, instead of showing a zero.
+bench: tools web-build
 	cd bench/peer && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 

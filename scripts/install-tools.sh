@@ -15,7 +15,8 @@
 #   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool; Linux only:
 #              it runs the Linux bootstraps, for DEV_RIE=true and the tests)
-#   tusd       the tus reference server, make bench's resumable-upload peer (Go tool)
+#   tusd       the tus reference server, make bench's resumable-upload peer (Go
+#              tool, not with --dev)
 # Go tools are pinned by the tool directives of tools/go.mod (kept out of the
 # root go.mod, whose requirements every importer of the library inherits);
 # the linters among them (staticcheck, goimports) run with go tool.
@@ -108,15 +109,26 @@ else
   fi
 fi
 
+# Go tools: make dev runs versitygw (and aws-lambda-rie, on Linux); tusd is
+# make bench's peer only, so --dev leaves it out. go build runs every time:
+# the first build takes minutes and prints nothing, so say so before it.
+go_tools="github.com/versity/versitygw/cmd/versitygw"
 if [ "$os" = Linux ]; then
-  echo "install-tools: versitygw, aws-lambda-rie, tusd (pinned in tools/go.mod)"
-  (cd tools && go build -o "$TOOLS/bin/" \
-    github.com/versity/versitygw/cmd/versitygw github.com/tus/tusd/v2/cmd/tusd \
-    github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie)
+  go_tools="$go_tools github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
 else
-  echo "install-tools: versitygw, tusd (pinned in tools/go.mod); no aws-lambda-rie on $os: it runs Linux bootstraps (DEV_RIE=true is Linux-only)"
-  (cd tools && go build -o "$TOOLS/bin/" github.com/versity/versitygw/cmd/versitygw github.com/tus/tusd/v2/cmd/tusd)
+  echo "install-tools: no aws-lambda-rie on $os: it runs Linux bootstraps (DEV_RIE=true is Linux-only)"
 fi
+if ! $dev; then
+  go_tools="$go_tools github.com/tus/tusd/v2/cmd/tusd"
+fi
+names= last=
+for p in $go_tools; do
+  [ -z "$last" ] || names="${names:+$names, }$last"
+  last=${p##*/}
+done
+echo "install-tools: building ${names:+$names and }$last from source, pinned in tools/go.mod (the first time takes a few minutes; later runs reuse Go's build cache)"
+# $go_tools unquoted: a list of import paths, none with a space.
+(cd tools && go build -o "$TOOLS/bin/" $go_tools)
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
 # test tool). Installed here when running as root with apt, as on CI; make
