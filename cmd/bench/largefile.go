@@ -166,7 +166,7 @@ func browserDriver(st *devstack.Stack, dir string) (*bench.BrowserDriver, error)
 	}
 	for _, f := range []string{"web/dist/index.html", "web/node_modules/playwright-core/package.json"} {
 		if _, err := os.Stat(f); err != nil {
-			return nil, errors.New(f + " is missing: run make web first")
+			return nil, errors.New(f + " is missing (make bench builds it: make web-build)")
 		}
 	}
 	node, err := exec.LookPath("node")
@@ -335,7 +335,9 @@ flight and of the same size as the CLI's.`
 func printIssue24(w io.Writer, rep report) {
 	if fp := rep.FirstPart; fp != nil {
 		fmt.Fprintf(w, "\n## First part stored: a %d MiB file (medians; Chromium stops after a run over 20 s)\n\n", fp.Bytes>>20)
-		fmt.Fprintf(w, "From the start of the upload (the CLI's process start; the page's change event on its file input) to the first part S3 lists (ListParts, polled every %d ms): observed at S3, not reported by the client. The upload is then stopped and aborted.\n\n", max(fp.CLI.PollMs, fp.Chromium.PollMs))
+		if poll := max(fp.CLI.PollMs, fp.Chromium.PollMs); poll > 0 {
+			fmt.Fprintf(w, "From the start of the upload (the CLI's process start; the page's change event on its file input) to the first part S3 lists (ListParts, polled every %d ms): observed at S3, not reported by the client. The upload is then stopped and aborted.\n\n", poll)
+		}
 		fmt.Fprintf(w, "| way | first part stored after | runs (s) | target ≤ 1 s |\n|---|---|---|---|\n")
 		for _, r := range []struct {
 			name string

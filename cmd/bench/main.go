@@ -58,9 +58,13 @@ type report struct {
 	// Chromium), when run.
 	FirstPart *bench.FirstPart     `json:"first_part,omitempty"`
 	Browser   *bench.BrowserUpload `json:"browser_upload,omitempty"`
+	// PeerNote says why the Powertools peer of the load section did not run.
+	PeerNote string `json:"peer_not_run,omitempty"`
 	// Sections are those run (--only).
 	Sections []string `json:"sections"`
-	Notes    []string `json:"notes"`
+	// NotRun is what was selected but did not run, and why (notRun); the
+	// run fails when it is not empty.
+	NotRun []string `json:"not_run,omitempty"`
 }
 
 // allSections are --only's choices, in the order they run.
@@ -153,13 +157,26 @@ func run(ctx context.Context, out string) error {
 	if err := sections(ctx, &rep, st, &calls, dir); err != nil {
 		return err
 	}
+	return finish(os.Stdout, rep, out)
+}
 
-	printMarkdown(os.Stdout, rep)
+// finish prints the report and writes its JSON to out, then fails if a
+// selected measurement did not run: a report with a hole in it must not
+// pass for a whole one (or show the hole as a zero).
+func finish(w io.Writer, rep report, out string) error {
+	rep.NotRun = rep.notRun()
+	printMarkdown(w, rep)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	raw, _ := json.MarshalIndent(rep, "", "  ")
-	return os.WriteFile(out, raw, 0o644)
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		return err
+	}
+	if len(rep.NotRun) > 0 {
+		return fmt.Errorf("%d selected measurement(s) did not run, so the report is incomplete:\n  %s", len(rep.NotRun), strings.Join(rep.NotRun, "\n  "))
+	}
+	return nil
 }
 
 // sections runs the selected sections on the stack.
@@ -235,7 +252,7 @@ func load(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount
 	}{{"onceupload", st.APIURL, calls.Reset, calls.Total}}
 	peer, err := startPeer(ctx, st, dir)
 	if err != nil {
-		rep.Notes = append(rep.Notes, "peer not run: "+err.Error())
+		rep.PeerNote = err.Error()
 	} else {
 		defer peer.stop()
 		targets = append(targets, struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -34,6 +35,13 @@ func printMarkdown(w io.Writer, rep report) {
 
 	if len(rep.Sections) < len(allSections) {
 		fmt.Fprintf(w, "Sections run (--only): %s.\n\n", strings.Join(rep.Sections, ", "))
+	}
+	if len(rep.NotRun) > 0 {
+		fmt.Fprintf(w, "**Incomplete: selected but not run** (the run fails):\n\n")
+		for _, n := range rep.NotRun {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+		fmt.Fprintln(w)
 	}
 	if rep.ran("roundtrips") {
 		fmt.Fprintf(w, "## Round trips (every attempt counted at the client, real dynoxide and Versity Gateway)\n\n%s\n\n", rep.RoundTrips.Line())
@@ -92,9 +100,40 @@ func printMarkdown(w io.Writer, rep report) {
 	if rep.ran("hotpath") || rep.ran("load") || rep.ran("coldstart") {
 		fmt.Fprintf(w, "\n### Why a target is missed (when it is)\n\n%s\n", whyMissed)
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "\nNote: %s\n", n)
+}
+
+// notRun lists, as "section: what: why", each measurement that a selected
+// section should have made and did not. A way or a Chromium run left out
+// by --only ("not selected") is not missing.
+func (r report) notRun() []string {
+	var out []string
+	if r.ran("load") && r.PeerNote != "" {
+		out = append(out, "load: the Powertools peer: "+r.PeerNote)
 	}
+	if lf := r.LargeFile; lf != nil {
+		for _, way := range lf.Ways {
+			if len(way.Seconds) == 0 && way.Note != "not selected" {
+				out = append(out, waySection[way.Name]+": "+way.Name+": "+cmp.Or(way.Note, "no runs"))
+			}
+		}
+	}
+	if fp := r.FirstPart; fp != nil {
+		if len(fp.CLI.Runs) == 0 {
+			out = append(out, "firstpart: upload CLI: "+cmp.Or(fp.CLI.Note, "no runs"))
+		}
+		if r.ran("browser") && len(fp.Chromium.Runs) == 0 {
+			out = append(out, "firstpart: demo page in Chromium: "+cmp.Or(fp.Chromium.Note, "no runs"))
+		}
+	}
+	if b := r.Browser; b != nil && (b.Note != "" || b.Seconds <= 0) {
+		out = append(out, "browser: demo page in Chromium: "+cmp.Or(b.Note, "no time measured"))
+	}
+	return out
+}
+
+// waySection is the --only section that runs each large-file way.
+var waySection = map[string]string{
+	bench.WayParts: "large", bench.WayOnePut: "large", bench.WayAWS: "large", bench.WayTusd: "tusd", bench.WayProbe: "probe",
 }
 
 func printHotPath(w io.Writer, rep report) {
@@ -106,6 +145,9 @@ func printHotPath(w io.Writer, rep report) {
 
 func printLoad(w io.Writer, rep report) {
 	fmt.Fprintf(w, "\n## Load through the local front door (POST /uploads)\n\nClient, front door, functions, DynamoDB and S3 servers share the machine's cores.\n\n")
+	if rep.PeerNote != "" {
+		fmt.Fprintf(w, "The Powertools peer did not run: %s.\n\n", rep.PeerNote)
+	}
 	fmt.Fprintf(w, "| target | workload | concurrency | requests | errors | req/s | p50 | p99 | AWS calls/req |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Load {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.2f ms | %.2f ms | %.2f |\n", r.Target, r.Workload, r.Concurrency, r.Requests, r.Errors, r.RPS, r.P50ms, r.P99ms, r.CallsPerRequest)

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +45,95 @@ func TestPrintMarkdownSections(t *testing.T) {
 		if strings.Contains(out, absent) {
 			t.Errorf("the report has %q, of a section not run:\n%s", absent, out)
 		}
+	}
+}
+
+// A selected measurement that could not run fails the run, names its
+// section and why in the report, its JSON and the error, and is never
+// shown as a zero; one left out by --only is not missing.
+func TestFinishFailsWhenASectionDidNotRun(t *testing.T) {
+	const why = "web/dist/index.html is missing (make bench builds it: make web-build)"
+	for _, c := range []struct {
+		name    string
+		rep     report
+		notRun  []string
+		notZero []string
+	}{
+		{"everything ran", report{
+			Sections:  []string{"firstpart", "browser"},
+			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Seconds: 0.6, Runs: []float64{0.6}, PollMs: 10}},
+			Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Seconds: 16, MiBps: 64},
+		}, nil, nil},
+		{"Chromium left out by --only", report{
+			Sections:  []string{"firstpart"},
+			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: "not selected (--only without browser)"}},
+			LargeFile: &bench.LargeFile{Bytes: 1 << 30, Ways: []bench.LargeFileWay{
+				{Name: bench.WayParts, Seconds: []float64{4}, MedianMiBps: 256},
+				{Name: bench.WayAWS, Note: "not selected"},
+			}},
+		}, nil, nil},
+		{"no web/dist", report{
+			Sections:  []string{"firstpart", "browser"},
+			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: why}},
+			Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Note: why},
+		}, []string{
+			"firstpart: demo page in Chromium: " + why,
+			"browser: demo page in Chromium: " + why,
+		}, []string{"0.00 s", "0.0 s", "0 MiB/s", `"seconds": 0,`, `"mib_per_second": 0,`}},
+		{"no peer, no tusd, no AWS CLI", report{
+			Sections: []string{"load", "large", "tusd"},
+			PeerNote: "bench/peer/node_modules missing (make bench runs npm ci there)",
+			LargeFile: &bench.LargeFile{Bytes: 1 << 30, Ways: []bench.LargeFileWay{
+				{Name: bench.WayParts, Seconds: []float64{4}, MedianMiBps: 256},
+				{Name: bench.WayAWS, Note: "no AWS CLI found (install it, or leave large out of --only)"},
+				{Name: bench.WayTusd, Note: "node is not on PATH"},
+			}},
+		}, []string{
+			"load: the Powertools peer: bench/peer/node_modules missing (make bench runs npm ci there)",
+			"large: aws s3 cp: no AWS CLI found (install it, or leave large out of --only)",
+			"tusd: tusd + tus-js-client: node is not on PATH",
+		}, []string{"| tusd + tus-js-client | 0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "report.json")
+			var b strings.Builder
+			err := finish(&b, c.rep, out)
+			md := b.String()
+			raw, rerr := os.ReadFile(out)
+			if rerr != nil {
+				t.Fatalf("the JSON report was not written: %v", rerr)
+			}
+			var got struct {
+				NotRun []string `json:"not_run"`
+			}
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.NotRun, c.notRun) {
+				t.Errorf("JSON not_run = %q, want %q", got.NotRun, c.notRun)
+			}
+			if len(c.notRun) == 0 {
+				if err != nil || strings.Contains(md, "Incomplete") {
+					t.Errorf("finish = %v, want nil and a complete report:\n%s", err, md)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("finish = nil, want an error naming %q", c.notRun)
+			}
+			for _, n := range c.notRun {
+				if !strings.Contains(err.Error(), "\n  "+n) {
+					t.Errorf("the error lacks the line %q:\n%v", n, err)
+				}
+				if !strings.Contains(md, "\n- "+n+"\n") {
+					t.Errorf("the report lacks the line %q:\n%s", n, md)
+				}
+			}
+			for _, zero := range c.notZero {
+				if strings.Contains(md, zero) || strings.Contains(string(raw), zero) {
+					t.Errorf("the report shows %q for a measurement not made:\n%s\n%s", zero, md, raw)
+				}
+			}
+		})
 	}
 }

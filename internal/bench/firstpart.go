@@ -31,9 +31,9 @@ type FirstPart struct {
 // FirstPartRun is one way's measurement: Seconds from the start (the CLI's
 // process start; the page's change event on its file input) until the poll
 // of S3 first listed a part, the median of Runs. Note says why it is
-// missing.
+// missing (and then no seconds are written: a run not made is no zero).
 type FirstPartRun struct {
-	Seconds float64   `json:"seconds"`
+	Seconds float64   `json:"seconds,omitempty"`
 	Runs    []float64 `json:"runs"`
 	// PollMs is the poll's interval: the first part was stored at most
 	// this long (plus one ListParts round trip) before it was seen.
@@ -43,11 +43,12 @@ type FirstPartRun struct {
 
 // BrowserUpload is one upload of a whole file by the demo page in
 // Chromium, from the pick (the input's change event) to the row shown
-// completed (the API's recorded completion).
+// completed (the API's recorded completion). Note says why it is missing,
+// with no time or rate.
 type BrowserUpload struct {
 	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds"`
-	MiBps   float64 `json:"mib_per_second"`
+	Seconds float64 `json:"seconds,omitempty"`
+	MiBps   float64 `json:"mib_per_second,omitempty"`
 	Note    string  `json:"note,omitempty"`
 }
 

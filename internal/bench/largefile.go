@@ -157,7 +157,7 @@ func MeasureLargeFile(ctx context.Context, cfg LargeFileConfig) (LargeFile, erro
 	}
 	aws := ways[2]
 	if cfg.AWS == "" {
-		aws.Note = "no AWS CLI found"
+		aws.Note = "no AWS CLI found (install it, or leave large out of --only)"
 	} else {
 		var failed error
 		for _, kv := range [][2]string{{"default.s3.multipart_chunksize", "8MB"}, {"default.s3.addressing_style", "path"}} {
