@@ -73,7 +73,7 @@ func main() {
 	fmt.Printf(`onceupload is running locally (functions: %s)
   API        %s     POST /uploads, GET|DELETE /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
   demo       %s
-  CLI        go run ./cmd/upload --api %s FILE
+  CLI        upload --api %s FILE     (build it once: go install ./cmd/upload)
   DynamoDB   %s     table %s (%s)
   S3         %s     bucket %s (path style, access key %s, secret %s)
   events     %s
