@@ -5,28 +5,17 @@
  * retry may help. Retrying is the caller's business (see retry.ts).
  */
 import { UploadError, abortError } from "./errors.js";
+import type { components } from "./openapi.gen.js";
 import { type RequestState, attemptSignal, isRetryableStatus, parseRetryAfter } from "./retry.js";
 
-/** The body of POST /uploads. */
-export interface CreateRequest {
-  filename: string;
-  contentType: string;
-  size: number;
-  /**
-   * The whole file's SHA-256, 64 lower-case hex characters: required for a
-   * single PUT (S3 checks it); a multipart upload may leave it out (S3
-   * checks each part's SHA-256 instead, and complete declares them all).
-   */
-  sha256?: string;
-  /** Asks for a multipart upload in parts of this size (5 MiB to 5 GiB, at most 10,000 parts). */
-  partSize?: number;
-}
+/** The wire types, generated from openapi.yaml (`npm run gen`). */
+type Schemas = components["schemas"];
+
+/** The body of POST /uploads. `sha256` is required without `partSize`. */
+export type CreateRequest = Schemas["CreateRequest"];
 
 /** A part's number and the SHA-256 (hex) of its bytes: what signing binds a part URL to, and what complete declares. */
-export interface PartSha256 {
-  partNumber: number;
-  sha256: string;
-}
+export type PartSha256 = Schemas["PartToSign"];
 
 /**
  * The optional body of POST /uploads/{id}/complete: every part's SHA-256,
@@ -34,82 +23,41 @@ export interface PartSha256 {
  * when one differs; nothing is stored), and the whole file's SHA-256 if the
  * client has one it did not give at create.
  */
-export interface CompleteRequest {
-  parts?: PartSha256[];
-  sha256?: string;
-}
+export type CompleteRequest = Schemas["CompleteRequest"];
 
 /** How to send the bytes. `headers` never lists Content-Length. */
-export interface UploadInstructions {
-  method: "PUT";
-  url: string;
-  headers: Record<string, string>;
-  expiresAt: string;
-}
+export type UploadInstructions = Schemas["PutInstructions"];
 
 /** How to send one part of a multipart upload. */
-export interface PartInstructions extends UploadInstructions {
-  partNumber: number;
-}
+export type PartInstructions = Schemas["SignedPart"];
 
 /** A part the storage holds (GET /uploads/{id}/parts). */
-export interface StoredPart {
-  partNumber: number;
-  size: number;
-  /** 64 lower-case hex characters. */
-  sha256: string;
-  etag: string;
-}
+export type StoredPart = Schemas["StoredPart"];
 
-export interface MultipartLayout {
-  partSize: number;
-  partCount: number;
-}
+export type MultipartLayout = Schemas["Multipart"];
 
-interface UploadBase {
-  uploadId: string;
-  storageKey: string;
-  filename: string;
-  contentType: string;
-  bytes: number;
-  /** The whole file's SHA-256 as the client declared it: always for a single PUT; for a multipart upload only if the create gave one. */
-  sha256?: string;
-}
+// The members a state never has are named as absent (`?: undefined`), so
+// that code holding an UploadResponse can test `body.upload` or
+// `body.multipart` before it knows the state.
 
 /** A pending upload sent in one PUT. */
-export interface PendingUpload extends UploadBase {
-  status: "pending";
-  sha256: string;
-  upload: UploadInstructions;
-  multipart?: undefined;
-}
+export type PendingUpload = Schemas["PendingUpload"] & { multipart?: undefined };
 
 /** A pending upload sent in parts: their URLs come from POST /uploads/{id}/parts. */
-export interface PendingMultipartUpload extends UploadBase {
-  status: "pending";
-  upload?: undefined;
-  multipart: MultipartLayout;
-}
+export type PendingMultipartUpload = Schemas["PendingMultipartUpload"] & { upload?: undefined };
 
-export interface CompletedUpload extends UploadBase {
-  status: "completed";
-  etag: string;
-  completedAt: string;
-  multipart?: MultipartLayout;
-  /**
-   * Multipart uploads: S3's checksum of the object, base64(SHA-256 of the
-   * parts' SHA-256 digests in order), "-", the part count. Not the SHA-256
-   * of the whole file.
-   */
-  compositeSha256?: string;
-}
+export type CompletedUpload = Schemas["CompletedUpload"];
 
 /** Discarded with DELETE /uploads/{id}. */
-export interface AbortedUpload extends UploadBase {
-  status: "aborted";
-}
+export type AbortedUpload = Schemas["AbortedUpload"];
 
 export type UploadResponse = PendingUpload | PendingMultipartUpload | CompletedUpload | AbortedUpload;
+
+/** Every error body of the API: `{"error": code, "message": sentence}`. */
+export type ErrorBody = Schemas["Error"];
+
+/** An error code of the API (openapi.yaml's ErrorCode). */
+export type ErrorCode = Schemas["ErrorCode"];
 
 export interface ApiAnswer {
   body: UploadResponse;
@@ -342,26 +290,28 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** The API's error codes (pkg/api). */
-export const API_CODES: ReadonlySet<string> = new Set([
-  "idempotency_key_required",
-  "idempotency_key_invalid",
-  "invalid_request",
-  "unauthenticated",
-  "not_found",
-  "idempotency_in_progress",
-  "upload_not_pending",
-  "upload_completed",
-  "parts_missing",
-  "parts_mismatch",
-  "request_too_large",
-  "file_too_large",
-  "unsupported_media_type",
-  "idempotency_key_reuse",
-  "too_many_uploads",
-  "internal_error",
-  "service_unavailable",
-]);
+/** The API's error codes: every one of openapi.yaml's ErrorCode (tsc fails on one missing or extra). */
+export const API_CODES: ReadonlySet<string> = new Set(
+  Object.keys({
+    idempotency_key_required: true,
+    idempotency_key_invalid: true,
+    invalid_request: true,
+    unauthenticated: true,
+    not_found: true,
+    idempotency_in_progress: true,
+    upload_not_pending: true,
+    upload_completed: true,
+    parts_missing: true,
+    parts_mismatch: true,
+    request_too_large: true,
+    file_too_large: true,
+    unsupported_media_type: true,
+    idempotency_key_reuse: true,
+    too_many_uploads: true,
+    internal_error: true,
+    service_unavailable: true,
+  } satisfies Record<ErrorCode, true>),
+);
 
 /** An error code a newer server may add: lower snake_case (with a message beside it). */
 const API_CODE_SHAPE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
