@@ -68,6 +68,9 @@ lint: tools
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
 	cfn-lint template.yaml examples/*/template.yaml
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(TOOLS)/redocly lint --format=stylish openapi.yaml
+	@# The browser client's wire types are generated from openapi.yaml and tracked.
+	@[ -x web/node_modules/.bin/openapi-typescript ] || (cd web && npm ci --no-audit --no-fund --loglevel=error)
+	@cd web && npm run --silent gen -- --check || { echo "web/src/openapi.gen.ts is not what openapi.yaml generates: run cd web && npm run gen"; exit 1; }
 
 # Unit and integration tests. Integration tests start the servers they need
 # (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
