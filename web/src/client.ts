@@ -24,12 +24,14 @@ import {
   type PendingUpload,
   type UploadResponse,
 } from "./api.js";
+import { normalizeBaseUrl } from "./baseurl.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, type PartHasher, hashFile, inlinePartHasher, workerHasher, workerPool } from "./hash.js";
 import { partCount, partRange, sendParts } from "./parts.js";
-import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, browserNetwork, retry, systemClock } from "./retry.js";
-import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore } from "./store.js";
-import { type PutOutcome, type PutTransport, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
+import { printable } from "./text.js";
+import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
+import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore, foldRecords } from "./store.js";
+import { type PutOutcome, type PutTransport, StorageReach, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
 
 /** What a retry was for: the create, a PUT (the file, or a part), a request for part URLs or the listing of parts, the completion. */
 export type Step = "create" | "put" | "parts" | "complete";
@@ -84,7 +86,12 @@ export interface CompletionPolicy {
 }
 
 export interface UploadClientOptions {
-  /** The API's base URL. */
+  /**
+   * The API's base URL: absolute http(s). Kept, and sent to, in its one
+   * spelling (scheme and host lower-cased, default port dropped, doubled and
+   * trailing slashes removed: see {@link UploadClient.apiBase}); anything
+   * else throws a TypeError here.
+   */
   apiBase: string;
   /** Default: IndexedDB database "onceupload". */
   store?: UploadStore;
@@ -164,6 +171,11 @@ const EXPIRY_MARGIN_MS = 10_000;
 const MAX_REFRESHES = 5;
 
 export class UploadClient {
+  /**
+   * The API's base URL as given, normalised: the uploads it keeps are the
+   * API's, not a spelling's (`http://127.0.0.1:3000/` is `http://127.0.0.1:3000`;
+   * `http://localhost:3000` is another API).
+   */
   readonly apiBase: string;
   readonly store: UploadStore;
   private readonly api: Api;
@@ -200,9 +212,9 @@ export class UploadClient {
   private readonly partHashes = new Map<string, { blob: Blob; hashes: Map<number, string> }>();
 
   constructor(opts: UploadClientOptions) {
-    this.apiBase = opts.apiBase;
+    this.apiBase = normalizeBaseUrl(opts.apiBase);
     this.clock = opts.clock ?? systemClock;
-    this.api = new Api({ baseUrl: opts.apiBase, fetch: opts.fetch, authorization: opts.authorization, now: () => this.clock.now() });
+    this.api = new Api({ baseUrl: this.apiBase, fetch: opts.fetch, authorization: opts.authorization, now: () => this.clock.now() });
     this.store = opts.store ?? new IndexedDBStore();
     this.random = opts.random ?? Math.random;
     this.network = opts.network ?? browserNetwork;
@@ -235,7 +247,7 @@ export class UploadClient {
    */
   async add(file: File, opts: RunOptions = {}): Promise<UploadRecord> {
     if (file.size === 0) {
-      throw new UploadError({ kind: "file", message: `"${file.name}" is empty; there is nothing to upload.` });
+      throw new UploadError({ kind: "file", message: `"${printable(file.name)}" is empty; there is nothing to upload.` });
     }
     const now = this.clock.now();
     let rec: UploadRecord = {
@@ -277,9 +289,34 @@ export class UploadClient {
     return this.upload(rec.key, opts);
   }
 
-  /** Records of this API that are not completed (to list after a reload), oldest first. */
+  /**
+   * Records of this API that are not completed (to list after a reload),
+   * oldest first. Records that earlier versions kept under another spelling
+   * of the base URL are found, and respelled; several records of one file
+   * that this left are folded into one (see {@link foldRecords}), so that a
+   * reload resumes the upload under way rather than offering a second one.
+   */
   async pending(): Promise<UploadRecord[]> {
-    return (await this.store.list()).filter((r) => r.api === this.apiBase && r.phase !== "completed");
+    const held = await this.heldLocks();
+    const folded = foldRecords(await this.store.list(), this.apiBase, (key) => this.running.has(key) || held.has(`onceupload:${key}`));
+    // The survivor first: a reload between the two leaves the duplicates, to be folded next time, never no record.
+    for (const r of folded.put) await this.store.put(r);
+    for (const key of folded.drop) {
+      await this.store.delete(key);
+      this.picked.delete(key);
+      this.partHashes.delete(key);
+    }
+    return folded.records.filter((r) => r.phase !== "completed");
+  }
+
+  /** The Web Locks held now (by any tab of this origin): uploads running elsewhere. */
+  private async heldLocks(): Promise<Set<string>> {
+    try {
+      const state = this.locks && typeof this.locks.query === "function" ? await this.locks.query() : undefined;
+      return new Set((state?.held ?? []).map((l) => l.name ?? ""));
+    } catch {
+      return new Set();
+    }
   }
 
   async get(key: string): Promise<UploadRecord | undefined> {
@@ -391,7 +428,7 @@ export class UploadClient {
         await save({ phase: "hashing", error: undefined });
         const { sha256 } = await this.hash(blob, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
-          throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": its content differs from the file picked first.` });
+          throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${printable(rec.filename)}": its content differs from the file picked first.` });
         }
         await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
         this.picked.set(key, blob);
@@ -402,6 +439,8 @@ export class UploadClient {
       let created = (await this.create(rec.key, meta, opts)).body;
       let refreshes = 0;
       let justRefreshed = false;
+      // Across the PUTs of this run (a refreshed URL's too): a storage that never answers this page.
+      const reach = new StorageReach(() => this.network.isOnline());
       const refresh = async (reason: "expired" | "forbidden") => {
         refreshes++;
         justRefreshed = true;
@@ -419,7 +458,7 @@ export class UploadClient {
         }
         try {
           // Stored, or already stored (412): the status route confirms either.
-          await this.put(created, blob, opts);
+          await this.put(created, blob, opts, reach);
           break;
         } catch (e) {
           // A 403 from storage is most often an expired URL: replaying the
@@ -526,6 +565,8 @@ export class UploadClient {
     // SHA-256, so each part must be the one its whole-file pass hashed.
     const expected = rec.partSha256 ? new Map(rec.partSha256.map((h, i) => [i + 1, h.toLowerCase()])) : undefined;
     await save({ phase: "uploading", uploadId: upload.uploadId, storageKey: upload.storageKey });
+    // Across this run's part PUTs (and complete rounds): a storage that never answers this page.
+    const reach = new StorageReach(() => this.network.isOnline());
     try {
       // A first-time create holds no parts yet: no need to ask.
       let listed = ans.replay;
@@ -547,6 +588,7 @@ export class UploadClient {
           held,
           concurrency: this.partConcurrency,
           stallTimeoutMs: this.stallTimeoutMs,
+          reach,
           signal: opts.signal,
           retryOptions: (step, partNumber) => this.retryOptions(step, opts, partNumber),
           now: () => this.clock.now(),
@@ -630,13 +672,13 @@ export class UploadClient {
   private fileFor(rec: UploadRecord, picked?: Blob): Blob {
     if (picked) {
       if (picked.size !== rec.size) {
-        throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${rec.filename}": it has ${picked.size} bytes, not ${rec.size}.` });
+        throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${printable(rec.filename)}": it has ${picked.size} bytes, not ${rec.size}.` });
       }
       return picked;
     }
     const blob = rec.file ?? this.picked.get(rec.key);
     if (blob) return blob;
-    throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${rec.filename}" again to resume: the browser did not keep a copy of it.` });
+    throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${printable(rec.filename)}" again to resume: the browser did not keep a copy of it.` });
   }
 
   /** The whole file's SHA-256 (a single PUT's file: a multipart upload hashes its parts as they are sent). */
@@ -673,13 +715,14 @@ export class UploadClient {
    * answer was lost stored it): not an error, not retried. Either way the
    * caller confirms with GET /uploads/{id}.
    */
-  private async put(p: PendingUpload, blob: Blob, opts: RunOptions): Promise<PutOutcome> {
+  private async put(p: PendingUpload, blob: Blob, opts: RunOptions, reach: StorageReach): Promise<PutOutcome> {
     const headers = p.upload.headers ?? {};
     const createOnly = sendsIfNoneMatch(headers);
+    const transport = reach.watch(this.transport);
     const outcome = await retry(
       async (ctx) => {
         emit(opts, { type: "upload-progress", loaded: 0, total: blob.size });
-        const res = await this.transport({
+        const res = await transport({
           url: p.upload.url,
           method: p.upload.method ?? "PUT",
           headers,
@@ -693,7 +736,9 @@ export class UploadClient {
         return done;
       },
       this.retryOptions("put", opts),
-    );
+    ).catch((e: unknown) => {
+      throw e instanceof Unretried ? e.error : e;
+    });
     // All of the file is in storage, whatever this attempt sent.
     emit(opts, { type: "upload-progress", loaded: blob.size, total: blob.size });
     emit(opts, { type: "stored", outcome });
@@ -745,7 +790,7 @@ function partsMismatch(err: UploadError, filename: string): UploadError {
     code: err.code,
     retryable: false,
     attempts: err.attempts,
-    message: `The parts stored for this upload are not those of "${filename}" (${err.message}); nothing was stored. Discard this upload and upload the file again.`,
+    message: `The parts stored for this upload are not those of "${printable(filename)}" (${err.message}); nothing was stored. Discard this upload and upload the file again.`,
     cause: err,
   });
 }

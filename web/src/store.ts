@@ -4,6 +4,7 @@
  * anything is sent, so a reload or a browser restart resumes with it.
  */
 import type { CompletedUpload } from "./api.js";
+import { normalizedOrUndefined } from "./baseurl.js";
 import type { SerializedUploadError } from "./errors.js";
 import { UploadError } from "./errors.js";
 
@@ -20,7 +21,10 @@ export const ACTIVE_PHASES: ReadonlySet<Phase> = new Set(["hashing", "ready", "c
 export interface UploadRecord {
   /** The Idempotency-Key, minted once when the file was picked. */
   key: string;
-  /** The API base URL this upload belongs to. */
+  /**
+   * The API base URL this upload belongs to, normalised (normalizeBaseUrl).
+   * Records of earlier versions hold it as it was typed: see {@link foldRecords}.
+   */
   api: string;
   filename: string;
   contentType: string;
@@ -83,6 +87,85 @@ export class MemoryStore implements UploadStore {
 
 function byCreation(a: UploadRecord, b: UploadRecord): number {
   return a.createdAt - b.createdAt || a.key.localeCompare(b.key);
+}
+
+/** What {@link foldRecords} found: the API's records, and the writes that make the store say so. */
+export interface Folded {
+  /** The records of the API, folded, with `api` in its one spelling, oldest first. */
+  records: UploadRecord[];
+  /** Records to write (their `api` respelled, or a folded record's kept file taken over). Written before `drop` is deleted. */
+  put: UploadRecord[];
+  /** Keys of records folded into another: to delete. */
+  drop: string[];
+}
+
+/**
+ * Which record of several for one file carries on: a completed one, then
+ * one with an upload id (the server holds its upload), then one whose
+ * create was sent (the server may hold one), then a bare key; of equals,
+ * the most recently created (its key is furthest from the server's expiry),
+ * as the Go CLI's state file decides.
+ */
+function rank(r: UploadRecord): number {
+  if (r.phase === "completed" || r.result) return 0;
+  if (r.uploadId) return 1;
+  if (r.sent) return 2;
+  return 3;
+}
+
+/** The same file as far as a page can tell (it has no path): its name, size, modification time and type. */
+function fileIdentity(r: UploadRecord): string {
+  return JSON.stringify([r.filename, r.size, r.lastModified, r.contentType]);
+}
+
+/**
+ * The records of the API `api` (normalised) among `all` (oldest first, as
+ * {@link UploadStore.list} gives them). Earlier versions of this client kept
+ * the base URL as typed, so one API's records may be under several
+ * spellings (`…:3000`, `…:3000/`); each is found under its normalised form,
+ * and respelled. Where that bug left several records of one file (the file
+ * picked again because its record was not listed under the other
+ * spelling), they are folded into one, which a Resume continues: the
+ * winner by {@link rank}, taking over a kept copy of the file if it has
+ * none; the others are dropped. Records of one file under one spelling are
+ * the same file picked twice on purpose, and stay two uploads; two whose
+ * SHA-256 differ are not one file. A group with a record `busy` (running
+ * here or in another tab) is left as it is, for a later call.
+ */
+export function foldRecords(all: UploadRecord[], api: string, busy: (key: string) => boolean = () => false): Folded {
+  const mine = all.filter((r) => r.api === api || normalizedOrUndefined(r.api) === api);
+  const groups = new Map<string, UploadRecord[]>();
+  for (const r of mine) {
+    const id = fileIdentity(r);
+    groups.set(id, [...(groups.get(id) ?? []), r]);
+  }
+  const put: UploadRecord[] = [];
+  const drop: string[] = [];
+  const kept = new Map<string, UploadRecord>();
+  const respell = (r: UploadRecord) => {
+    const again = r.api === api ? r : { ...r, api };
+    if (again !== r) put.push(again);
+    kept.set(r.key, again);
+  };
+  for (const group of groups.values()) {
+    if (group.some((r) => busy(r.key))) {
+      for (const r of group) kept.set(r.key, r);
+      continue;
+    }
+    if (new Set(group.map((r) => r.api)).size < 2) {
+      group.forEach(respell);
+      continue;
+    }
+    const winner = [...group].sort((a, b) => rank(a) - rank(b) || b.createdAt - a.createdAt)[0];
+    const folded = group.filter((r) => r !== winner && !(r.sha256 && winner.sha256 && r.sha256 !== winner.sha256));
+    for (const r of group) if (r !== winner && !folded.includes(r)) respell(r);
+    const file = winner.file ?? folded.find((r) => r.file)?.file;
+    const merged = { ...winner, api, ...(file ? { file } : {}) };
+    if (merged.api !== winner.api || merged.file !== winner.file) put.push(merged);
+    kept.set(merged.key, merged);
+    drop.push(...folded.map((r) => r.key));
+  }
+  return { records: mine.filter((r) => kept.has(r.key)).map((r) => kept.get(r.key)!), put, drop };
 }
 
 export interface IndexedDBStoreOptions {

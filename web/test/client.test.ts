@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type UploadEvent } from "../src/client.js";
-import { describeError } from "../src/errors.js";
+import { PROBABLY_CORS, describeError } from "../src/errors.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
 import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
-import { failure, until, world } from "./world.js";
+import { API, failure, until, world } from "./world.js";
 
 function keysOf(server: FakeServer): string[] {
   return server.creates.map((c) => c.key ?? "");
@@ -505,6 +505,71 @@ describe("UploadClient: reloads and resuming", () => {
     assert.equal((await failure(otherTab.client.upload(rec.key))).kind, "busy");
   });
 
+  it("keeps an upload under its API however the base URL is spelled, and sends to that spelling", async () => {
+    const w = world();
+    const { client } = w.page({ apiBase: "HTTPS://API.test:443//" });
+    assert.equal(client.apiBase, "https://api.test");
+    const rec = await client.add(makeFile("a.bin", 10));
+    assert.equal(rec.api, "https://api.test");
+    assert.equal((await w.page({ apiBase: "https://api.test/" }).client.pending()).length, 1);
+    await client.upload(rec.key);
+    assert.deepEqual(
+      w.server.requests.map((r) => r.path),
+      ["/uploads", "/uploads/" + w.server.claims.get(rec.key)!.uploadId],
+      "no doubled slash reaches the server",
+    );
+    assert.throws(() => w.page({ apiBase: "127.0.0.1:3000" }), TypeError);
+  });
+
+  it("resumes an upload that an earlier version kept under another spelling, folding the second record of the file into it", async () => {
+    const w = world();
+    const file = makeFile("slash.txt", 100, "text/plain");
+    // The earlier version: its create answered, its PUT cut short.
+    w.server.putFaults.push("hang");
+    const first = w.page();
+    const rec = await first.client.add(file);
+    const ctrl = new AbortController();
+    const cut = first.client.upload(rec.key, { signal: ctrl.signal }).catch((e: unknown) => e);
+    await until(() => w.server.puts.length === 1, "the PUT started");
+    ctrl.abort();
+    await cut;
+    const store = new IndexedDBStore({ indexedDB: w.factory });
+    const stored = (await store.get(rec.key))!;
+    assert.ok(stored.uploadId);
+    // As it wrote them: the base URL as typed, and the same file picked
+    // again under another spelling (its record was not listed there).
+    await store.put({ ...stored, api: "https://api.test/" });
+    await store.put({
+      key: "legacy-bare-key-0000000000",
+      api: "HTTPS://api.test//",
+      filename: "slash.txt",
+      contentType: "text/plain",
+      size: 100,
+      lastModified: file.lastModified,
+      sha256: stored.sha256,
+      phase: "ready",
+      createdAt: stored.createdAt + 1,
+      updatedAt: stored.createdAt + 1,
+    });
+
+    const reloaded = w.page();
+    const listed = await reloaded.client.pending();
+    assert.deepEqual(
+      listed.map((r) => [r.key, r.api, r.uploadId]),
+      [[rec.key, API, stored.uploadId]],
+      "one record, the one with an upload id",
+    );
+    assert.deepEqual(
+      (await store.list()).map((r) => [r.key, r.api]),
+      [[rec.key, API]],
+      "respelled in IndexedDB, the other record folded",
+    );
+    const done = await reloaded.client.upload(rec.key, { file });
+    assert.equal(done.uploadId, stored.uploadId);
+    assert.deepEqual(keysOf(w.server), [rec.key, rec.key], "the resume replayed the same key");
+    assert.equal(w.server.objects.size, 1);
+  });
+
   it("keeps uploads of another API apart", async () => {
     const w = world();
     await w.page().client.add(makeFile("a.bin", 10));
@@ -630,5 +695,70 @@ describe("UploadClient: the base URL", () => {
     assert.deepEqual([err.kind, err.retryable, err.url, err.attempts], ["deadline", true, "https://api.test/uploads", w.server.creates.length]);
     assert.ok(err.message.includes("no answer from https://api.test/uploads: Failed to fetch"), err.message);
     assert.ok(describeError(err).includes("https://api.test/uploads"), describeError(err));
+  });
+});
+
+describe("UploadClient: a storage that never answers this page (CORS, as far as a page can tell)", () => {
+  const CORS_TEXT = "probably refused by the storage's CORS rules for this origin";
+
+  it("ends the run at the third PUT that fails with no answer before any byte or answer, and says why; Resume completes once it answers", async () => {
+    const w = world();
+    // The browser's view of a bucket whose CORS rules leave this origin out: every PUT fails at once, no status.
+    w.server.putFaults.push("network", "network", "network", "network");
+    const { client, events, onEvent } = w.page();
+    const rec = await client.add(makeFile("a.bin", 1000), { onEvent });
+    const err = await failure(client.upload(rec.key, { onEvent }));
+    assert.deepEqual([err.kind, err.code, err.retryable, err.attempts], ["network", PROBABLY_CORS, true, 3]);
+    assert.equal(w.server.puts.length, 3, "three tries, then no more");
+    assert.equal(retries(events, "put").length, 2);
+    assert.ok(describeError(err).includes(CORS_TEXT), describeError(err));
+    assert.ok(!describeError(err).includes("HTTP"), describeError(err));
+    assert.equal((await client.get(rec.key))?.error?.code, PROBABLY_CORS, "kept for the row after a reload");
+
+    w.server.putFaults.length = 0;
+    const done = await client.upload(rec.key);
+    assert.equal(done.status, "completed");
+    assert.deepEqual(new Set(keysOf(w.server)), new Set([rec.key]));
+  });
+
+  for (const c of [
+    { name: "once bytes of the PUT were sent (a network drop mid-upload)", faults: ["drop", "network", "network", "network", "network"] as const },
+    { name: "once the storage answered (a 503), even with no byte sent", faults: [{ status: 503, body: "<Error><Code>SlowDown</Code></Error>" }, "network", "network", "network", "network"] as const },
+  ]) {
+    it(`retries no answer as before ${c.name}`, async () => {
+      const w = world();
+      w.server.putFaults.push(...c.faults);
+      const done = await w.page().client.start(makeFile("a.bin", 1000));
+      assert.equal(done.status, "completed");
+      assert.equal(w.server.puts.length, c.faults.length + 1);
+    });
+  }
+
+  it("does not count tries while the device is offline", async () => {
+    const w = world();
+    w.server.putFaults.push("network", "network", "network", "network");
+    const transport: PutTransport = async (req) => {
+      // Each failure happens as the device goes offline; it is back at once.
+      w.network.set(false);
+      try {
+        return await w.server.transport(req);
+      } finally {
+        queueMicrotask(() => w.network.set(true));
+      }
+    };
+    const done = await w.page({ transport }).client.start(makeFile("a.bin", 1000));
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.puts.length, 5);
+  });
+
+  it("ends a multipart run when a part's three tries all fail so, with no part ever answered", async () => {
+    const w = world();
+    for (let n = 1; n <= 3; n++) w.server.partFaults.set(n, ["network", "network", "network", "network"]);
+    const { client } = w.page({ multipartBytes: 1000, partBytes: 1000, partConcurrency: 3 });
+    const rec = await client.add(makeFile("big.bin", 3000));
+    const err = await failure(client.upload(rec.key));
+    assert.deepEqual([err.kind, err.code, err.retryable, err.attempts], ["network", PROBABLY_CORS, true, 3]);
+    assert.ok(w.server.puts.length <= 9, `${w.server.puts.length} part PUTs: at most three per part`);
+    assert.ok(describeError(err).includes(CORS_TEXT));
   });
 });
