@@ -4,7 +4,8 @@
 //
 // Settings come from the environment: API_PORT (3000), DYNAMODB_PORT
 // (8000), S3_PORT (9000), TABLE_NAME (idempotency-local), BUCKET_NAME
-// (uploads-local), ALLOWED_ORIGINS (*), DEV_DATA_DIR (.local), and the
+// (uploads-local), ALLOWED_ORIGINS (*; the demo's own origins are always
+// allowed besides), DEV_DATA_DIR (.local), and the
 // functions' own variables (IDEMPOTENCY_TTL=5s make dev).
 // STATIC_DIR (web/dist) is served at / for the browser demo. Each upload
 // that completes or is aborted yields an event (docs/api.md, "Events"),
@@ -25,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,6 +75,7 @@ func main() {
 	fmt.Printf(`onceupload is running locally (functions: %s)
   API        %s     POST /uploads, GET|DELETE /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
   demo       %s
+  origins    %s
   CLI        upload --api %s FILE     (build it once: go install ./cmd/upload)
   DynamoDB   %s     table %s (%s)
   S3         %s     bucket %s (path style, access key %s, secret %s)
@@ -80,7 +83,7 @@ func main() {
   data, logs %s
 A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
-`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, events(cfg.EventsURL), cfg.DataDir)
+`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), origins(st.Origins), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, events(cfg.EventsURL), cfg.DataDir)
 	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
@@ -106,6 +109,15 @@ func demo(apiURL, staticDir string) string {
 		return fmt.Sprintf("none: %s has no index.html (make web-build)", staticDir)
 	}
 	return apiURL + "/"
+}
+
+// origins says which page origins CORS lets call the API and PUT to the
+// bucket: ALLOWED_ORIGINS, and the demo's own.
+func origins(list []string) string {
+	if slices.Equal(list, []string{"*"}) {
+		return "* (CORS of the API and the bucket: any page; ALLOWED_ORIGINS=https://… narrows it)"
+	}
+	return strings.Join(list, ", ") + " (CORS of the API and the bucket: ALLOWED_ORIGINS and the demo's own)"
 }
 
 // events says where upload events go.

@@ -39,3 +39,21 @@ func TestDemo(t *testing.T) {
 		t.Errorf("with index.html: %q, want the API's address", got)
 	}
 }
+
+// The banner says which origins CORS allows: the list, the demo's own among them.
+func TestOrigins(t *testing.T) {
+	for _, c := range []struct {
+		list []string
+		want string
+	}{
+		{[]string{"*"}, "* (CORS of the API and the bucket: any page; ALLOWED_ORIGINS=https://… narrows it)"},
+		{
+			[]string{"https://good.example", "http://127.0.0.1:3000", "http://localhost:3000"},
+			"https://good.example, http://127.0.0.1:3000, http://localhost:3000 (CORS of the API and the bucket: ALLOWED_ORIGINS and the demo's own)",
+		},
+	} {
+		if got := origins(c.list); got != c.want {
+			t.Errorf("origins(%q) = %q, want %q", c.list, got, c.want)
+		}
+	}
+}

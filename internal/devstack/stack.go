@@ -62,7 +62,9 @@ type Config struct {
 	APIPort, DynamoPort, S3Port int
 	// Table and Bucket names.
 	Table, Bucket string
-	// Origins allowed by CORS on the API and the bucket. Defaults to "*".
+	// Origins allowed by CORS on the API and the bucket (ALLOWED_ORIGINS),
+	// besides the stack's own demo's, which are always allowed (see
+	// AllowedOrigins). Defaults to "*".
 	Origins []string
 	// RIE runs the bootstraps in BootstrapDir/<LogicalId>/bootstrap under
 	// the Runtime Interface Emulator instead of in-process handlers.
@@ -110,6 +112,9 @@ type Stack struct {
 	APIURL, DynamoURL, S3URL string
 	Table, Bucket            string
 	Mode                     string
+	// Origins are the origins the API's and the bucket's CORS allow:
+	// Config.Origins and the demo's own (AllowedOrigins).
+	Origins []string
 
 	cfg               Config
 	spec              *Spec
@@ -179,6 +184,22 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	}()
 	logs := func(name string) string { return filepath.Join(cfg.DataDir, "logs", name+".log") }
 
+	// The API listens first: its port names the demo's own origins, which
+	// the bucket's CORS rules (made below) allow as the API's do. It
+	// answers once everything behind it runs.
+	apiListener, err := listen(cfg.APIPort)
+	if err != nil {
+		return st, err
+	}
+	apiServed := false
+	defer func() {
+		if !apiServed {
+			_ = apiListener.Close()
+		}
+	}()
+	st.APIURL = "http://" + apiListener.Addr().String()
+	st.Origins = AllowedOrigins(cfg.Origins, apiListener.Addr().(*net.TCPAddr).Port)
+
 	ddb, err := services.StartDynamoDB(ctx, services.Options{Port: cfg.DynamoPort, LogPath: logs("dynamodb"), DBPath: filepath.Join(cfg.DataDir, "dynamodb.sqlite")})
 	if err != nil {
 		return st, err
@@ -227,20 +248,60 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err := st.startStreams(ctx, st.tableCreated); err != nil {
 		return st, err
 	}
-	st.APIURL, err = st.serve(http.HandlerFunc(st.handleAPI), cfg.APIPort)
-	return st, err
+	st.serveOn(apiListener, http.HandlerFunc(st.handleAPI))
+	apiServed = true
+	return st, nil
+}
+
+// AllowedOrigins are the origins a stack's CORS allows, on the API and on
+// the bucket: the configured ones (ALLOWED_ORIGINS; none is "*") and,
+// always, the stack's own demo's, which the API serves at
+// http://127.0.0.1:PORT, also reached as http://localhost:PORT (a browser
+// sends either as the page's origin). Narrowing the list to a site's
+// origin must not lock the demo out of the bucket. "*" allows every
+// origin, the demo's among them: it is then the whole list.
+func AllowedOrigins(configured []string, apiPort int) []string {
+	var out []string
+	for _, o := range configured {
+		if o = strings.TrimSpace(o); o != "" && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 || slices.Contains(out, "*") {
+		return []string{"*"}
+	}
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		if o := fmt.Sprintf("http://%s:%d", host, apiPort); !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // serve starts an HTTP server on 127.0.0.1:port and returns its URL.
 func (st *Stack) serve(h http.Handler, port int) (string, error) {
+	l, err := listen(port)
+	if err != nil {
+		return "", err
+	}
+	return st.serveOn(l, h), nil
+}
+
+// listen listens on 127.0.0.1:port (0: a free port).
+func listen(port int) (net.Listener, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
-		return "", fmt.Errorf("listen on port %d: %w", port, err)
+		return nil, fmt.Errorf("listen on port %d: %w", port, err)
 	}
+	return l, nil
+}
+
+// serveOn serves h on l, until Close, and returns its URL.
+func (st *Stack) serveOn(l net.Listener, h http.Handler) string {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	st.servers = append(st.servers, srv)
 	go func() { _ = srv.Serve(l) }()
-	return "http://" + l.Addr().String(), nil
+	return "http://" + l.Addr().String()
 }
 
 func (st *Stack) awsConfig() aws.Config {
@@ -307,7 +368,7 @@ func (st *Stack) createResources(ctx context.Context) error {
 	for _, r := range st.spec.Bucket.CORSRules {
 		rules = append(rules, s3types.CORSRule{
 			AllowedMethods: r.AllowedMethods, AllowedHeaders: r.AllowedHeaders, ExposeHeaders: r.ExposedHeaders,
-			AllowedOrigins: st.cfg.Origins, MaxAgeSeconds: aws.Int32(r.MaxAge),
+			AllowedOrigins: st.Origins, MaxAgeSeconds: aws.Int32(r.MaxAge),
 		})
 	}
 	if len(rules) > 0 {
@@ -486,7 +547,7 @@ func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.C
 
 // handleAPI is API Gateway: route, CORS, authorizer, event, invoke, answer.
 func (st *Stack) handleAPI(w http.ResponseWriter, r *http.Request) {
-	if st.spec.API.cors(w, r, st.cfg.Origins) {
+	if st.spec.API.cors(w, r, st.Origins) {
 		return
 	}
 	route, params, ok := matchRoute(st.spec.Routes, r.Method, r.URL.Path)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,6 +216,64 @@ func TestCORSPreflights(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") == "" {
 			t.Errorf("%s preflight: %d %v", name, resp.StatusCode, resp.Header)
+		}
+	}
+}
+
+func TestAllowedOrigins(t *testing.T) {
+	own := []string{"http://127.0.0.1:3000", "http://localhost:3000"}
+	for _, c := range []struct {
+		configured, want []string
+	}{
+		{nil, []string{"*"}},
+		{[]string{"*"}, []string{"*"}},
+		{[]string{"https://good.example", "*"}, []string{"*"}},
+		{[]string{" ", ""}, []string{"*"}},
+		{[]string{"https://good.example"}, append([]string{"https://good.example"}, own...)},
+		{[]string{" https://good.example", "https://good.example ", "https://b.example"}, append([]string{"https://good.example", "https://b.example"}, own...)},
+		{[]string{"http://localhost:3000", "https://good.example"}, []string{"http://localhost:3000", "https://good.example", "http://127.0.0.1:3000"}},
+		{[]string{"http://127.0.0.1:5173"}, append([]string{"http://127.0.0.1:5173"}, own...)},
+	} {
+		if got := AllowedOrigins(c.configured, 3000); !slices.Equal(got, c.want) {
+			t.Errorf("AllowedOrigins(%q, 3000) = %q, want %q", c.configured, got, c.want)
+		}
+	}
+}
+
+// With ALLOWED_ORIGINS narrowed to a site, the stack still lets its own
+// demo (served at the API's address, as 127.0.0.1 or localhost) call the
+// API and PUT to the bucket, and no other origin.
+func TestNarrowedOriginsKeepTheDemo(t *testing.T) {
+	st := startStack(t, false, func(c *Config) { c.Origins = []string{"https://good.example"} })
+	port := st.APIURL[strings.LastIndex(st.APIURL, ":")+1:]
+	demo := []string{"http://127.0.0.1:" + port, "http://localhost:" + port}
+	if want := append([]string{"https://good.example"}, demo...); !slices.Equal(st.Origins, want) {
+		t.Errorf("Origins %q, want %q", st.Origins, want)
+	}
+	for name, tc := range map[string]struct{ url, method, headers string }{
+		"API": {st.APIURL + "/uploads", "POST", "idempotency-key,content-type"},
+		"S3":  {st.S3URL + "/" + st.Bucket + "/uploads/x", "PUT", "content-type,if-none-match,x-amz-checksum-sha256"},
+	} {
+		for _, origin := range append([]string{"https://good.example", "https://evil.example"}, demo...) {
+			req, _ := http.NewRequest("OPTIONS", tc.url, nil)
+			req.Header.Set("Origin", origin)
+			req.Header.Set("Access-Control-Request-Method", tc.method)
+			req.Header.Set("Access-Control-Request-Headers", tc.headers)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := resp.Header.Get("Access-Control-Allow-Origin")
+			if origin == "https://evil.example" {
+				if got != "" {
+					t.Errorf("%s preflight from %s: %d, Access-Control-Allow-Origin %q; want it refused", name, origin, resp.StatusCode, got)
+				}
+				continue
+			}
+			if resp.StatusCode >= 300 || got != origin {
+				t.Errorf("%s preflight from %s: %d, Access-Control-Allow-Origin %q; want %s allowed", name, origin, resp.StatusCode, got, origin)
+			}
 		}
 	}
 }
