@@ -492,9 +492,15 @@ func headerList(v string) []string {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	node := prerequisites(t)
+	// CORS narrowed to another site, as ALLOWED_ORIGINS=https://good.example
+	// make dev does: the demo, served at the API's address, is allowed all
+	// the same (the stack always allows its own origins), which every
+	// scenario served from there shows; "cors-refused" serves it from an
+	// origin the bucket leaves out.
 	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: "dist",
+		Origins: []string{"https://good.example"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -745,6 +751,90 @@ func TestBrowser(t *testing.T) {
 		}
 		if len(res.Puts) != 1 || res.Puts[0].Status != 200 {
 			t.Errorf("PUTs: %+v", res.Puts)
+		}
+	})
+
+	// The demo opened as http://localhost:PORT, the other name of its own
+	// origin: the API and the bucket allow it as they allow 127.0.0.1.
+	t.Run("localhost", func(t *testing.T) {
+		origin := strings.Replace(st.APIURL, "127.0.0.1", "localhost", 1)
+		res := h.runWith(t, "upload", "", 90*time.Second, "APP_URL="+origin)
+		h.checkFiles(t, res)
+		s3Preflights := 0
+		for _, pf := range res.Preflights {
+			if strings.HasPrefix(pf.URL, st.S3URL+"/") {
+				s3Preflights++
+				if pf.RequestHeaders["origin"] != origin || pf.Status != 200 || pf.ResponseHeaders["access-control-allow-origin"] != origin {
+					t.Errorf("S3 preflight from %s: %+v", origin, pf)
+				}
+			}
+		}
+		if s3Preflights == 0 || len(res.Puts) != 1 || res.Puts[0].Status != 200 {
+			t.Errorf("%d S3 preflights, PUTs %+v; want the PUT preflighted and stored", s3Preflights, res.Puts)
+		}
+	})
+
+	// The page's origin is not one the bucket's CORS rules allow, but its
+	// API answers (a proxy of the stack's front door on another port: the
+	// page and its API calls are same-origin). Every PUT fails at once,
+	// with no status; the page infers the refusal after a bounded number
+	// of tries (3, transport.ts NO_ANSWER_TRIES), says so, stops, and
+	// offers Resume. A second file, whose name holds a RIGHT-TO-LEFT
+	// OVERRIDE, is refused by the API: its row shows the name escaped.
+	t.Run("cors-refused", func(t *testing.T) {
+		p := newProxy(t, st.APIURL, false)
+		before := h.objects(t)
+		res := h.runWith(t, "cors-refused", "", 90*time.Second, "APP_URL="+p.URL)
+		byName := map[string]row{}
+		for _, r := range res.Rows {
+			byName[r.Name] = r
+		}
+		const shown = `invoice\u202Efdp.exe` // as the page prints it: escaped, not "invoiceexe.pdf"
+		spoof, ok := byName[shown]
+		if !ok || len(res.Rows) != 2 || spoof.Phase != "failed" || !strings.HasPrefix(spoof.Status, "Failed: ") || !slices.Contains(spoof.Buttons, "Remove "+shown) {
+			t.Errorf("rows %+v; want one named %s, refused, with its Remove button naming it so", res.Rows, shown)
+		}
+		r := byName["cors.bin"]
+		want := regexp.MustCompile(`^Failed: The storage never answered this page: 3 tries .*probably refused by the storage's CORS rules for this origin \(` +
+			regexp.QuoteMeta(p.URL) + `\): Resume once they allow it\.$`)
+		if r.Phase != "failed" || !want.MatchString(r.Status) || !slices.Contains(r.Buttons, "Resume upload of cors.bin") {
+			t.Errorf("row %+v; want failed, saying %s, with Resume", r, want)
+		}
+		// The API answered the one create; the PUTs never got an answer.
+		var creates []seen
+		for _, s := range p.seen() {
+			if s.Method == http.MethodPost && s.Path == "/uploads" && s.Key == r.Key {
+				creates = append(creates, s)
+			}
+		}
+		if len(creates) != 1 || creates[0].Status != 201 {
+			t.Errorf("creates of cors.bin %+v; want one, answered 201", creates)
+		}
+		if len(res.Puts) != 3 {
+			t.Errorf("PUTs %+v; want 3 tries, then none", res.Puts)
+		}
+		for _, put := range res.Puts {
+			if put.Status != 0 {
+				t.Errorf("a PUT got HTTP %d; want no answer (CORS)", put.Status)
+			}
+		}
+		for _, pf := range res.Preflights {
+			if strings.HasPrefix(pf.URL, st.S3URL+"/") && (pf.RequestHeaders["origin"] != p.URL || pf.ResponseHeaders["access-control-allow-origin"] != "") {
+				t.Errorf("S3 preflight %+v; want it from %s, refused", pf, p.URL)
+			}
+		}
+		// Stopped: the failure is the last thing the row said.
+		var last string
+		for _, e := range res.StatusLog {
+			if e.Key == r.Key {
+				last = e.Text
+			}
+		}
+		if last != r.Status {
+			t.Errorf("status log %+v; want the row's to end with its failure", res.StatusLog)
+		}
+		if added := h.newObjects(t, before); len(added) != 0 {
+			t.Errorf("new objects %v, want none", added)
 		}
 	})
 

@@ -2,10 +2,12 @@
  * The demo page: pick or drop files, watch each one upload, resume what a
  * reload interrupted. The API base URL is the page's origin, or `?api=URL`.
  */
+import { normalizeBaseUrl } from "./baseurl.js";
 import { describeError, UploadError, toUploadError } from "./errors.js";
 import { type Step, UploadClient, type UploadEvent } from "./client.js";
 import { TOO_MANY_UPLOADS } from "./retry.js";
 import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
+import { printable } from "./text.js";
 
 /** Uploads that run at once; the others wait their turn (their keys are minted and stored already). */
 const CONCURRENCY = 3;
@@ -131,11 +133,10 @@ function apiBase(): string {
   const param = new URLSearchParams(location.search).get("api");
   if (!param) return location.origin;
   try {
-    const u = new URL(param);
-    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http(s)");
-    return u.toString().replace(/\/$/, "");
+    // One spelling per API: the uploads kept in IndexedDB are the API's, however ?api= spells it.
+    return normalizeBaseUrl(param);
   } catch {
-    showNotice(`The api parameter "${param}" is not an http(s) URL; using ${location.origin}.`);
+    showNotice(`The api parameter "${printable(param)}" is not an http(s) base URL; using ${location.origin}.`);
     return location.origin;
   }
 }
@@ -278,7 +279,8 @@ class Row {
     this.li = el(
       "li",
       { className: "upload" },
-      el("div", { className: "top" }, el("span", { className: "name", id: this.nameId }, filename), el("span", { className: "size" }, formatBytes(size))),
+      // Escaped: a name's bidi controls must not make it read as another (invoice\u202Efdp.exe as "invoiceexe.pdf").
+      el("div", { className: "top" }, el("span", { className: "name", id: this.nameId }, printable(filename)), el("span", { className: "size" }, formatBytes(size))),
       this.progress,
       el("div", { className: "mid" }, this.status, this.percent),
       this.details,
@@ -401,7 +403,7 @@ class Row {
     this.actions.replaceChildren();
     const button = (text: string, label: string, onClick: () => void, primary = false) => {
       const b = el("button", { type: "button", textContent: text, className: primary ? "primary" : "" });
-      b.setAttribute("aria-label", label.replace("%s", this.filename));
+      b.setAttribute("aria-label", label.replace("%s", printable(this.filename)));
       b.addEventListener("click", onClick);
       this.actions.append(b);
       return b;

@@ -133,10 +133,31 @@ export function toUploadError(e: unknown, fallback: UploadErrorKind = "state"): 
   return new UploadError({ kind: fallback, message, cause: e });
 }
 
+/**
+ * The code of a storage request that never got an answer from this page,
+ * taken for a CORS refusal (kind "network"; see `StorageReach` in
+ * transport.ts): a page cannot see a CORS failure as such, but every PUT
+ * of the run failed at once with no status, before the storage took a
+ * byte or answered anything, right after the API answered.
+ */
+export const PROBABLY_CORS = "probably_cors";
+
+/**
+ * The message, then the code and status in brackets, saying the status once:
+ * a message that is only the status (an answer with no text of its own,
+ * "HTTP 403") gives way to the code.
+ */
+function withStatus(e: UploadError): string {
+  const onlyStatus = e.message === `HTTP ${e.status}`;
+  if (!e.code) return onlyStatus ? e.message : `${e.message} (HTTP ${e.status})`;
+  return onlyStatus ? `${e.code} (HTTP ${e.status})` : `${e.message} (${e.code}, HTTP ${e.status})`;
+}
+
 /** A sentence for the UI, with the server's code where it helps. */
 export function describeError(e: UploadError): string {
   switch (e.kind) {
     case "network":
+      if (e.code === PROBABLY_CORS) return e.message;
       // "no answer from https://…/uploads: …": which URL fails, and how.
       return e.url ? `The network failed: ${e.message}.` : "The network failed (no answer from the server).";
     case "timeout":
@@ -152,9 +173,9 @@ export function describeError(e: UploadError): string {
       if (e.status === 429 && e.code === TOO_MANY_UPLOADS) {
         return "Too many unfinished uploads: the server allows only so many large uploads in progress at once. Finish or abort some of them, then try this one again.";
       }
-      return e.code ? `${e.message} (${e.code}, HTTP ${e.status})` : `${e.message} (HTTP ${e.status})`;
+      return withStatus(e);
     case "storage":
-      return e.code ? `Storage refused the upload: ${e.message} (${e.code}, HTTP ${e.status})` : `Storage refused the upload (HTTP ${e.status}).`;
+      return e.code ? `Storage refused the upload: ${withStatus(e)}` : `Storage refused the upload (HTTP ${e.status}).`;
     default:
       return e.message;
   }

@@ -14,8 +14,9 @@
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import type { PartHasher } from "./hash.js";
-import { type RetryOptions, retry } from "./retry.js";
-import { type PutTransport, storageError, urlNoLongerWorks } from "./transport.js";
+import { printable } from "./text.js";
+import { type RetryOptions, Unretried, retry } from "./retry.js";
+import { type PutTransport, type StorageReach, storageError, urlNoLongerWorks } from "./transport.js";
 
 /** At most 100 parts per POST /uploads/{id}/parts (the contract's limit). */
 const MAX_BATCH = 100;
@@ -63,6 +64,8 @@ export interface SendPartsInput {
    */
   lookahead?: number;
   stallTimeoutMs: number;
+  /** The run's watch for a storage that never answers this page (a CORS refusal): each part's PUT goes through it. */
+  reach?: StorageReach;
   signal?: AbortSignal;
   /** Retry options (policy, clock, …) for the URL requests ("parts") and for each part's PUT ("put"). */
   retryOptions(step: "parts" | "put", partNumber?: number): Omit<RetryOptions, "signal">;
@@ -78,12 +81,6 @@ export interface SendPartsInput {
   onChecked?(): void;
 }
 
-/** A failure of the URL request, which has had its own retries: a part's retry loop must not repeat them. */
-class Unretried extends Error {
-  constructor(readonly error: UploadError) {
-    super(error.message);
-  }
-}
 
 /** The byte range of part n (1-based). */
 export function partRange(n: number, partSize: number, size: number): { start: number; end: number } {
@@ -253,15 +250,17 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
       const body = slice(n);
       await hashOf(n);
       let refreshes = 0;
+      const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
       await retry(
         async (ctx) => {
+          // The URL request has had its own retries: this loop must not repeat them.
           const u = await urlFor(n).catch((e: unknown) => {
             throw new Unretried(toUploadError(e));
           });
           inFlight.set(n, 0);
           let res;
           try {
-            res = await input.transport({
+            res = await transport({
               url: u.url,
               method: u.method ?? "PUT",
               headers: u.headers ?? {},
@@ -335,7 +334,7 @@ function notThisFile(filename: string, partNumber: number, what: string): Upload
     kind: "file",
     code: "file_mismatch",
     retryable: true,
-    message: `This is not the same "${filename}": its part ${partNumber} differs from ${what}.`,
+    message: `This is not the same "${printable(filename)}": its part ${partNumber} differs from ${what}.`,
   });
 }
 

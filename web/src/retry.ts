@@ -181,6 +181,17 @@ export function parseRetryAfter(value: string | null | undefined, nowMs: number)
   return Math.max(0, at - nowMs);
 }
 
+/**
+ * Thrown by an attempt to end {@link retry} at once with `error`, whether
+ * or not it is retryable (retry() rethrows at once what is not an
+ * UploadError); the caller unwraps it.
+ */
+export class Unretried extends Error {
+  constructor(readonly error: UploadError) {
+    super(error.message);
+  }
+}
+
 /** What the UI hears before each wait. */
 export interface RetryInfo {
   /** The attempt that failed (1-based). */

@@ -4,8 +4,8 @@
  * given, except Content-Length, which the browser sets from the body (and
  * forbids scripts to set).
  */
-import { UploadError, abortError } from "./errors.js";
-import { isRetryableStatus } from "./retry.js";
+import { PROBABLY_CORS, UploadError, abortError } from "./errors.js";
+import { Unretried, isRetryableStatus } from "./retry.js";
 
 export interface PutRequest {
   url: string;
@@ -156,5 +156,78 @@ export function storageError(res: PutResponse): UploadError {
     code,
     message: message ?? `HTTP ${res.status}`,
     retryable,
+  });
+}
+
+/**
+ * Tries of one storage request that may fail with no answer, before the
+ * storage has answered anything or taken a byte in the run, until the run
+ * ends taken for a CORS refusal ({@link StorageReach}).
+ */
+export const NO_ANSWER_TRIES = 3;
+
+/**
+ * Tells a storage that refuses this page's origin (CORS) from a network
+ * that fails, as far as a page can. The browser hides a CORS refusal: the
+ * PUT fails as a dropped connection does, with no status (XHR's error
+ * event, fetch's TypeError). What differs is what came before: the API
+ * has just answered (it gave the URL), so the network works; and the
+ * storage refuses the origin from the first request on, before a byte of
+ * any PUT is sent, where a network drop cuts off a storage that took bytes
+ * or answered before. So in one run, until some storage request has shown
+ * upload progress or got an answer (any status, an error included),
+ * a request whose tries all failed with no answer while the device is
+ * online ends the run at its {@link NO_ANSWER_TRIES}th try, with a
+ * PROBABLY_CORS error (kind "network", retryable: Resume tries again, as
+ * it should once the storage's rules allow the origin). A real drop right
+ * after the API answered gets the same few retries, then that error and a
+ * Resume; a drop once bytes moved is retried as before, for the whole
+ * budget.
+ */
+export class StorageReach {
+  /** A storage request of this run showed progress or got an answer. */
+  private reached = false;
+
+  constructor(
+    private readonly isOnline: () => boolean,
+    private readonly tries = NO_ANSWER_TRIES,
+  ) {}
+
+  /** The transport for one request (all its tries), watched. */
+  watch(inner: PutTransport): PutTransport {
+    let silent = 0;
+    return async (req) => {
+      let res: PutResponse;
+      try {
+        res = await inner({
+          ...req,
+          onProgress: (loaded, total) => {
+            if (loaded > 0) this.reached = true;
+            req.onProgress?.(loaded, total);
+          },
+        });
+      } catch (e) {
+        const noAnswer = e instanceof UploadError && e.kind === "network" && e.status === undefined && !req.signal?.aborted;
+        if (!noAnswer || this.reached || !this.isOnline()) throw e;
+        if (++silent < this.tries) throw e;
+        throw new Unretried(probablyCors(e, silent));
+      }
+      this.reached = true;
+      return res;
+    };
+  }
+}
+
+function probablyCors(cause: UploadError, tries: number): UploadError {
+  const origin = globalThis.location?.origin;
+  return new UploadError({
+    kind: "network",
+    code: PROBABLY_CORS,
+    retryable: true,
+    attempts: tries,
+    message:
+      `The storage never answered this page: ${tries} tries to send the file failed with no answer before a byte was sent, right after the API answered. ` +
+      `This is probably refused by the storage's CORS rules for this origin${origin ? ` (${origin})` : ""}: Resume once they allow it.`,
+    cause,
   });
 }

@@ -19,7 +19,7 @@
 //             free places, as the user would finish or discard others
 //
 // Scenarios: upload, lost-response, lost-put, reload, restart, cors,
-// several, ux, and for large files: big, resume, discard, offline, drop,
+// cors-refused, several, ux, and for large files: big, resume, discard, offline, drop,
 // upload-1g, too-many; and bench (a measurement: see TestBrowserBench).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -531,6 +531,25 @@ const scenarios = {
       await pick(page, [file]);
       await waitSettled(page, 1);
       return { files: [fileInfo(file)], rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
+    });
+  },
+
+  /**
+   * The page is served from an origin the bucket's CORS rules leave out
+   * (APP_URL, a proxy of the stack's front door on another port: its API
+   * calls are same-origin and answered), so every PUT fails at once with no
+   * status; the page says why and stops. A second file, whose name holds a
+   * RIGHT-TO-LEFT OVERRIDE, is refused by the API, and its row shows the
+   * name escaped.
+   */
+  async "cors-refused"() {
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await open(page);
+      const files = [makeFile("cors.bin", "application/octet-stream", 4_000), makeFile("invoice\u202Efdp.exe", "application/octet-stream", 3_000)];
+      await pick(page, files);
+      await waitSettled(page, 2);
+      return { files: files.map(fileInfo), rows: await rows(page), statusLog: await statusLog(page), stored: await storedRecords(page), ...obs };
     });
   },
 

@@ -59,6 +59,7 @@ export type Fault =
   | "network" // fails before reaching the server
   | "lose-response" // the server does the work, the client sees a network error
   | "hang" // never answers (until aborted)
+  | "drop" // a PUT's connection is cut after some of its bytes were sent: nothing stored, no answer
   | { status: number; body?: string; headers?: Record<string, string> };
 
 /**
@@ -193,6 +194,10 @@ export class FakeServer {
     const seen: SeenPut = { url: req.url, headers: { ...req.headers }, size, fault };
     this.puts.push(seen);
     if (fault === "network") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+    if (fault === "drop") {
+      req.onProgress?.(Math.floor(size / 2), size);
+      throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+    }
     if (fault === "hang") {
       return new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(abortError(req.signal)), { once: true }));
     }
@@ -223,6 +228,10 @@ export class FakeServer {
     try {
       if (req.signal?.aborted) throw abortError(req.signal);
       if (fault === "network") throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+      if (fault === "drop") {
+        req.onProgress?.(Math.floor(size / 2), size);
+        throw new UploadError({ kind: "network", message: "PUT: connection reset", retryable: true });
+      }
       if (fault === "hang") {
         return await new Promise((_, reject) => req.signal?.addEventListener("abort", () => reject(abortError(req.signal)), { once: true }));
       }
@@ -349,7 +358,7 @@ export class FakeServer {
   private async withFault(fault: Fault | undefined, seen: SeenRequest, signal: AbortSignal | undefined, handle: () => Response | Promise<Response>): Promise<Response> {
     seen.fault = fault;
     if (signal?.aborted) throw signal.reason;
-    if (fault === "network") throw new TypeError("Failed to fetch");
+    if (fault === "network" || fault === "drop") throw new TypeError("Failed to fetch");
     if (fault === "hang") {
       return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true }));
     }
