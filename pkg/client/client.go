@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,15 +47,17 @@ type Options struct {
 	Deadline time.Duration
 	// Backoff defaults to FullJitter.
 	Backoff Backoff
-	// CheckRetry defaults to DefaultCheckRetry.
+	// CheckRetry defaults to DefaultCheckRetry. It is not asked about a
+	// failure that ends a request at once (see ErrNoSuchHost).
 	CheckRetry CheckRetry
 	// Logger receives a line per retry. Defaults to discarding them.
 	Logger *slog.Logger
 	// OnRetry, if set, is called before each wait for a retry: the
 	// request (as Error.Op names it), the attempt that failed (1 for the
-	// first), the wait, and why, for people ("no answer from the API",
-	// "S3 answered 503 SlowDown"). Parts are sent in parallel, so it may
-	// be called from several goroutines at once.
+	// first), the wait, and why, for people ("no answer from the API (i/o
+	// timeout)", "S3 answered 503 SlowDown"): a failure without an answer
+	// names its innermost cause, never the URL. Parts are sent in
+	// parallel, so it may be called from several goroutines at once.
 	OnRetry func(op string, attempt int, wait time.Duration, reason string)
 
 	// Injected in tests for exact delays.
@@ -78,14 +80,24 @@ const (
 type Client struct {
 	base *url.URL
 	opts Options
+	// answered: the API has answered once (its own answer or API
+	// Gateway's), so a failure that waiting cannot fix before that (see
+	// ErrNoSuchHost) is no longer taken for a wrong base URL.
+	answered atomic.Bool
 }
 
 // New returns a client for the API at baseURL (for example
-// https://abc123.execute-api.eu-west-1.amazonaws.com).
+// https://abc123.execute-api.eu-west-1.amazonaws.com), in the form
+// NormalizeBaseURL gives it: every spelling of one API sends the same
+// requests (never //uploads), whatever slashes the server tolerates.
 func New(baseURL string, optFns ...func(*Options)) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[/path]", baseURL)
+	norm, err := NormalizeBaseURL(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(norm)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL %q: %w", baseURL, err)
 	}
 	o := Options{
 		HTTPClient: &http.Client{Transport: NewTransport()}, MaxAttempts: DefaultMaxAttempts, RetryBudget: DefaultRetryBudget,
