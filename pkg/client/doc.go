@@ -50,4 +50,24 @@
 // object stored already, by an attempt whose answer was lost: not an
 // error (PutAlreadyStored); Upload confirms with the status route, as
 // after a 200.
+//
+// Failures that waiting cannot fix end a request after its one attempt
+// instead of being retried for the budget. Before the API has answered the
+// Client once: a host name that DNS says does not exist (ErrNoSuchHost), a
+// refused connection (ErrConnectionRefused), an https:// URL at a port
+// that speaks plain HTTP or the reverse (ErrServerSpeaksHTTP,
+// ErrServerSpeaksHTTPS), and a certificate that fails verification
+// (ErrCertificate): the base URL is most likely wrong. Once the API has
+// answered, a certificate still ends a request at once, the API's or S3's;
+// the others are retried, as a network on the move causes them for a
+// moment. The *Error's Fault says which (errors.Is(err, ErrNoSuchHost)),
+// FaultSentence says it with the host. An error, a retry's reason and a
+// log line name the host and the innermost cause ("connection reset by
+// peer", "i/o timeout"), never a URL's query: a presigned URL's signature
+// and session token stay out of them.
+//
+// What S3 holds when an upload stops short is what UploadInput.OnStored
+// said last (the parts answered, not those in flight that Progress
+// counts); Result.Put says whether a single PUT sent the file, found it
+// stored, or was not needed.
 package client

@@ -55,7 +55,7 @@ func TestOnRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []retryCall{
-		{"create", 1, 50 * time.Millisecond, "no answer from the API"},
+		{"create", 1, 50 * time.Millisecond, "no answer from the API (connection closed)"},
 		{"create", 2, 100 * time.Millisecond, "the API answered 503 service_unavailable"},
 		{"create", 3, 200 * time.Millisecond, "API Gateway answered 504 Gateway Timeout"},
 		{"create", 4, time.Second, "the API answered 502 Bad Gateway"},
@@ -67,7 +67,7 @@ func TestOnRetry(t *testing.T) {
 	if r := retryReason("put part 3", &Error{StatusCode: 503, Code: "SlowDown"}); r != "S3 answered 503 SlowDown" {
 		t.Errorf("reason %q", r)
 	}
-	if r := retryReason("put", &Error{Err: errors.New("reset")}); r != "no answer from S3" {
+	if r := retryReason("put", &Error{Err: errors.New("reset")}); r != "no answer from S3 (reset)" {
 		t.Errorf("reason %q", r)
 	}
 }

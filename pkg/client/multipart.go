@@ -174,6 +174,7 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, size, partSize 
 		}
 	}
 	prog := newPartProgress(size, heldBytes, in.Progress, in.RateLimit)
+	prog.onStored(res.PartsHeld, in.OnStored)
 	for round := 0; ; round++ {
 		if err := c.sendParts(ctx, id, r, plan, todo, parallel, prog); err != nil {
 			return nil, err
@@ -198,7 +199,7 @@ func (c *Client) uploadParts(ctx context.Context, r io.ReaderAt, size, partSize 
 				return nil, err
 			}
 			todo, heldBytes = missingParts(plan, held)
-			prog.restart(heldBytes)
+			prog.restart(len(plan.sums)-len(todo), heldBytes)
 			continue
 		}
 		if err != nil && errors.As(err, &e) && e.Code == CodePartsMismatch {

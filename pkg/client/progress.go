@@ -17,14 +17,16 @@ import (
 // only when every byte has been sent. It also paces the sending to a rate,
 // shared by every part. Safe for concurrent use.
 type partProgress struct {
-	mu       sync.Mutex
-	total    int64
-	acked    int64
-	inflight map[int]*attempt
-	report   func(sent, total int64)
-	rate     int64 // bytes per second, 0 for no limit
-	start    time.Time
-	paced    int64
+	mu         sync.Mutex
+	total      int64
+	acked      int64
+	ackedParts int
+	inflight   map[int]*attempt
+	report     func(sent, total int64)
+	stored     func(parts int, bytes int64) // UploadInput.OnStored
+	rate       int64                        // bytes per second, 0 for no limit
+	start      time.Time
+	paced      int64
 }
 
 type attempt struct{ sent int64 }
@@ -40,14 +42,28 @@ func newPartProgress(total, held int64, report func(sent, total int64), rate int
 	return p
 }
 
-// restart sets what S3 holds to held bytes, after a listing found parts
-// missing that were thought stored.
-func (p *partProgress) restart(held int64) {
+// onStored has stored told of what S3 holds, heldParts parts of the held
+// bytes at first (if any), then each time S3 acknowledges a part.
+func (p *partProgress) onStored(heldParts int, stored func(parts int, bytes int64)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.acked = held
+	p.ackedParts, p.stored = heldParts, stored
+	if stored != nil && heldParts > 0 {
+		stored(heldParts, p.acked)
+	}
+}
+
+// restart sets what S3 holds to heldParts parts of held bytes, after a
+// listing found parts missing that were thought stored.
+func (p *partProgress) restart(heldParts int, held int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acked, p.ackedParts = held, heldParts
 	clear(p.inflight)
 	p.notifyLocked()
+	if p.stored != nil {
+		p.stored(heldParts, held)
+	}
 }
 
 func (p *partProgress) sentLocked() int64 {
@@ -88,7 +104,11 @@ func (p *partProgress) done(n int, length int64) {
 	defer p.mu.Unlock()
 	delete(p.inflight, n)
 	p.acked += length
+	p.ackedParts++
 	p.notifyLocked()
+	if p.stored != nil {
+		p.stored(p.ackedParts, p.acked)
+	}
 }
 
 func (p *partProgress) notifyLocked() {

@@ -33,7 +33,8 @@ func FullJitter(attempt int, base, maxDelay time.Duration, random float64) time.
 // already read into body) or err may be retried.
 type CheckRetry func(resp *http.Response, body []byte, err error) bool
 
-// DefaultCheckRetry retries what can succeed later: network errors and
+// DefaultCheckRetry retries what can succeed later: network errors (but
+// not a certificate that fails verification, ErrCertificate) and
 // timeouts, 408, 425, 429 (but not too_many_uploads), 500, 502, 503, 504,
 // 409 with idempotency_in_progress, S3's 409 ConditionalRequestConflict
 // (two PUTs of one upload raced; the retry is stored or finds the object
@@ -76,7 +77,13 @@ const s3ConditionalRequestConflict = "ConditionalRequestConflict"
 // dial or write "i/o timeout" all match context.DeadlineExceeded, and none
 // is the caller's; the client checks the caller's own context before it
 // asks this policy, and never retries once that has ended.
+//
+// A certificate that fails verification is not retried: it does not fix
+// itself (ErrCertificate).
 func retryableError(err error) bool {
+	if transportFault("", nil, nil, err) == ErrCertificate {
+		return false
+	}
 	// *url.Error, which wraps every transport failure, is a net.Error.
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
@@ -129,14 +136,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // retryReason says, for people, why the attempt that ended in fail is
-// retried: "no answer from the API", "S3 answered 503 SlowDown".
+// retried: "no answer from the API (i/o timeout)", "S3 answered 503
+// SlowDown". A failure without an answer names its innermost cause, never
+// the URL (a presigned one carries its signature).
 func retryReason(op string, fail *Error) string {
 	who := "the API"
 	if !isAPIOp(op) {
 		who = "S3"
 	}
 	if fail.StatusCode == 0 {
-		return "no answer from " + who
+		if fail.Err == nil {
+			return "no answer from " + who
+		}
+		return "no answer from " + who + " (" + brief(fail.Err) + ")"
 	}
 	what := fail.Code
 	if what == "" {

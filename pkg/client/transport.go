@@ -2,9 +2,11 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,8 +73,20 @@ type Error struct {
 	// Exhausted is true when the last failure could have been retried but
 	// the attempts, the retry budget or the deadline ran out.
 	Exhausted bool
-	// Err is the transport or context error, if any.
+	// Err is the transport or context error, if any. A *url.Error in it
+	// has its URL cut to scheme, host and path: a presigned URL's query
+	// holds its signature and session token.
 	Err error
+	// Host is the host (and port, if the URL gave one) the request went
+	// to, when it went anywhere.
+	Host string
+	// Fault, when not nil, is the failure that waiting cannot fix that
+	// ended the last attempt: ErrNoSuchHost, ErrConnectionRefused,
+	// ErrServerSpeaksHTTP, ErrServerSpeaksHTTPS or ErrCertificate.
+	// errors.Is(err, ErrNoSuchHost) tests it. With Exhausted false, it
+	// ended the request at once; Exhausted, it was retried (the API had
+	// answered before) until the retries ran out.
+	Fault error
 	// NotOnceupload is true when the answer to an API request was not the
 	// API's (no error body with one of its codes, nor one of API Gateway's
 	// own answers): the base URL points at something else. Answer says what
@@ -87,12 +101,25 @@ type Error struct {
 	Answer string
 }
 
-// Is makes errors.Is(err, ErrNotOnceupload) true for a foreign answer.
-func (e *Error) Is(target error) bool { return target == ErrNotOnceupload && e.NotOnceupload }
+// Is makes errors.Is(err, ErrNotOnceupload) true for a foreign answer, and
+// errors.Is(err, ErrNoSuchHost) (and the other faults) for its Fault.
+func (e *Error) Is(target error) bool {
+	return target == ErrNotOnceupload && e.NotOnceupload || e.Fault != nil && target == e.Fault
+}
 
+// Error says what failed in one line. A failure without an answer names
+// the host and the innermost cause ("create: 127.0.0.1:3000: connection
+// refused"), never the URL.
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", e.Op)
+	if e.Fault != nil {
+		fmt.Fprintf(&b, ": %s", e.FaultSentence())
+		if e.Exhausted {
+			fmt.Fprintf(&b, " (gave up after %d attempts)", e.Attempts)
+		}
+		return b.String()
+	}
 	if e.NotOnceupload {
 		fmt.Fprintf(&b, ": not a onceupload API: it answered %s", e.Answer)
 		if e.Exhausted {
@@ -112,7 +139,10 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
 	}
-	if e.Err != nil {
+	switch {
+	case e.Err != nil && e.Host != "" && e.StatusCode == 0:
+		fmt.Fprintf(&b, ": %s: %s", e.Host, brief(e.Err))
+	case e.Err != nil:
 		fmt.Fprintf(&b, ": %v", e.Err)
 	}
 	if e.Exhausted {
@@ -122,6 +152,37 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// FaultSentence says the Fault in words, with the host and the cause:
+// "no such host api.example.invalid (DNS)", "127.0.0.1:3000 speaks plain
+// HTTP, not HTTPS", "the certificate of 127.0.0.1:8443 failed
+// verification (x509: certificate signed by unknown authority)". It is ""
+// without a Fault.
+func (e *Error) FaultSentence() string {
+	host := cmp.Or(e.Host, "the server")
+	switch e.Fault {
+	case ErrNoSuchHost:
+		var dns *net.DNSError
+		if errors.As(e.Err, &dns) && dns.Name != "" {
+			host = dns.Name
+		}
+		return "no such host " + host + " (DNS)"
+	case ErrConnectionRefused:
+		return "nothing answers at " + host + " (connection refused)"
+	case ErrServerSpeaksHTTP:
+		return host + " speaks plain HTTP, not HTTPS (" + brief(e.Err) + ")"
+	case ErrServerSpeaksHTTPS:
+		if e.Err != nil {
+			return host + " speaks HTTPS, not plain HTTP (" + brief(e.Err) + ")"
+		}
+		return fmt.Sprintf("%s speaks HTTPS, not plain HTTP (it answered %d: %s)", host, e.StatusCode, e.Message)
+	case ErrCertificate:
+		return "the certificate of " + host + " failed verification (" + brief(e.Err) + ")"
+	case nil:
+		return ""
+	}
+	return host + ": " + e.Fault.Error()
+}
 
 // do sends the request built by build, a new one per attempt so that its
 // body starts over, and retries per the policy. It returns the successful
@@ -150,7 +211,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 			err = c.authorize(tctx, req)
 		}
 		if err != nil {
-			return nil, nil, &Error{Op: op, Attempts: attempt, Err: err}
+			return nil, nil, &Error{Op: op, Attempts: attempt, Err: redact(err)}
 		}
 		if refused != nil {
 			if req.Header.Get("Authorization") == lastAuth {
@@ -173,10 +234,19 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 			firstEnded = c.opts.now()
 		}
 		if err == nil && (resp.StatusCode < 300 || answered != nil && answered(resp)) {
+			if isAPIOp(op) {
+				c.answered.Store(true)
+			}
 			return resp, body, nil
 		}
-		fail := &Error{Op: op, Attempts: attempt, Err: err}
-		if err == nil {
+		err = redact(err)
+		fail := &Error{Op: op, Attempts: attempt, Err: err, Host: req.URL.Host,
+			Fault: transportFault(req.URL.Scheme, resp, body, err)}
+		if err == nil && fail.Fault != nil {
+			// A server, but not speaking the URL's scheme: not the API,
+			// nor an answer of its.
+			fail.StatusCode, fail.Message = resp.StatusCode, firstBytes(body, 80)
+		} else if err == nil {
 			fail.StatusCode = resp.StatusCode
 			fail.Code, fail.Message = describe(body)
 			if isAPIOp(op) {
@@ -187,12 +257,17 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 				}
 				if fail.NotOnceupload {
 					fail.Code, fail.Message, fail.Answer = "", "", describeAnswer(resp, body)
+				} else {
+					c.answered.Store(true)
 				}
 			}
 		}
 		if ctx.Err() != nil {
-			fail.Err, fail.Exhausted = ctx.Err(), true
+			fail.Err, fail.Exhausted, fail.Fault = ctx.Err(), true, nil
 			return nil, nil, fail
+		}
+		if c.endsAtOnce(fail.Fault) {
+			return nil, nil, fail // waiting cannot fix it
 		}
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && isAPIOp(op) && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
 			// The token expired or was revoked: a fresh one may pass.

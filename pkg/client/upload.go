@@ -68,6 +68,16 @@ type UploadInput struct {
 	// record the object (one PUT). It may be called again if S3 turns out
 	// to lack parts.
 	OnCompleting func()
+	// OnStored is called each time S3 confirms bytes of the upload, with
+	// the parts and bytes it holds so far: for an upload in parts, once
+	// with the parts found held at a resume (if any), then as each part's
+	// PUT is answered 2xx (one call at a time; it may count down if S3
+	// turns out to lack parts at completion); for one PUT, once its PUT is
+	// answered (1 part, every byte). What it last said is what S3 holds
+	// when an upload fails or is interrupted, and what a rerun with the key
+	// need not send again. (Progress also counts the bytes of the attempts
+	// in flight, which S3 does not hold until they are answered.)
+	OnStored func(parts int, bytes int64)
 }
 
 // Result is a finished upload.
@@ -79,6 +89,11 @@ type Result struct {
 	// For an upload in parts: the parts S3 already held when this call
 	// began (a resumed upload) and the parts this call sent.
 	PartsHeld, PartsSent int
+	// Put is how the PUT of an upload in one PUT ended: PutStored (this
+	// call sent the file), PutAlreadyStored (S3 held it already, stored by
+	// an earlier attempt or run), or 0 when no PUT was made (the create
+	// answered with the upload completed already, or it is in parts).
+	Put PutOutcome
 }
 
 // CodeUploadAborted is the Error.Code of an Upload whose key belongs to an
@@ -223,8 +238,12 @@ func (c *Client) upload(ctx context.Context, r io.ReaderAt, size int64, name str
 	for refreshes := 0; res.Upload.Status == api.StatusPending; refreshes++ {
 		// Stored or already stored (a 412), the object is there: the
 		// status route says when the server has recorded it.
-		_, err := c.Put(ctx, &res.Upload, r, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
+		outcome, err := c.Put(ctx, &res.Upload, r, size, PutOptions{Progress: in.Progress, RateLimit: in.RateLimit})
 		if err == nil {
+			res.Put = outcome
+			if in.OnStored != nil {
+				in.OnStored(1, size)
+			}
 			break
 		}
 		if !urlExpired(err) || refreshes >= 2 {
