@@ -10,10 +10,17 @@
 // part is hashed just before it is sent), and a rerun checks the parts S3
 // holds against the file and sends only the others. A completed file is remembered for the idempotency
 // window: running again on it prints "already uploaded" and sends
-// nothing. Exit codes:
+// nothing. Each file ends in a line on stdout: its name, status and upload
+// id, tab-separated ("photo.jpg\tcompleted\tupload 1f3a…"), with a note
+// when an earlier run had begun it. A failure that waiting cannot fix (no
+// such host, nothing listening, the wrong scheme for the port, a
+// certificate that fails verification) ends the run at once with its
+// cause and host; stopped short, the command says what S3 holds and what a
+// rerun sends. Exit codes:
 // 0 all uploaded, 1 other failure (a file cannot be read, the URL is not
-// an onceupload API, …), 2 usage (a FILE that is missing, a directory or
-// empty is refused before anything is sent),
+// an onceupload API, a failure that waiting cannot fix, …), 2 usage (an
+// --api that is not an absolute http(s) URL; a FILE that is missing, a
+// directory or empty is refused before anything is sent),
 // 3 rejected by the server (a 4xx that no retry can fix), 4 retries or the
 // deadline ran out (safe to run again), 130 interrupted.
 package main
@@ -35,7 +42,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newBar fu
 	var o options
 	fs := flag.NewFlagSet("upload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.api, "api", envOr("ONCEUPLOAD_API", "http://127.0.0.1:3000"), "API base URL (env ONCEUPLOAD_API)")
+	fs.StringVar(&o.api, "api", envOr("ONCEUPLOAD_API", "http://127.0.0.1:3000"), "API base URL (env ONCEUPLOAD_API). Uploads are remembered per API: spellings of one URL (case, default port, trailing or doubled slashes) are one API; another host name for the same server (localhost, 127.0.0.1) is another, which uploads a file again")
 	fs.StringVar(&o.token, "token", os.Getenv("ONCEUPLOAD_TOKEN"), "bearer token for the API's authorizer (env ONCEUPLOAD_TOKEN); fixed for the whole run")
 	fs.StringVar(&o.tokenCommand, "token-command", "", "shell command that prints a bearer token; run again when the API refuses the token (401) or a JWT's exp is a minute away")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token, read again for every request (so a renewed file is followed)")
@@ -155,9 +161,22 @@ While it works it says so on stderr (unless --quiet): each retry and its
 wait, a resume (the check of the parts S3 holds, then how many it holds;
 the bar, its speed and time left count only what this run sends), and
 completion once every byte is sent. Sizes are in 1024-based units (KiB, MiB, GiB).
+Stopped short (Ctrl-C, retries that ran out), it says what S3 holds and
+what a rerun sends: the bar counts the bytes in flight too. Each file ends
+in a line on stdout: its name, status and upload id separated by tabs
+("photo.jpg", "completed", "upload 1f3a…"), and a note when an earlier run
+had begun it ("already uploaded with this key; nothing sent" only when
+nothing was sent).
 
-Exit codes: 0 done, 1 failed, 2 usage (also a FILE that is missing, a
-directory or empty: refused before anything is sent), 3 rejected by the
+A failure that waiting cannot fix ends the run at once, exit 1, with its
+cause and host: before the API has answered, a host that DNS does not
+know, nothing listening, https:// at a plain-HTTP port or the reverse, a
+certificate that fails verification (that one, the API's or S3's, at any
+time). No line shows a presigned URL.
+
+Exit codes: 0 done, 1 failed, 2 usage (also an --api that is not an
+absolute http(s) URL, a FILE that is missing, a directory or empty:
+refused before anything is sent), 3 rejected by the
 server, 4 gave up retrying (safe to run again), 130 interrupted.
 
 Flags:
@@ -214,15 +233,13 @@ Flags:
 		}
 		transport.Proxy = http.ProxyURL(u)
 	}
-	contact := &firstContact{next: transport}
 	scr := &screen{w: stderr, quiet: o.quiet}
 	c, err := client.New(o.api, func(co *client.Options) {
 		co.MaxAttempts, co.RetryBudget, co.Deadline, co.Logger = o.maxAttempts, o.retryBudget, o.deadline, logger
 		co.OnRetry = func(_ string, _ int, wait time.Duration, reason string) {
 			scr.say("retrying in %s: %s", seconds(wait), reason)
 		}
-		co.HTTPClient = &http.Client{Transport: contact}
-		co.CheckRetry = contact.checkRetry
+		co.HTTPClient = &http.Client{Transport: transport}
 		switch {
 		case o.tokenCommand != "":
 			co.Token = (&tokenSource{command: o.tokenCommand}).token
@@ -249,20 +266,26 @@ Flags:
 	}
 	worst := exitOK
 	for _, file := range files {
-		code := uploadOne(ctx, c, state, file, o, partSize, contact, scr, stdout, stderr)
+		code, unreachable := uploadOne(ctx, c, state, file, o, partSize, scr, stdout, stderr)
 		worst = max(worst, code)
 		if ctx.Err() != nil {
 			return exitInterrupted
+		}
+		if unreachable {
+			break // the next file would fail the same way
 		}
 	}
 	return worst
 }
 
-func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, partSize int64, contact *firstContact, scr *screen, stdout, stderr io.Writer) int {
+// uploadOne uploads file and returns the exit code; unreachable is true
+// when the API cannot be reached as --api spells it (a failure that
+// waiting cannot fix, before it answered): the run ends.
+func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file string, o options, partSize int64, scr *screen, stdout, stderr io.Writer) (code int, unreachable bool) {
 	id, err := identify(o.api, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "upload: %v\n", err)
-		return exitFailed
+		return exitFailed, false
 	}
 	key := o.key
 	minted := false // the key is this run's: no earlier run sent it
@@ -272,11 +295,11 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		e, err := state.entryFor(id, func() string { minted = true; return client.NewKey() })
 		if err != nil {
 			fmt.Fprintf(stderr, "upload: state file: %v\n", err)
-			return exitFailed
+			return exitFailed, false
 		}
 		if e.Completed != nil && e.Upload != nil {
 			report(stdout, o, file, e.Key, true, *e.Upload, fmt.Sprintf("already uploaded with this key at %s; nothing sent", e.Completed.Format(time.RFC3339)))
-			return exitOK
+			return exitOK, false
 		}
 		key = e.Key
 		if e.PartSize != 0 {
@@ -320,7 +343,17 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			scr.progress(max(sent-base, 0), total-base, func(total int64) meter { return o.newBar(total, filepath.Base(file), stderr) })
 		}
 	}
+	// What S3 holds, for the line that says so if the upload stops short:
+	// the bar counts the bytes in flight too, which S3 does not hold until
+	// their PUT is answered. (Called one call at a time, and never once
+	// Upload has returned.)
+	var stored stored
+	in.OnStored = func(parts int, bytes int64) { stored.parts, stored.bytes = parts, bytes }
+	if info, err := os.Stat(file); err == nil {
+		stored.size = info.Size()
+	}
 	res, err := c.Upload(ctx, file, in)
+	stored.upload = created
 	if bar := scr.takeBar(); bar != nil {
 		if err == nil {
 			_ = bar.Finish()
@@ -333,20 +366,28 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		var e *client.Error
 		switch {
 		case ctx.Err() != nil:
-			fmt.Fprintf(stderr, "upload: %s: interrupted; run the same command again to resume (key %s)\n", file, key)
-			return exitInterrupted
-		case !contact.contacted() && errors.Is(err, syscall.ECONNREFUSED):
-			fmt.Fprintf(stderr, "upload: nothing answers at %s (connection refused). Is the API running there? Point the command at yours with --api URL or ONCEUPLOAD_API=URL.\n", o.api)
-			return exitFailed
+			fmt.Fprintf(stderr, "upload: %s: interrupted: %s (key %s)\n", file, stored, key)
+			return exitInterrupted, false
+		case errors.As(err, &e) && e.Fault != nil && !e.Exhausted:
+			// Waiting cannot fix it: one sentence with the cause and the
+			// host, at once, instead of retries for minutes.
+			toAPI := !strings.HasPrefix(e.Op, "put")
+			fmt.Fprintf(stderr, "upload: %s\n", faultAdvice(e, o.api, file, toAPI))
+			if created != nil {
+				fmt.Fprintf(stderr, "upload: %s: %s (key %s)\n", file, stored, key)
+			} else if e.Op == "create" && minted {
+				_ = state.forget(id) // no server has seen this key
+			}
+			return exitFailed, toAPI
 		case errors.As(err, &e) && e.NotOnceupload:
 			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
 			if e.Op == "create" {
 				_ = state.forget(id) // nothing was created
 			}
-			return exitFailed
+			return exitFailed, false
 		case errors.As(err, &e) && e.StatusCode == http.StatusUnauthorized && (e.Gateway || e.Code == api.CodeUnauthenticated):
 			fmt.Fprintf(stderr, "upload: %s: the API refused the token (%v). Run the same command again with a valid token (--token, --token-command or --token-file): it resumes where this run stopped (key %s)\n", file, err, key)
-			return exitRejected
+			return exitRejected, false
 		case errors.As(err, &e) && e.StatusCode == http.StatusTooManyRequests && e.Code == client.CodeTooManyUploads:
 			// Final: a place frees only when another upload in parts
 			// ends, never with time. Nothing was created, so the key is
@@ -357,7 +398,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 				fmt.Fprintf(stderr, "upload: unfinished uploads in parts that %s remembers (run upload again on them to finish them): %s\n", o.state, strings.Join(open, ", "))
 			}
 			_ = state.forget(id)
-			return exitRejected
+			return exitRejected, false
 		case errors.As(err, &e) && e.Code == client.CodePartsMismatch:
 			// Final: S3 holds parts under this key with other bytes (the
 			// file changed though its size and time did not, or --key is
@@ -372,7 +413,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 				_ = state.forget(id) // a new run mints a new key
 				fmt.Fprintf(stderr, "upload: %s: the parts stored under this file's key are not its bytes (it changed since the upload began); the key is forgotten: run the same command again to upload it afresh with a new key\n", file)
 			}
-			return exitRejected
+			return exitRejected, false
 		case errors.As(err, &e) && e.Code == client.CodeFileChanged:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			abortPending(ctx, c, created, file, stderr) // its parts mix two versions of the file
@@ -382,15 +423,15 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			} else {
 				fmt.Fprintf(stderr, "upload: %s: changed while it was being sent, so it was not completed; once it no longer changes, run the command again with another --key, or none for a new one\n", file)
 			}
-			return exitFailed
+			return exitFailed, false
 		case errors.As(err, &e) && e.Code == client.CodeUploadAborted:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			_ = state.forget(id) // a new run mints a new key
-			return exitRejected
+			return exitRejected, false
 		case errors.As(err, &e) && e.Exhausted:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
-			fmt.Fprintf(stderr, "upload: %s: run the same command again to resume (key %s)\n", file, key)
-			return exitExhausted
+			fmt.Fprintf(stderr, "upload: %s: %s (key %s)\n", file, stored, key)
+			return exitExhausted, false
 		case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
 			fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
 			if e.Op == "create" && e.StatusCode != http.StatusUnauthorized && e.StatusCode != http.StatusForbidden {
@@ -402,7 +443,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 				// and a rerun with a valid token resumes it.
 				_ = state.forget(id)
 			}
-			return exitRejected
+			return exitRejected, false
 		}
 		if minted && !createdNow && !errors.As(err, &e) && !errors.Is(err, context.DeadlineExceeded) {
 			// Failed before any request (the file could not be read, say):
@@ -410,7 +451,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			_ = state.forget(id)
 		}
 		fmt.Fprintf(stderr, "upload: %s: %v\n", file, err)
-		return exitFailed
+		return exitFailed, false
 	}
 	if o.key == "" {
 		if err := state.completed(id, res.Upload); err != nil {
@@ -418,16 +459,78 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		}
 	}
 	note := ""
-	switch {
-	case res.PartsHeld > 0:
-		note = fmt.Sprintf("resumed: %d of %d parts were stored already, %d sent", res.PartsHeld, res.Upload.Multipart.PartCount, res.PartsSent)
-	case res.Replayed && res.PartsSent == 0 && res.Upload.Multipart == nil:
-		note = "already uploaded with this key"
-	case res.Replayed && res.PartsSent == 0:
-		note = "already uploaded with this key; nothing sent"
+	if !minted { // else no earlier run had the key (a replay is a lost answer's)
+		note = resultNote(res)
 	}
 	report(stdout, o, file, res.Key, res.Replayed, res.Upload, note)
-	return exitOK
+	return exitOK, false
+}
+
+// resultNote says how a completed upload got there, when an earlier run
+// may have begun it: "already uploaded" only when this run sent nothing.
+func resultNote(res *client.Result) string {
+	switch {
+	case res.PartsHeld > 0:
+		return fmt.Sprintf("resumed: %d of %d parts were stored already, %d sent", res.PartsHeld, res.Upload.Multipart.PartCount, res.PartsSent)
+	case !res.Replayed:
+		return ""
+	case res.PartsSent == 0 && res.Put == 0:
+		return "already uploaded with this key; nothing sent"
+	case res.Put == client.PutAlreadyStored:
+		return "resumed with this key: S3 held the file already (an earlier run stored it)"
+	case res.Put == client.PutStored:
+		return "resumed with this key: the create was replayed and the whole file sent"
+	}
+	return fmt.Sprintf("resumed with this key: S3 held none of its parts; %d sent", res.PartsSent)
+}
+
+// stored is what S3 holds of a file whose upload stopped short
+// (UploadInput.OnStored): upload is what the create answered (nil if it
+// did not), size the file's.
+type stored struct {
+	upload *api.Upload
+	parts  int
+	bytes  int64
+	size   int64
+}
+
+// String says what S3 holds and what a rerun sends: "S3 holds 8 of 25
+// parts (64 MiB of 200 MiB); run the same command again to resume: it
+// sends the other 136 MiB".
+func (s stored) String() string {
+	switch {
+	case s.upload == nil:
+		return fmt.Sprintf("nothing is stored yet; run the same command again to resume: it sends all %s", iec(s.size))
+	case s.upload.Multipart != nil:
+		return fmt.Sprintf("S3 holds %d of %d parts (%s of %s); run the same command again to resume: it sends the other %s",
+			s.parts, s.upload.Multipart.PartCount, iec(s.bytes), iec(s.size), iec(s.size-s.bytes))
+	case s.parts > 0:
+		return "S3 holds all of it; run the same command again to finish"
+	}
+	return fmt.Sprintf("S3 holds none of it (one PUT stores nothing until it completes); run the same command again to resume: it sends all %s", iec(s.size))
+}
+
+// faultAdvice is the one sentence for a failure that waiting cannot fix
+// (client.ErrNoSuchHost…): the cause, the host, and what to change. toAPI:
+// a request to the API (else to S3, at a URL the API handed out).
+func faultAdvice(e *client.Error, apiURL, file string, toAPI bool) string {
+	host := e.Host
+	if !toAPI {
+		return fmt.Sprintf("%s: S3: %s; waiting does not fix it", file, e.FaultSentence())
+	}
+	switch e.Fault {
+	case client.ErrNoSuchHost:
+		return e.FaultSentence() + ": check the host in --api (or ONCEUPLOAD_API)"
+	case client.ErrConnectionRefused:
+		return fmt.Sprintf("nothing answers at %s (connection refused). Is the API running there? Point the command at yours with --api URL or ONCEUPLOAD_API=URL.", apiURL)
+	case client.ErrServerSpeaksHTTP:
+		return host + " speaks plain HTTP, not HTTPS: use http:// in --api (or ONCEUPLOAD_API)"
+	case client.ErrServerSpeaksHTTPS:
+		return host + " speaks HTTPS, not plain HTTP: use https:// in --api (or ONCEUPLOAD_API)"
+	case client.ErrCertificate:
+		return e.FaultSentence() + ": check the host in --api (or ONCEUPLOAD_API), or have this system trust the certificate's authority (SSL_CERT_FILE)"
+	}
+	return e.Error()
 }
 
 // abortTimeout bounds abortPending: the abort is a courtesy, not worth
@@ -454,7 +557,8 @@ func abortPending(ctx context.Context, c *client.Client, u *api.Upload, file str
 }
 
 // report prints a file's outcome: a JSON line, or file, status, upload id
-// and a note.
+// (labelled "upload", so that it is not taken for a checksum) and a note,
+// separated by tabs: "photo.jpg\tcompleted\tupload 1f3a…".
 func report(stdout io.Writer, o options, file, key string, replayed bool, u api.Upload, note string) {
 	if o.json {
 		line, _ := json.Marshal(struct {
@@ -470,33 +574,7 @@ func report(stdout io.Writer, o options, file, key string, replayed bool, u api.
 	if note != "" {
 		note = " (" + note + ")"
 	}
-	fmt.Fprintf(stdout, "%s\t%s\t%s%s\n", file, u.Status, u.UploadID, note)
-}
-
-// firstContact is the API's transport: it notes whether any answer ever
-// came, so that a refused connection before the first one, most likely the
-// wrong --api, fails at once with advice instead of being retried for
-// minutes. Later refusals (a network or server that drops) are retried.
-type firstContact struct {
-	next     http.RoundTripper
-	answered atomic.Bool
-}
-
-func (f *firstContact) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := f.next.RoundTrip(r)
-	if err == nil {
-		f.answered.Store(true)
-	}
-	return resp, err
-}
-
-func (f *firstContact) contacted() bool { return f.answered.Load() }
-
-func (f *firstContact) checkRetry(resp *http.Response, body []byte, err error) bool {
-	if err != nil && !f.contacted() && errors.Is(err, syscall.ECONNREFUSED) {
-		return false
-	}
-	return client.DefaultCheckRetry(resp, body, err)
+	fmt.Fprintf(stdout, "%s\t%s\tupload %s%s\n", file, u.Status, u.UploadID, note)
 }
 
 // terminalBar is one progress bar over a file's bytes, across its parts.

@@ -131,9 +131,9 @@ func TestCLIEndToEnd(t *testing.T) {
 		return exec.Command(bin, append([]string{"--api", st.APIURL, "--state", state, "--json"}, args...)...)
 	}
 	type line struct {
-		Key, File string
-		Replayed  bool
-		Upload    struct{ UploadID, Status string }
+		Key, File, Note string
+		Replayed        bool
+		Upload          struct{ UploadID, Status string }
 	}
 	runJSON := func(args ...string) line {
 		t.Helper()
@@ -216,14 +216,19 @@ func TestCLIEndToEnd(t *testing.T) {
 	if resumed.Key != stored || resumed.Upload.UploadID != uploadID || resumed.Upload.Status != "completed" || objects() != 2 {
 		t.Fatalf("resumed = %+v (stored key %s, upload %s), objects %d", resumed, stored, uploadID, objects())
 	}
+	// The PUT cut short stored nothing: the rerun sent the whole file, and
+	// says so, not "already uploaded".
+	if want := "resumed with this key: the create was replayed and the whole file sent"; resumed.Note != want {
+		t.Errorf("resumed note %q; want %q", resumed.Note, want)
+	}
 	// Run again: "already uploaded", from the state file, with nothing sent
 	// (through a proxy where nothing listens, any request would fail).
 	port, _ := services.FreePort()
 	var outBuf bytes.Buffer
 	again2 := exec.Command(bin, "--api", st.APIURL, "--state", state, "--proxy", "http://127.0.0.1:"+strconv.Itoa(port), big)
 	again2.Stdout = &outBuf
-	if err := again2.Run(); err != nil || !strings.Contains(outBuf.String(), "already uploaded") || !strings.Contains(outBuf.String(), resumed.Upload.UploadID) {
-		t.Errorf("again after completion: %v, %q; want \"already uploaded\" with %s", err, outBuf.String(), resumed.Upload.UploadID)
+	if err := again2.Run(); err != nil || !strings.Contains(outBuf.String(), "already uploaded") || !strings.HasPrefix(outBuf.String(), big+"\tcompleted\tupload "+resumed.Upload.UploadID+" (") {
+		t.Errorf("again after completion: %v, %q; want \"already uploaded\" with upload %s", err, outBuf.String(), resumed.Upload.UploadID)
 	}
 
 	// Rejected by the server: exit 3.
