@@ -86,8 +86,8 @@ test: lint web
 # testdata/fuzz/ and runs as an ordinary test from then on.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
-	./pkg/api/:FuzzParseIdempotencyKey ./pkg/upload/:FuzzDecodeCreateRequest \
-	./pkg/upload/:FuzzParseUploadID ./pkg/upload/:FuzzFinalizeObjectKey ./pkg/upload/:FuzzDecodeSignPartsRequest ./pkg/upload/:FuzzDecodeCompleteRequest \
+	./pkg/api/:FuzzParseIdempotencyKey ./internal/upload/:FuzzDecodeCreateRequest \
+	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./internal/upload/:FuzzDecodeSignPartsRequest ./internal/upload/:FuzzDecodeCompleteRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:

@@ -207,7 +207,7 @@ function log(message, fields, level = 'INFO') {
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg: message, ...fields })}\n`);
 }
 
-// Validation mirrors pkg/upload/request.go; it runs before the idempotency
+// Validation mirrors internal/upload/request.go; it runs before the idempotency
 // claim, so invalid requests cost no DynamoDB call (as in ours).
 
 function parseIdempotencyKey(header) {

@@ -22,8 +22,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // QueueAPI is the part of *sqs.Client the replay uses.
@@ -62,7 +62,7 @@ const (
 	attrCompletedAt = "data.completed_at"
 )
 
-// timeFormat is pkg/upload's format of data.completed_at: UTC with
+// timeFormat is internal/upload's format of data.completed_at: UTC with
 // milliseconds, every value the same length ("2026-12-01T10:00:00.000Z"),
 // so that comparing the strings compares the times.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -19,9 +19,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // The whole replay, with real parts: an upload whose S3 event finalize

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/onceupload/onceupload/internal/upload"
 )
 
 // randomChunk is how many bytes of WriteRandom's file one goroutine

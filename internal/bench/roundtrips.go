@@ -19,9 +19,9 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/wiring"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // RoundTrips are the DynamoDB calls one request of each kind sends, and the

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Bounds of MAX_PENDING_MULTIPART_PER_TENANT.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/onceupload/onceupload/internal/upload"
 )
 
 func env(m map[string]string) func(string) (string, bool) {

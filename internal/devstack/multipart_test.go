@@ -18,9 +18,9 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // The multipart routes through the front door, as API clients see them:

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // newMultipartOnly is S3 as far as creating a multipart upload: enough for

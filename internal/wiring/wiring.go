@@ -22,9 +22,9 @@ import (
 	"github.com/onceupload/onceupload/internal/callcount"
 	appconfig "github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Options adjust what Service builds; the dev stack and the benchmarks set

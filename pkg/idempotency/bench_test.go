@@ -19,7 +19,7 @@ func (okDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamo
 	return &dynamodb.PutItemOutput{}, nil
 }
 
-// BenchmarkClaim is one fresh claim of the record pkg/upload writes: the
+// BenchmarkClaim is one fresh claim of the record internal/upload writes: the
 // store's own allocations (store), and the whole call through the SDK to a
 // local DynamoDB (dynoxide), whose figure includes the SDK's serialisation
 // and HTTP. make bench prints both.

@@ -14,7 +14,7 @@
 // [HandlerOptions].
 //
 // Underneath, a [Store] keeps the records and knows nothing about what the
-// requests do; callers with their own state machine (pkg/upload) use it
+// requests do; callers with their own state machine (internal/upload) use it
 // directly. A record is addressed by an [ID], a fixed-length hash of
 // (tenant, key), and carries:
 //
@@ -23,7 +23,7 @@
 //     the same key can never touch a newer one;
 //   - a state: [StateInProgress] with a lease while side-effecting work
 //     runs; [StatePending] with a recorded response; a caller's own states
-//     in between (pkg/upload's "aborting"), treated like pending; and the
+//     in between (internal/upload's "aborting"), treated like pending; and the
 //     final [StateCompleted] and [StateAborted], which no update leaves;
 //   - an expiry (epoch seconds), the table's TTL attribute. Expiry is
 //     enforced here, never left to TTL deletion, which can lag for days: an
@@ -31,7 +31,7 @@
 //   - optionally a group ([Record.Group]), which it leaves when it reaches a
 //     final state: [DynamoStore.CountGroup] counts a group's live,
 //     unfinished records with one Query of a sparse index, so a caller can
-//     cap them (pkg/upload caps a tenant's open multipart uploads) with no
+//     cap them (internal/upload caps a tenant's open multipart uploads) with no
 //     counter that could drift.
 //
 // Every operation is one DynamoDB round trip (CountGroup one per 1 MB of

@@ -43,7 +43,7 @@ var _ Store = (*DynamoStore)(nil)
 
 // GroupCounter counts the records of a group (Record.Group). Both stores of
 // this package are one; a Store of your own need not be, unless its caller
-// counts (pkg/upload does when it caps a tenant's multipart uploads).
+// counts (internal/upload does when it caps a tenant's multipart uploads).
 type GroupCounter interface {
 	CountGroup(ctx context.Context, group string, except ID) (int, error)
 }

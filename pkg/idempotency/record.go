@@ -65,7 +65,7 @@ const (
 )
 
 // A caller may keep states of its own between a claim and a final state
-// (pkg/upload's "aborting"): the store treats any state other than these
+// (internal/upload's "aborting"): the store treats any state other than these
 // like StatePending.
 
 // Response is a recorded answer: a status code and a compact JSON body.
@@ -99,7 +99,7 @@ type Record struct {
 	// Not stored; LeaseExpiresAt is.
 	Lease time.Duration
 	// Group, if not empty, makes the record one of a group whose live,
-	// unfinished records a GroupCounter counts: pkg/upload puts a tenant's
+	// unfinished records a GroupCounter counts: internal/upload puts a tenant's
 	// multipart uploads in one, to cap how many it keeps open. A claim sets
 	// it; the update that moves the record to a final state (StateCompleted
 	// or StateAborted) removes it in the same write. So a record counts

@@ -37,7 +37,7 @@ func attributeShape(item map[string]types.AttributeValue) map[string]string {
 
 // TestStoredItems reads back what a claim and an update write, raw. The
 // default schema must stay the deployed table's, attribute for attribute:
-// the table, its TTL setting and pkg/upload rely on it.
+// the table, its TTL setting and internal/upload rely on it.
 func TestStoredItems(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)

@@ -278,7 +278,7 @@ func TestStoreConformance(t *testing.T) {
 		"a caller's own state passes, aborted is final": func(t *testing.T, st idempotency.Store, c *clock) {
 			id := idempotency.NewID("tenant-a", "key-abort")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			const aborting idempotency.State = "aborting" // pkg/upload's state between pending and aborted
+			const aborting idempotency.State = "aborting" // internal/upload's state between pending and aborted
 			got, err := st.Update(ctx, id, "c1", idempotency.Update{State: aborting, Data: map[string]types.AttributeValue{"reason": s("client")}})
 			if err != nil || got.State != aborting || !isS(got.Data["reason"], "client") || !isS(got.Data["size"], "42") {
 				t.Fatalf("to %s: %+v, %v", aborting, got, err)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Service is what the handler needs of *upload.Service.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/onceupload/onceupload/pkg/upload"
+	"github.com/onceupload/onceupload/internal/upload"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

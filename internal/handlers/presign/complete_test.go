@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // The optional body of a complete: decoded as strictly as the others, with

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // Routes FuzzHandle can take.

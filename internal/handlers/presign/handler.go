@@ -18,9 +18,9 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // AnonymousTenant is the tenant of requests without a principal when the

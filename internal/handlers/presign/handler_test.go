@@ -26,9 +26,9 @@ import (
 
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -37,7 +37,7 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 // fakePresigner signs nothing but is deterministic: the handler's output
 // can be compared with golden files. Real presigning is tested against a
-// real S3 server in pkg/upload.
+// real S3 server in internal/upload.
 type fakePresigner struct {
 	upload.Presigner // parts are not signed here
 	clock            *testenv.Clock

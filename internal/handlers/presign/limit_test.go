@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // A create past the tenant's cap on unfinished multipart uploads is a 429

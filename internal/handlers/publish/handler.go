@@ -24,8 +24,8 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // EventBridgeAPI is what the handler calls; *eventbridge.Client has it.

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 // replayBus records PutEvents calls and refuses the entries whose upload
@@ -61,7 +61,7 @@ func (b *replayBus) put() []string {
 }
 
 // replayItem is an upload's record as the table holds it, shaped by hand
-// after pkg/idempotency's schema and pkg/upload's fields (the command's
+// after pkg/idempotency's schema and internal/upload's fields (the command's
 // integration tests use records written by the service itself).
 func replayItem(n int, state idempotency.State) map[string]types.AttributeValue {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

@@ -24,9 +24,9 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
-	"github.com/onceupload/onceupload/pkg/upload"
 )
 
 var (

@@ -5,7 +5,7 @@ package upload
 // ids, and the object keys of S3 events (the Idempotency-Key header's is in package api). Each also runs as a plain test over
 // its f.Add seeds and testdata/fuzz/<FuzzName>/; fuzz longer with e.g.
 //
-//	go test -run '^$' -fuzz '^FuzzDecodeCreateRequest$' -fuzztime 5m ./pkg/upload/
+//	go test -run '^$' -fuzz '^FuzzDecodeCreateRequest$' -fuzztime 5m ./internal/upload/
 
 import (
 	"bytes"
