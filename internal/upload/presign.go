@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/onceupload/onceupload/pkg/api"
 )
 
 // PresignInput is a PUT to presign: an object (PresignPutObject) or a part
@@ -91,4 +96,59 @@ func (p *S3Presigner) PresignUploadPart(ctx context.Context, in *PresignInput) (
 		return nil, fmt.Errorf("presign: %w", err)
 	}
 	return req, nil
+}
+
+// putInstructions tells a client how to use a presigned PUT: every signed
+// header but Host and Content-Length (HTTP clients set those), and when the
+// URL stops working, read from the URL itself so it is the signer's.
+func putInstructions(req *v4.PresignedHTTPRequest) (*api.PutInstructions, error) {
+	expires, err := presignedExpiry(req.URL)
+	if err != nil {
+		return nil, err
+	}
+	headers := make(map[string]string, len(req.SignedHeader))
+	for name, values := range req.SignedHeader {
+		switch {
+		case name == "Host" || name == "Content-Length" || len(values) == 0:
+		case strings.HasPrefix(name, "X-Amz-"):
+			headers[strings.ToLower(name)] = values[0]
+		default:
+			headers[name] = values[0]
+		}
+	}
+	return &api.PutInstructions{Method: http.MethodPut, URL: req.URL, Headers: headers, ExpiresAt: expires.Format(timeFormat)}, nil
+}
+
+// presignedExpiry reads when a SigV4 presigned URL stops working from its
+// own X-Amz-Date and X-Amz-Expires, so the reported time is the signer's.
+// It scans the query rather than parsing it: this is on the hot path.
+func presignedExpiry(rawURL string) (time.Time, error) {
+	param := func(name string) string {
+		_, query, _ := strings.Cut(rawURL, "?")
+		for query != "" {
+			var kv string
+			kv, query, _ = strings.Cut(query, "&")
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	signed, err := time.Parse("20060102T150405Z", param("X-Amz-Date"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("presigned URL date: %w", err)
+	}
+	secs, err := strconv.Atoi(param("X-Amz-Expires"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("presigned URL expiry: %w", err)
+	}
+	return signed.Add(time.Duration(secs) * time.Second).UTC(), nil
+}
+
+// urlLifetime is how long a URL signed now may last: PRESIGN_TTL, but never
+// past the claim's expiry, so no URL outlives the record that knows it.
+// SigV4 counts whole seconds, at least one.
+func (s *Service) urlLifetime(claimExpires time.Time) time.Duration {
+	left := claimExpires.Sub(s.opts.Now()).Truncate(time.Second)
+	return max(min(s.cfg.PresignTTL, left), time.Second)
 }
