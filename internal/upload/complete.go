@@ -175,7 +175,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	}
 	// The object is the one this Complete made, with what the service
 	// chose: no HeadObject needed.
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, ObjectCreated{
+	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, ObjectCreated{
 		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: aws.ToString(out.ETag),
 		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
 	}, nil)
@@ -242,10 +242,11 @@ func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (sto
 	return done, nil
 }
 
-// completion turns what complete did with rec's object into the record a
-// caller sees: completed (by this call, by finalize, or aborted by a
-// racing request, in which case complete removed the object), ErrNotFound
-// when the claim is gone, or an error for an object of the wrong size.
+// completion turns what recordCompletion did with rec's object into the
+// record a caller sees: completed (by this call, by finalize, or aborted by
+// a racing request, in which case recordCompletion removed the object),
+// ErrNotFound when the claim is gone, or an error for an object of the
+// wrong size.
 func completion(rec, done stored, outcome Outcome, err error) (stored, error) {
 	switch {
 	case err != nil:

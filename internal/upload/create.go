@@ -21,7 +21,7 @@ import (
 // store's ErrKeyReused, ErrInProgress and ErrUnavailable (test with
 // errors.Is).
 func (s *Service) Create(ctx context.Context, tenant, key string, req api.CreateRequest) (Result, error) {
-	r, err := canonical(req, &s.cfg)
+	r, err := validateCreate(req, &s.cfg)
 	if err != nil {
 		return Result{}, err
 	}

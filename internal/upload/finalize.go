@@ -66,7 +66,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 	}
 	head, err := s.headObject(ctx, obj.Key)
 	switch {
-	case isNotFound(err):
+	case isNoSuchKey(err):
 		s.opts.Logger.InfoContext(ctx, "finalize: skipped, S3 holds no object for this upload", "upload_id", uploadID)
 		return OutcomeSkipped, nil
 	case err != nil:
@@ -78,16 +78,18 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		// LastModified is when its upload began.
 		found.Time = obj.Time
 	}
-	_, outcome, err := s.complete(ctx, id, uploadID, found, foreign)
+	_, outcome, err := s.recordCompletion(ctx, id, uploadID, found, foreign)
 	return outcome, err
 }
 
-// complete moves the pending claim of obj to completed with one conditional
-// UpdateItem that also requires the claimed size. An object carrying
-// foreign headers (see foreignHeaders) matches no claim: its update
-// requires size 0, which no claim has, so it is refused and handled as an
-// object of the wrong size, with the record the refusal returns.
-func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
+// recordCompletion moves the pending claim of obj to completed with one
+// conditional UpdateItem that also requires the claimed size: finalize's
+// write, which Complete, Status and Abort make too once they see the
+// object. An object carrying foreign headers (see foreignHeaders) matches
+// no claim: its update requires size 0, which no claim has, so it is
+// refused and handled as an object of the wrong size, with the record the
+// refusal returns.
+func (s *Service) recordCompletion(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
 	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
 	if err != nil {
@@ -178,7 +180,7 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stor
 	case apiErrorCode(err) == "PreconditionFailed":
 		log.InfoContext(ctx, "finalize: the object was replaced since it was checked; kept")
 		return nil
-	case isNotFound(err):
+	case isNoSuchKey(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, idempotency.Classify(err))

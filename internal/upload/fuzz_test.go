@@ -197,7 +197,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if err := json.Unmarshal(body, &std); err != nil || std.Filename != req.Filename || std.ContentType != req.ContentType || std.SHA256 != req.SHA256 {
 			t.Fatalf("decoded %+v, encoding/json %+v (%v)", req, std, err)
 		}
-		canon, err := canonical(req, anyType)
+		canon, err := validateCreate(req, anyType)
 		if err != nil {
 			checkRefusal(t, body, err)
 			return
@@ -238,7 +238,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		} {
 			r2, err := DecodeCreateRequest(other)
 			if err == nil {
-				r2, err = canonical(r2, anyType)
+				r2, err = validateCreate(r2, anyType)
 			}
 			if err != nil {
 				t.Fatalf("spelling %d of an accepted request refused: %v\nfirst %q\nthen  %q", i, err, body, other)
@@ -268,7 +268,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 
 		// A narrower deployment refuses by its limits only, never by a
 		// different reading of the same request.
-		narrow, err := canonical(req, small)
+		narrow, err := validateCreate(req, small)
 		switch {
 		case canon.Size > small.MaxUploadBytes:
 			if !errors.Is(err, ErrFileTooLarge) {

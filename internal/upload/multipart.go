@@ -211,15 +211,15 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNotFound(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
-	case isNotFound(err):
+	case isNoSuchKey(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
 	}
 	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj, foreign)
+	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, obj, foreign)
 	return completion(rec, done, outcome, err)
 }
 

@@ -391,9 +391,10 @@ func jsonInt(raw jsontext.Value, name string) (int64, error) {
 	return n, nil
 }
 
-// canonical validates r against the contract and the deployment's limits and
-// returns it in canonical form (sha256 in lower case).
-func canonical(r api.CreateRequest, cfg *Config) (api.CreateRequest, error) {
+// validateCreate checks r's values against the contract and the
+// deployment's limits and returns r with sha256 in lower case, the form
+// that is fingerprinted, recorded and answered.
+func validateCreate(r api.CreateRequest, cfg *Config) (api.CreateRequest, error) {
 	if err := validFilename(r.Filename); err != nil {
 		return r, err
 	}
@@ -504,8 +505,9 @@ func isHex(s string) bool {
 }
 
 // fingerprint identifies a request for one key: method, route, tenant and
-// the canonical fields, each length-prefixed so no field can bleed into the
-// next. Never the raw JSON text, so whitespace and key order do not count.
+// the fields as validateCreate returns them, each length-prefixed so no
+// field can bleed into the next. Never the raw JSON text, so whitespace
+// and key order do not count.
 // partSize counts only when set, so single-PUT fingerprints are as before.
 // A multipart create without sha256 has "" in its place: every request
 // that gives one keeps the fingerprint it always had, and none that gives

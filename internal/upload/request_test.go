@@ -118,7 +118,7 @@ func TestDecodeAndValidate(t *testing.T) {
 	for _, tc := range cases {
 		req, err := DecodeCreateRequest([]byte(tc.body))
 		if err == nil {
-			_, err = canonical(req, cfg)
+			_, err = validateCreate(req, cfg)
 		}
 		var v *ValidationError
 		switch {
@@ -206,18 +206,18 @@ func TestContentTypeWhiteSpace(t *testing.T) {
 	t.Parallel()
 	cfg := &Config{MaxUploadBytes: 10}
 	for _, ct := range []string{" image/png", "image/png ", "\timage/png", "image/png\r\n", "image/png; a=b ", "  "} {
-		_, err := canonical(api.CreateRequest{Filename: "a.png", ContentType: ct, Size: 1, SHA256: sha}, cfg)
+		_, err := validateCreate(api.CreateRequest{Filename: "a.png", ContentType: ct, Size: 1, SHA256: sha}, cfg)
 		var v *ValidationError
 		if !errors.As(err, &v) || v.Field != "contentType" {
 			t.Errorf("contentType %q: err = %v, want a validation error on contentType", ct, err)
 		}
 	}
-	_, err := canonical(api.CreateRequest{Filename: "a.png", ContentType: " image/png", Size: 1, SHA256: sha}, cfg)
+	_, err := validateCreate(api.CreateRequest{Filename: "a.png", ContentType: " image/png", Size: 1, SHA256: sha}, cfg)
 	if err == nil || err.Error() != "contentType must not begin or end with white space" {
 		t.Errorf("leading space: %v", err)
 	}
 	for _, ct := range []string{"image/png", "image/png; a=b", "image/png ;a=b", `image/png; a="b c"`} {
-		r, err := canonical(api.CreateRequest{Filename: "a.png", ContentType: ct, Size: 1, SHA256: sha}, cfg)
+		r, err := validateCreate(api.CreateRequest{Filename: "a.png", ContentType: ct, Size: 1, SHA256: sha}, cfg)
 		if err != nil || r.ContentType != ct {
 			t.Errorf("contentType %q: %q, %v; want it accepted as sent", ct, r.ContentType, err)
 		}
@@ -261,7 +261,7 @@ func checkFormatRefused(t *testing.T, r rune) {
 	for _, raw := range []string{jsonQuote(name, false), jsonQuote(name, true)} { // raw, then \uXXXX
 		req, err := DecodeCreateRequest([]byte(`{"filename":` + raw + `,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`))
 		if err == nil {
-			_, err = canonical(req, &Config{MaxUploadBytes: 10})
+			_, err = validateCreate(req, &Config{MaxUploadBytes: 10})
 		}
 		if err == nil || err.Error() != want {
 			t.Errorf("filename %s (U+%04X): %v, want %q", raw, r, err, want)
@@ -279,7 +279,7 @@ func TestFingerprint(t *testing.T) {
 		t.Helper()
 		req, err := DecodeCreateRequest([]byte(body))
 		if err == nil {
-			req, err = canonical(req, cfg)
+			req, err = validateCreate(req, cfg)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)

@@ -40,17 +40,17 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNotFound(err) && rec.multipart() && s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter:
+	case isNoSuchKey(err) && rec.multipart() && s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter:
 		// No object, and the bucket's rule has aborted the S3 upload by now.
 		return s.markAborted(ctx, rec)
 	case err != nil:
-		if !isNotFound(err) {
+		if !isNoSuchKey(err) {
 			s.opts.Logger.WarnContext(ctx, "status: cannot check the object", "upload_id", rec.ClaimID, "error", err)
 		}
 		return rec, nil
 	}
 	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
-	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj, foreign)
+	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, obj, foreign)
 	if err != nil {
 		return rec, err
 	}
