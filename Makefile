@@ -87,7 +87,7 @@ test: lint web
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./internal/upload/:FuzzDecodeCreateRequest \
-	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./internal/upload/:FuzzDecodeSignPartsRequest ./internal/upload/:FuzzDecodeCompleteRequest \
+	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:

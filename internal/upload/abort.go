@@ -14,7 +14,7 @@ import (
 // Abort aborts a pending multipart upload: S3 first, so that no Complete
 // can succeed after the record says aborted; then the record, which from
 // then on answers with the aborted body. Aborting again answers the same.
-// Errors: ErrNotFound, ErrCompleted, *ValidationError (a single PUT), the
+// Errors: ErrNotFound, ErrCompleted, *api.RequestError (a single PUT), the
 // store's.
 func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID,

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkCreate(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		req, err := upload.DecodeCreateRequest(benchBody)
+		req, err := api.DecodeCreateRequest(benchBody)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,13 +56,13 @@ func BenchmarkCreate(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	svc, _ := benchService(b)
 	ctx := context.Background()
-	req, _ := upload.DecodeCreateRequest(benchBody)
+	req, _ := api.DecodeCreateRequest(benchBody)
 	if _, err := svc.Create(ctx, "tenant", "bench-key-replayed", req); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		req, _ := upload.DecodeCreateRequest(benchBody)
+		req, _ := api.DecodeCreateRequest(benchBody)
 		if r, err := svc.Create(ctx, "tenant", "bench-key-replayed", req); err != nil || r.Effect != upload.EffectReplayed {
 			b.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func BenchmarkFinalize(b *testing.B) {
 	finalizer := upload.New(store, nil, storedObjects{}, upload.Config{Bucket: "bench-bucket", Prefix: "uploads/"},
 		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	ctx := context.Background()
-	req, _ := upload.DecodeCreateRequest(benchBody)
+	req, _ := api.DecodeCreateRequest(benchBody)
 	keys := make([]string, 0, 1024)
 	for i := range 1024 {
 		r, err := svc.Create(ctx, "tenant", fmt.Sprintf("bench-key-%012d", i), req)

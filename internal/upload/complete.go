@@ -23,7 +23,7 @@ import (
 // and recorded, never repeated.
 //
 // req is the client's optional declaration. Parts, when given, must name
-// every part 1..partCount exactly once (else *ValidationError); each
+// every part 1..partCount exactly once (else *api.RequestError); each
 // declared SHA-256 is compared with the one S3 holds for that part, and any
 // difference is a *PartsMismatchError with nothing stored: the record stays
 // pending and the S3 upload stays, so the client can send those parts
@@ -31,15 +31,15 @@ import (
 // CompleteMultipartUpload, where S3 checks them against the parts once
 // more: a part replaced after the list is refused. SHA256, the whole file's,
 // fills the upload's sha256 when the create gave none; one that differs
-// from the upload's is a *ValidationError. It is recorded before S3 is
+// from the upload's is an *api.RequestError. It is recorded before S3 is
 // asked to complete, so that the completed body is the same whoever
 // records the completion, this call or finalize on the object's event,
 // and the first one recorded stays: a complete that then fails (a part
 // changed, S3 unavailable) leaves it, and a later or concurrent complete
-// with another is a *ValidationError too.
+// with another is an *api.RequestError too.
 //
 // Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
-// *PartsMismatchError, *ValidationError, the store's.
+// *PartsMismatchError, *api.RequestError, the store's.
 func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api.CompleteRequest) (Result, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err != nil {

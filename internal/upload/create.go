@@ -16,7 +16,8 @@ import (
 // (EffectCreated), or replays the answer recorded for the key
 // (EffectReplayed). The record holds the answer's body, the bytes every
 // replay returns; how to answer is the caller's choice. Errors:
-// *ValidationError, ErrFileTooLarge, ErrNeedsParts, ErrUnsupportedMedia,
+// *api.RequestError (a value the contract or the deployment refuses,
+// ErrFileTooLarge, ErrNeedsParts and ErrUnsupportedMedia among them),
 // ErrTooManyUploads (a new multipart upload past the tenant's cap), and the
 // store's ErrKeyReused, ErrInProgress and ErrUnavailable (test with
 // errors.Is).

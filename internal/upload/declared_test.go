@@ -115,7 +115,7 @@ func TestCreateWithoutSHA256(t *testing.T) {
 	}
 	single := requestFor([]byte("one PUT"), "text/plain")
 	single.SHA256 = ""
-	var v *upload.ValidationError
+	var v *api.RequestError
 	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00003", single); !errors.As(err, &v) || v.Field != "sha256" {
 		t.Fatalf("a single PUT without sha256: %v, want a 400 naming sha256", err)
 	}
@@ -291,7 +291,7 @@ func TestCompleteRecordsSHA256(t *testing.T) {
 	// one is a 400 and completes nothing.
 	g := newBigFile(t, 6<<20)
 	v := e.sendAll(t, "key-complete-sha-02", g)
-	var invalid *upload.ValidationError
+	var invalid *api.RequestError
 	if _, err := e.svc.Complete(ctx, "tenant", v.UploadID, api.CompleteRequest{SHA256: sum}); !errors.As(err, &invalid) || invalid.Field != "sha256" {
 		t.Fatalf("complete with another sha256 than the create's: %v, want a 400 naming sha256", err)
 	}
@@ -424,7 +424,7 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	// The client sends its part 1 again, then completes.
 	e.sendParts(t, u.UploadID, f, 1)
 	_, err = e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: otherSum})
-	var invalid *upload.ValidationError
+	var invalid *api.RequestError
 	if !errors.As(err, &invalid) || invalid.Field != "sha256" || !strings.Contains(invalid.Message, "differs from the sha256 recorded for this upload") {
 		t.Fatalf("complete with another sha256 than the one recorded: %v, want a 400 naming sha256", err)
 	}
@@ -496,7 +496,7 @@ func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
 
 	winner := -1
 	for i, err := range errs {
-		var invalid *upload.ValidationError
+		var invalid *api.RequestError
 		switch {
 		case err == nil:
 			if winner >= 0 {

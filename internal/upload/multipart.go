@@ -114,7 +114,7 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // upload. Each URL signs the part's exact length and SHA-256, so S3 itself
 // refuses other bytes. Signing keeps an upload that makes progress alive:
 // once less than half of its retention window remains, it restarts.
-// Errors: ErrNotFound, ErrNotPending, *ValidationError, the store's.
+// Errors: ErrNotFound, ErrNotPending, *api.RequestError, the store's.
 func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req api.SignPartsRequest) (Result, error) {
 	rec, u, err := s.pendingMultipart(ctx, tenant, uploadID)
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 
 // ListParts returns the parts S3 holds of a pending multipart upload, every
 // page of them, for a client that resumes. Errors: ErrNotFound,
-// ErrNotPending, *ValidationError, the store's.
+// ErrNotPending, *api.RequestError, the store's.
 func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Result, error) {
 	rec, _, err := s.pendingMultipart(ctx, tenant, uploadID)
 	if err != nil {

@@ -561,7 +561,7 @@ func TestSignPartsRefusals(t *testing.T) {
 	id := decode(t, created.Body).UploadID
 	for _, n := range []int{0, 3, -1} {
 		_, err := e.svc.SignParts(ctx, "tenant", id, api.SignPartsRequest{Parts: []api.PartToSign{{PartNumber: n, SHA256: f.partSum(1)}}})
-		var v *upload.ValidationError
+		var v *api.RequestError
 		if !errors.As(err, &v) || v.Field != "parts" || !strings.Contains(v.Message, "outside 1..2") {
 			t.Errorf("part %d of 2: %v, want the part number refused as outside 1..2", n, err)
 		}
@@ -580,7 +580,7 @@ func TestSignPartsRefusals(t *testing.T) {
 		"complete": func() error { _, err := e.svc.Complete(ctx, "tenant", sid, api.CompleteRequest{}); return err },
 		"abort":    func() error { _, err := e.svc.Abort(ctx, "tenant", sid); return err },
 	} {
-		var v *upload.ValidationError
+		var v *api.RequestError
 		if err := call(); !errors.As(err, &v) || v.Field != "uploadId" || !strings.Contains(v.Message, "single PUT") {
 			t.Errorf("%s of a single-PUT upload: %v, want it refused as a single PUT", name, err)
 		}

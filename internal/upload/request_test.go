@@ -1,10 +1,7 @@
 package upload
 
 import (
-	"bytes"
 	"errors"
-	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -20,7 +17,7 @@ func TestDecodeAndValidate(t *testing.T) {
 	cases := []struct {
 		name  string
 		body  string
-		field string // for a *ValidationError
+		field string // for a *api.RequestError
 		err   error  // for a sentinel
 	}{
 		{"valid", `{"filename":"a.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "", nil},
@@ -73,7 +70,7 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"size over max", `{"filename":"a.png","contentType":"image/png","size":1001,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
 		{"size over int64", `{"filename":"a.png","contentType":"image/png","size":99999999999999999999999,"sha256":"` + sha + `"}`, "", ErrFileTooLarge},
 		{"type not allowed", `{"filename":"a.txt","contentType":"text/plain","size":1,"sha256":"` + sha + `"}`, "", ErrUnsupportedMedia},
-		{"body too large", `{"filename":"` + strings.Repeat("a", api.MaxBodyBytes) + `"}`, "", ErrBodyTooLarge},
+		{"body too large", `{"filename":"` + strings.Repeat("a", api.MaxBodyBytes) + `"}`, "", api.ErrBodyTooLarge},
 
 		// A surrogate escape counts only as half of a high-low pair: alone
 		// it would read as U+FFFD, and two bodies as one.
@@ -116,11 +113,11 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"filename right-to-left script", `{"filename":"שלום.png","contentType":"image/png","size":1,"sha256":"` + sha + `"}`, "", nil},
 	}
 	for _, tc := range cases {
-		req, err := DecodeCreateRequest([]byte(tc.body))
+		req, err := api.DecodeCreateRequest([]byte(tc.body))
 		if err == nil {
 			_, err = validateCreate(req, cfg)
 		}
-		var v *ValidationError
+		var v *api.RequestError
 		switch {
 		case tc.field == "" && tc.err == nil:
 			if err != nil {
@@ -136,68 +133,6 @@ func TestDecodeAndValidate(t *testing.T) {
 	}
 }
 
-// A sign body is as strict as a create body, and a refusal inside the
-// parts says which part.
-func TestDecodeSignPartsRequestStrict(t *testing.T) {
-	t.Parallel()
-	part := `{"partNumber":1,"sha256":"` + sha + `"}`
-	cases := []struct{ body, field, message string }{
-		{`{"parts":[` + part + `]}`, "", ""},
-		{`{"parts":[` + part + `],"parts":[]}`, "parts", "parts is given twice"},
-		{`{"Parts":[` + part + `]}`, "body", `unknown field "Parts"`},
-		{`{"parts":[` + part + `],"extra":1}`, "body", `unknown field "extra"`},
-		{`{"parts":[` + part + `,{"partNumber":2,"partNumber":3,"sha256":"` + sha + `"}]}`, "parts", "parts[1] holds a member name twice"},
-		{`{"parts":[{"partNumber":1,"sha256":"` + sha + `","extra":1}]}`, "parts", "parts[0] must be an object with partNumber and sha256"},
-		{`{"parts":[{"PartNumber":1,"sha256":"` + sha + `"}]}`, "parts", "parts[0] must be an object with partNumber and sha256"},
-		{`{"parts":null}`, "parts", "parts must be an array"},
-		{`{"parts":[` + part + `]} {}`, "body", "the request body must be one JSON object"},
-		{"{\"parts\":[{\"partNumber\":1,\"sha256\":\"\xff\"}]}", "body", "the request body is not valid UTF-8"},
-		{`{"parts":[` + part + `,{"partNumber":2,"sha256":"\ud800` + sha[1:] + `"}]}`, "parts", `parts[1] must not contain a lone surrogate escape (\uD800 to \uDFFF outside a high-low pair)`},
-	}
-	for _, tc := range cases {
-		_, err := DecodeSignPartsRequest([]byte(tc.body))
-		var v *ValidationError
-		switch {
-		case tc.field == "":
-			if err != nil {
-				t.Errorf("%s: %v, want accepted", tc.body, err)
-			}
-		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
-			t.Errorf("%s: err = %#v, want %s: %q", tc.body, err, tc.field, tc.message)
-		}
-	}
-}
-
-// A lone surrogate escape is refused, never read as U+FFFD: were it
-// replaced, "a\ud800.txt" and "a\udfff.txt" would be one request, and the
-// second would replay the first's answer instead of a 422. The decoder
-// (encoding/json/v2) refuses it; this holds that, and that the message
-// names the member. A pair, in either case of hex, is one character.
-func TestLoneSurrogateEscapes(t *testing.T) {
-	t.Parallel()
-	body := func(filename string) []byte {
-		return []byte(`{"filename":"` + filename + `","contentType":"text/plain","size":1,"sha256":"` + sha + `"}`)
-	}
-	const want = `filename must not contain a lone surrogate escape (\uD800 to \uDFFF outside a high-low pair)`
-	for _, name := range []string{`a\ud800.txt`, `a\udfff.txt`, `a\uDBFF.txt`, `a\udc00.txt`, `a\ud800`, `\ud800\u0041`, `\udfff\ud800`, `\ud800\\ud800`} {
-		_, err := DecodeCreateRequest(body(name))
-		var v *ValidationError
-		if !errors.As(err, &v) || v.Field != "filename" || v.Message != want {
-			t.Errorf("filename %s: err = %#v, want %q", name, err, want)
-		}
-	}
-	for escaped, want := range map[string]string{`a\ud83d\ude00.txt`: "a😀.txt", `a\uD83D\uDE00.txt`: "a😀.txt", `\udbff\udfff`: "\U0010FFFF", `\ufffd`: "\uFFFD"} {
-		req, err := DecodeCreateRequest(body(escaped))
-		if err != nil || req.Filename != want {
-			t.Errorf("filename %s: %q, %v; want %q", escaped, req.Filename, err, want)
-		}
-	}
-	// Truncated within an escape, the body is not one JSON object.
-	if _, err := DecodeCreateRequest([]byte(`{"filename":"\ud800`)); err == nil || err.Error() != "the request body must be one JSON object" {
-		t.Errorf("truncated after a high surrogate: %v", err)
-	}
-}
-
 // contentType is recorded, signed and answered as sent, so it is refused
 // with white space at either end rather than trimmed: a header cannot carry
 // that space, and " image/png" must not be a second request for the
@@ -207,13 +142,13 @@ func TestContentTypeWhiteSpace(t *testing.T) {
 	cfg := &Config{MaxUploadBytes: 10}
 	for _, ct := range []string{" image/png", "image/png ", "\timage/png", "image/png\r\n", "image/png; a=b ", "  "} {
 		_, err := validateCreate(api.CreateRequest{Filename: "a.png", ContentType: ct, Size: 1, SHA256: sha}, cfg)
-		var v *ValidationError
+		var v *api.RequestError
 		if !errors.As(err, &v) || v.Field != "contentType" {
 			t.Errorf("contentType %q: err = %v, want a validation error on contentType", ct, err)
 		}
 	}
 	_, err := validateCreate(api.CreateRequest{Filename: "a.png", ContentType: " image/png", Size: 1, SHA256: sha}, cfg)
-	if err == nil || err.Error() != "contentType must not begin or end with white space" {
+	if err == nil || err.Error() != "contentType must not begin or end with white space." {
 		t.Errorf("leading space: %v", err)
 	}
 	for _, ct := range []string{"image/png", "image/png; a=b", "image/png ;a=b", `image/png; a="b c"`} {
@@ -253,13 +188,13 @@ func TestFilenameFormatCharacters(t *testing.T) {
 
 func checkFormatRefused(t *testing.T, r rune) {
 	t.Helper()
-	const want = "filename must not contain invisible format characters such as U+202E (right-to-left override) or U+200D (zero-width joiner)"
+	const want = "filename must not contain invisible format characters such as U+202E (right-to-left override) or U+200D (zero-width joiner)."
 	name := "a" + string(r) + ".png"
 	if err := validFilename(name); err == nil || err.Error() != want {
 		t.Errorf("validFilename(%q) (U+%04X) = %v, want %q", name, r, err, want)
 	}
 	for _, raw := range []string{jsonQuote(name, false), jsonQuote(name, true)} { // raw, then \uXXXX
-		req, err := DecodeCreateRequest([]byte(`{"filename":` + raw + `,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`))
+		req, err := api.DecodeCreateRequest([]byte(`{"filename":` + raw + `,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`))
 		if err == nil {
 			_, err = validateCreate(req, &Config{MaxUploadBytes: 10})
 		}
@@ -277,7 +212,7 @@ func TestFingerprint(t *testing.T) {
 	cfg := &Config{MaxUploadBytes: 1 << 30}
 	fp := func(tenant, body string) string {
 		t.Helper()
-		req, err := DecodeCreateRequest([]byte(body))
+		req, err := api.DecodeCreateRequest([]byte(body))
 		if err == nil {
 			req, err = validateCreate(req, cfg)
 		}
@@ -351,88 +286,6 @@ func TestFingerprintOptionalSHA256(t *testing.T) {
 	}
 }
 
-// A complete body is optional and as strict as the others; a refusal says
-// what is wrong, and inside the parts which part.
-func TestDecodeCompleteRequest(t *testing.T) {
-	t.Parallel()
-	part := func(n int, sum string) string { return `{"partNumber":` + strconv.Itoa(n) + `,"sha256":"` + sum + `"}` }
-	upper := strings.ToUpper(sha)
-	cases := []struct {
-		name, body, field, message string
-		want                       api.CompleteRequest
-	}{
-		{"no body", ``, "", "", api.CompleteRequest{}},
-		{"empty object", `{}`, "", "", api.CompleteRequest{}},
-		{"parts", `{"parts":[` + part(2, sha) + `,` + part(1, upper) + `]}`, "", "",
-			api.CompleteRequest{Parts: []api.PartToSign{{PartNumber: 2, SHA256: sha}, {PartNumber: 1, SHA256: sha}}}},
-		{"sha256 only", `{"sha256":"` + upper + `"}`, "", "", api.CompleteRequest{SHA256: sha}},
-		{"both", ` {"sha256":"` + sha + `", "parts":[` + part(1, sha) + `]} `, "", "",
-			api.CompleteRequest{Parts: []api.PartToSign{{PartNumber: 1, SHA256: sha}}, SHA256: sha}},
-		{"white space only", ` `, "body", "the request body must be one JSON object", api.CompleteRequest{}},
-		{"null", `null`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
-		{"array", `[]`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
-		{"unknown member", `{"parts":[` + part(1, sha) + `],"extra":1}`, "body", `unknown field "extra"`, api.CompleteRequest{}},
-		{"member in another case", `{"SHA256":"` + sha + `"}`, "body", `unknown field "SHA256"`, api.CompleteRequest{}},
-		{"parts twice", `{"parts":[` + part(1, sha) + `],"parts":[` + part(1, sha) + `]}`, "parts", "parts is given twice", api.CompleteRequest{}},
-		{"parts empty", `{"parts":[]}`, "parts", "parts must list every part of the upload, 1 to 10000 of them; leave it out to complete from what S3 holds", api.CompleteRequest{}},
-		{"parts null", `{"parts":null}`, "parts", "parts must be an array", api.CompleteRequest{}},
-		{"parts an object", `{"parts":{"1":"` + sha + `"}}`, "parts", "parts must be an array", api.CompleteRequest{}},
-		{"part number twice", `{"parts":[` + part(1, sha) + `,` + part(2, sha) + `,` + part(1, sha) + `]}`, "parts", "part 1 is listed twice", api.CompleteRequest{}},
-		{"part number a fraction", `{"parts":[{"partNumber":1.5,"sha256":"` + sha + `"}]}`, "parts", "parts[0].partNumber must be a whole number", api.CompleteRequest{}},
-		{"part number a string", `{"parts":[{"partNumber":"1","sha256":"` + sha + `"}]}`, "parts", "parts[0].partNumber must be a whole number", api.CompleteRequest{}},
-		{"part sha256 short", `{"parts":[` + part(1, sha) + `,` + part(2, "abc") + `]}`, "parts", "parts[1].sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"part sha256 not hex", `{"parts":[` + part(1, strings.Repeat("g", 64)) + `]}`, "parts", "parts[0].sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"part with another member", `{"parts":[{"partNumber":1,"sha256":"` + sha + `","size":3}]}`, "parts", "parts[0] must be an object with partNumber and sha256", api.CompleteRequest{}},
-		{"part without sha256", `{"parts":[{"partNumber":1}]}`, "parts", "parts[0].sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"sha256 short", `{"sha256":"abc"}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"sha256 empty", `{"sha256":""}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"sha256 a number", `{"sha256":1}`, "sha256", "sha256 must be 64 hex characters", api.CompleteRequest{}},
-		{"invalid UTF-8", "{\"sha256\":\"\xff\"}", "body", "the request body is not valid UTF-8", api.CompleteRequest{}},
-		{"two objects", `{} {}`, "body", "the request body must be one JSON object", api.CompleteRequest{}},
-	}
-	for _, tc := range cases {
-		got, err := DecodeCompleteRequest([]byte(tc.body))
-		var v *ValidationError
-		switch {
-		case tc.field == "":
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
-			}
-		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
-			t.Errorf("%s: err = %#v, want %s: %q", tc.name, err, tc.field, tc.message)
-		}
-	}
-
-	// Every part of the largest upload fits, compact or indented; one byte
-	// more than the limit does not.
-	entries := make([]string, api.MaxParts)
-	for i := range entries {
-		entries[i] = "\n    " + part(i+1, sha)
-	}
-	all := []byte(`{"sha256":"` + sha + `","parts":[` + strings.Join(entries, ",") + "\n]}")
-	indented := bytes.ReplaceAll(bytes.ReplaceAll(all, []byte(`{"partNumber":`), []byte("{\n      \"partNumber\": ")), []byte(`,"sha256":`), []byte(",\n      \"sha256\": "))
-	for name, body := range map[string][]byte{"compact": all, "indented": indented} {
-		if len(body) > MaxCompleteBodyBytes {
-			t.Errorf("%s: a declaration of %d parts takes %d bytes, over the limit", name, api.MaxParts, len(body))
-		}
-		got, err := DecodeCompleteRequest(body)
-		if err != nil || len(got.Parts) != api.MaxParts || got.Parts[api.MaxParts-1].PartNumber != api.MaxParts {
-			t.Errorf("%s: %d parts, %v", name, len(got.Parts), err)
-		}
-	}
-	tooMany := []byte(`{"parts":[` + strings.Join(append(entries, part(api.MaxParts+1, sha)), ",") + `]}`)
-	if _, err := DecodeCompleteRequest(tooMany); err == nil || !strings.Contains(err.Error(), "1 to 10000") {
-		t.Errorf("%d parts: %v", api.MaxParts+1, err)
-	}
-	over := append([]byte(`{}`), bytes.Repeat([]byte(" "), MaxCompleteBodyBytes-1)...)
-	if _, err := DecodeCompleteRequest(over); !errors.Is(err, ErrCompleteBodyTooLarge) {
-		t.Errorf("a body of %d bytes: %v, want ErrCompleteBodyTooLarge", len(over), err)
-	}
-	if _, err := DecodeCompleteRequest(over[:MaxCompleteBodyBytes]); err != nil {
-		t.Errorf("a body of exactly %d bytes: %v", MaxCompleteBodyBytes, err)
-	}
-}
-
 // A declaration names every part of the upload exactly once, and a whole
 // file sha256 at complete never contradicts the one recorded (the create's
 // or an earlier complete's).
@@ -473,13 +326,13 @@ func TestCheckDeclaration(t *testing.T) {
 			"parts must name every part 1..25 exactly once; it leaves out 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 12 more"},
 	} {
 		err := checkDeclaration(tc.rec, u, tc.req)
-		var v *ValidationError
+		var v *api.RequestError
 		switch {
 		case tc.field == "":
 			if err != nil {
 				t.Errorf("%s: %v, want accepted", tc.name, err)
 			}
-		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message:
+		case !errors.As(err, &v) || v.Field != tc.field || v.Message != tc.message+".":
 			t.Errorf("%s: err = %#v, want %s: %q", tc.name, err, tc.field, tc.message)
 		}
 	}
@@ -488,22 +341,6 @@ func TestCheckDeclaration(t *testing.T) {
 	}
 	if got := (&PartsMismatchError{Mismatched: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Count: 13}).Error(); !strings.HasSuffix(got, "9, 10 and 3 more") {
 		t.Errorf("PartsMismatchError: %q", got)
-	}
-}
-
-// BenchmarkDecodeCompleteRequest decodes the largest declaration: every
-// part of a 10,000-part upload.
-func BenchmarkDecodeCompleteRequest(b *testing.B) {
-	entries := make([]string, api.MaxParts)
-	for i := range entries {
-		entries[i] = `{"partNumber":` + strconv.Itoa(i+1) + `,"sha256":"` + sha + `"}`
-	}
-	body := []byte(`{"parts":[` + strings.Join(entries, ",") + `]}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := DecodeCompleteRequest(body); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 
@@ -532,32 +369,5 @@ func TestAllows(t *testing.T) {
 	}
 	if !(&Config{}).allows("anything/at-all") {
 		t.Error("an empty list must allow any type")
-	}
-}
-
-// BenchmarkDecodeCreateRequest is the strict decoding of a create body
-// alone, the part of BenchmarkCreate that DecodeCreateRequest owns.
-func BenchmarkDecodeCreateRequest(b *testing.B) {
-	body := []byte(`{"filename":"photo.jpg","contentType":"image/jpeg","size":48213,"sha256":"` + sha + `"}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := DecodeCreateRequest(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkDecodeSignPartsRequest decodes a sign body of ten parts.
-func BenchmarkDecodeSignPartsRequest(b *testing.B) {
-	parts := make([]string, 10)
-	for i := range parts {
-		parts[i] = `{"partNumber":` + strconv.Itoa(i+1) + `,"sha256":"` + sha + `"}`
-	}
-	body := []byte(`{"parts":[` + strings.Join(parts, ",") + `]}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := DecodeSignPartsRequest(body); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

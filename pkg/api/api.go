@@ -1,7 +1,9 @@
 // Package api is the HTTP contract of onceupload: the request and response
 // bodies, statuses, error codes and limits that the server and every client
-// share. It has no AWS dependency, so a program that only uploads files
-// links none of the server's SDK clients.
+// share, and the strict decoders of the request bodies and the
+// Idempotency-Key header (decode.go), which refuse with a *RequestError
+// written for the client. It has no AWS dependency, so a program that only
+// uploads files links none of the server's SDK clients.
 //
 // The routes (docs/api.md has the whole contract):
 //
@@ -14,7 +16,6 @@
 package api
 
 import (
-	"errors"
 	"strings"
 )
 
@@ -22,6 +23,12 @@ import (
 const (
 	// MaxBodyBytes is the largest create or sign request body, in raw bytes.
 	MaxBodyBytes = 16 << 10
+	// MaxCompleteBodyBytes is the largest complete body, in raw bytes: a
+	// declaration of all 10,000 parts takes about 970 KB as compact JSON and
+	// about 1.25 MB indented, so 2 MiB holds it either way. It fits API
+	// Gateway's 10 MB payload and, JSON-escaped or base64-encoded in the event,
+	// Lambda's 6 MB synchronous invocation.
+	MaxCompleteBodyBytes = 2 << 20
 	// MinKeyLen and MaxKeyLen bound an Idempotency-Key, counted after
 	// unquoting.
 	MinKeyLen = 16
@@ -251,8 +258,9 @@ type StoredPart struct {
 
 // Errors of ParseIdempotencyKey.
 var (
-	ErrKeyMissing = errors.New("the Idempotency-Key header is required")
-	ErrKeyInvalid = errors.New("the Idempotency-Key header must be 16 to 255 visible ASCII characters other than a comma")
+	ErrKeyMissing = &RequestError{Code: CodeKeyRequired, Field: "Idempotency-Key", Message: "the Idempotency-Key header is required."}
+	ErrKeyInvalid = &RequestError{Code: CodeKeyInvalid, Field: "Idempotency-Key",
+		Message: "the Idempotency-Key header must be 16 to 255 visible ASCII characters other than a comma."}
 )
 
 // ParseIdempotencyKey returns the key carried by an Idempotency-Key header

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
-	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -46,9 +45,9 @@ func TestCompleteBody(t *testing.T) {
 	}{
 		{"a wrong declared part", complete(declare(1, wrong), false), 409, api.CodePartsMismatch, ": 1. Nothing was completed", "error-409-parts-mismatch"},
 		{"a wrong declared part, base64", complete(declare(1, wrong), true), 409, api.CodePartsMismatch, ": 1.", ""},
-		{"a wrong declaration padded to the limit", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes), false), 409, api.CodePartsMismatch, ": 1.", ""},
-		{"one byte over the limit", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes+1), false), 413, api.CodeRequestTooLarge, "2097152", ""},
-		{"over the limit, base64", complete(padTo(declare(1, wrong), upload.MaxCompleteBodyBytes+4), true), 413, api.CodeRequestTooLarge, "", ""},
+		{"a wrong declaration padded to the limit", complete(padTo(declare(1, wrong), api.MaxCompleteBodyBytes), false), 409, api.CodePartsMismatch, ": 1.", ""},
+		{"one byte over the limit", complete(padTo(declare(1, wrong), api.MaxCompleteBodyBytes+1), false), 413, api.CodeRequestTooLarge, "2097152", ""},
+		{"over the limit, base64", complete(padTo(declare(1, wrong), api.MaxCompleteBodyBytes+4), true), 413, api.CodeRequestTooLarge, "", ""},
 		{"a part beyond partCount", complete(`{"parts":[{"partNumber":1,"sha256":"`+digest+`"},{"partNumber":2,"sha256":"`+digest+`"}]}`, false), 400, api.CodeInvalidRequest, "partNumber 2 is outside 1..1", ""},
 		{"no parts", complete(`{"parts":[]}`, false), 400, api.CodeInvalidRequest, "parts must list every part", ""},
 		{"an unknown member", complete(`{"part":[]}`, false), 400, api.CodeInvalidRequest, `unknown field`, ""},

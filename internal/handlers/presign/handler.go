@@ -164,11 +164,11 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if err != nil {
 		return upload.Result{}, err
 	}
-	body, err := requestBody(req, api.MaxBodyBytes, upload.ErrBodyTooLarge)
+	body, err := requestBody(req, api.MaxBodyBytes, api.ErrBodyTooLarge)
 	if err != nil {
 		return upload.Result{}, err
 	}
-	in, err := upload.DecodeCreateRequest(body)
+	in, err := api.DecodeCreateRequest(body)
 	if err != nil {
 		return upload.Result{}, err
 	}
@@ -177,11 +177,11 @@ func (h *Handler) create(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 // signParts decodes a sign-parts body and signs the parts it asks for.
 func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Result, error) {
-	body, err := requestBody(req, api.MaxBodyBytes, upload.ErrBodyTooLarge)
+	body, err := requestBody(req, api.MaxBodyBytes, api.ErrBodyTooLarge)
 	if err != nil {
 		return upload.Result{}, err
 	}
-	in, err := upload.DecodeSignPartsRequest(body)
+	in, err := api.DecodeSignPartsRequest(body)
 	if err != nil {
 		return upload.Result{}, err
 	}
@@ -191,11 +191,11 @@ func (h *Handler) signParts(ctx context.Context, req events.APIGatewayV2HTTPRequ
 // complete decodes a complete's optional body (none is no declaration) and
 // completes the upload.
 func (h *Handler) complete(ctx context.Context, req events.APIGatewayV2HTTPRequest, tenant, uploadID string) (upload.Result, error) {
-	body, err := requestBody(req, upload.MaxCompleteBodyBytes, upload.ErrCompleteBodyTooLarge)
+	body, err := requestBody(req, api.MaxCompleteBodyBytes, api.ErrCompleteBodyTooLarge)
 	if err != nil {
 		return upload.Result{}, err
 	}
-	in, err := upload.DecodeCompleteRequest(body)
+	in, err := api.DecodeCompleteRequest(body)
 	if err != nil {
 		return upload.Result{}, err
 	}
@@ -203,8 +203,9 @@ func (h *Handler) complete(ctx context.Context, req events.APIGatewayV2HTTPReque
 }
 
 // requestBody is the raw body: API Gateway passes bodies it does not deem
-// text in base64. One that cannot fit in limit bytes is tooLarge without
-// being decoded.
+// text in base64, an encoding of the transport that is the adapter's to
+// undo; the body itself is package api's to decode. One that cannot fit
+// in limit bytes is tooLarge without being decoded.
 func requestBody(req events.APIGatewayV2HTTPRequest, limit int, tooLarge error) ([]byte, error) {
 	if !req.IsBase64Encoded {
 		return []byte(req.Body), nil
@@ -219,7 +220,7 @@ func requestBody(req events.APIGatewayV2HTTPRequest, limit int, tooLarge error) 
 	return body, nil
 }
 
-var errUndecodableBody = errors.New("the request body could not be decoded")
+var errUndecodableBody = &api.RequestError{Code: api.CodeInvalidRequest, Field: "body", Message: "The request body could not be decoded."}
 
 // tenant is the principal the authorizer established, named with its
 // source so that identities from different sources never share a
@@ -253,28 +254,18 @@ func JWTTenant(iss, sub string) string {
 }
 
 // errorFor maps an error to its response and the request's outcome. Only
-// the messages written for clients reach them; anything unexpected is
-// logged and answered with a 500.
+// the messages written for clients reach them: a refused request's own
+// (*api.RequestError, from the decoders or the service), or the handler's
+// for a condition of the upload; anything unexpected is logged and
+// answered with a 500.
 func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2HTTPResponse, string) {
-	var validation *upload.ValidationError
+	var refused *api.RequestError
 	var inProgress *idempotency.InProgressError
 	var missing *upload.PartsMissingError
 	var mismatch *upload.PartsMismatchError
 	switch {
-	case errors.Is(err, errUndecodableBody):
-		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, "The request body could not be decoded."), telemetry.OutcomeInvalid
-	case errors.Is(err, api.ErrKeyMissing):
-		return errorResponse(http.StatusBadRequest, api.CodeKeyRequired, err.Error()+"."), telemetry.OutcomeInvalid
-	case errors.Is(err, api.ErrKeyInvalid):
-		return errorResponse(http.StatusBadRequest, api.CodeKeyInvalid, err.Error()+"."), telemetry.OutcomeInvalid
-	case errors.As(err, &validation):
-		return errorResponse(http.StatusBadRequest, api.CodeInvalidRequest, validation.Message+"."), telemetry.OutcomeInvalid
-	case errors.Is(err, upload.ErrBodyTooLarge), errors.Is(err, upload.ErrCompleteBodyTooLarge):
-		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeRequestTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
-	case errors.Is(err, upload.ErrFileTooLarge), errors.Is(err, upload.ErrNeedsParts):
-		return errorResponse(http.StatusRequestEntityTooLarge, api.CodeFileTooLarge, err.Error()+"."), telemetry.OutcomeInvalid
-	case errors.Is(err, upload.ErrUnsupportedMedia):
-		return errorResponse(http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, err.Error()+"."), telemetry.OutcomeInvalid
+	case errors.As(err, &refused):
+		return errorResponse(refusalStatus(refused.Code), refused.Code, refused.Message), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrNotFound):
 		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such upload."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrNotPending):
@@ -315,6 +306,17 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 	}
 	h.Logger.ErrorContext(ctx, "internal error", "error", err)
 	return errorResponse(http.StatusInternalServerError, api.CodeInternal, "Something went wrong on our side; retry later."), telemetry.OutcomeError
+}
+
+// refusalStatus is the HTTP status of a refused request's error code.
+func refusalStatus(code string) int {
+	switch code {
+	case api.CodeRequestTooLarge, api.CodeFileTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case api.CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
+	}
+	return http.StatusBadRequest // invalid_request and the Idempotency-Key's codes
 }
 
 // header finds a header by its lower-case name: API Gateway v2 lower-cases
