@@ -157,8 +157,15 @@ func TestWireTypesMatchSchemas(t *testing.T) {
 	}
 }
 
+// goOnlyTypes are pkg/api's exported types that are not wire bodies, with
+// why.
+var goOnlyTypes = map[string]string{
+	"RequestError": "a decoder's refusal in Go; the API sends it as an Error body",
+}
+
 // TestEveryWireTypeHasSchema: every exported type of pkg/api is the Go type
-// of a schema, so a new wire type cannot go undocumented.
+// of a schema (or, in goOnlyTypes, says why it is none), so a new wire type
+// cannot go undocumented.
 func TestEveryWireTypeHasSchema(t *testing.T) {
 	have := map[string]bool{}
 	for _, r := range wireTypes {
@@ -170,7 +177,7 @@ func TestEveryWireTypeHasSchema(t *testing.T) {
 		have[typ.Name()] = true
 	}
 	for _, name := range apiDecls(t, token.TYPE) {
-		if !have[name] {
+		if !have[name] && goOnlyTypes[name] == "" {
 			t.Errorf("pkg/api's type %s is the Go type of no schema: add it to openapi.yaml (or docs/events.schema.json) and to wireTypes", name)
 		}
 	}
