@@ -132,7 +132,9 @@ func TestGoldenItems(t *testing.T) {
 	finalize(put, upload.OutcomeDuplicate)
 
 	g.step("create a multipart upload without the file's sha256")
-	objects.onCreate = func(key string) { g.snapshot("multipart create, in progress with its lease", strings.TrimPrefix(key, cfg.Prefix)) }
+	objects.onCreate = func(key string) {
+		g.snapshot("multipart create, in progress with its lease", strings.TrimPrefix(key, cfg.Prefix))
+	}
 	mp := create("key-multipart-complete", multipart)
 	objects.onCreate = nil
 	g.snapshot("multipart, pending in the tenant's group", mp)
