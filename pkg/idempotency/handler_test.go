@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -258,10 +259,17 @@ func TestMakeIdempotent(t *testing.T) {
 	}
 }
 
-// failingStore fails Update or Release on top of a MemoryStore.
+// failingStore fails Claim, Update or Release on top of a MemoryStore.
 type failingStore struct {
 	*idempotency.MemoryStore
-	update, release error
+	claim, update, release error
+}
+
+func (f failingStore) Claim(ctx context.Context, rec idempotency.Record) (idempotency.ClaimResult, error) {
+	if f.claim != nil {
+		return idempotency.ClaimResult{}, f.claim
+	}
+	return f.MemoryStore.Claim(ctx, rec)
 }
 
 func (f failingStore) Update(ctx context.Context, id idempotency.ID, claim string, u idempotency.Update) (idempotency.Record, error) {
@@ -301,7 +309,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a claim that fails runs nothing", func(t *testing.T) {
-		store := idempotency.NewDynamoStore(fakeDynamo{err: unavailable}, "table")
+		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), claim: unavailable}
 		ran := false
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { ran = true; return receipt{}, nil }, opts)
 		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, unavailable) || ran {
@@ -340,3 +348,13 @@ func TestDefaultFingerprintEmbeddedJSON(t *testing.T) {
 		t.Fatalf("%d runs, want 2", runs)
 	}
 }
+
+type clock = testenv.Clock
+
+// newClock starts on a whole second, as records store expiry in seconds.
+func newClock() *clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
+
+const (
+	testTTL   = time.Hour
+	testLease = 10 * time.Second
+)

@@ -1,4 +1,4 @@
-package idempotency_test
+package recordstore_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 type clock = testenv.Clock
@@ -26,33 +26,33 @@ const (
 	testLease = 10 * time.Second
 )
 
-type storeFactory func(t *testing.T, c *clock) idempotency.Store
+type storeFactory func(t *testing.T, c *clock) recordstore.Store
 
 // factories are the stores every conformance case runs against: the real
 // one on a real local DynamoDB, and the in-memory one that must match it.
 func factories() map[string]storeFactory {
-	opts := func(c *clock) func(*idempotency.Options) {
-		return func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, c.Now }
+	opts := func(c *clock) func(*recordstore.Options) {
+		return func(o *recordstore.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, c.Now }
 	}
 	return map[string]storeFactory{
-		"memory": func(t *testing.T, c *clock) idempotency.Store {
-			return idempotency.NewMemoryStore(opts(c))
+		"memory": func(t *testing.T, c *clock) recordstore.Store {
+			return recordstore.NewMemoryStore(opts(c))
 		},
-		"dynoxide": func(t *testing.T, c *clock) idempotency.Store {
+		"dynoxide": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return recordstore.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
 		},
-		"dynalite": func(t *testing.T, c *clock) idempotency.Store {
+		"dynalite": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return recordstore.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
 		},
-		"dynoxide, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
+		"dynoxide, single-table schema": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
+			return recordstore.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
-		"dynalite, single-table schema": func(t *testing.T, c *clock) idempotency.Store {
+		"dynalite, single-table schema": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
+			return recordstore.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
 	}
 }
@@ -60,8 +60,8 @@ func factories() map[string]storeFactory {
 // singleTable lays records out as a single-table design would, with
 // Powertools' attribute names, "status" among them (a reserved word), and
 // a design's generic index for groups.
-func singleTable(o *idempotency.Options) {
-	o.Schema = idempotency.Schema{
+func singleTable(o *recordstore.Options) {
+	o.Schema = recordstore.Schema{
 		PartitionKey: "PK", SortKey: "SK", StaticPartitionValue: "ORDERS", KeyPrefix: "IDEMPOTENCY#",
 		ExpiresAt: "expiration", LeaseExpiresAt: "in_progress_expiration", State: "status",
 		ResponseBody: "result", Fingerprint: "validation", Group: "GSI1PK", GroupIndex: "GSI1",
@@ -72,15 +72,15 @@ func singleTable(o *idempotency.Options) {
 var singleTableIndex = testenv.Index{Name: "GSI1", PartitionKey: "GSI1PK", SortKey: "expiration"}
 
 // inGroup is rec as a member of group.
-func inGroup(rec idempotency.Record, group string) idempotency.Record {
+func inGroup(rec recordstore.Record, group string) recordstore.Record {
 	rec.Group = group
 	return rec
 }
 
 // wantCount checks what CountGroup says of group, leaving out except.
-func wantCount(t *testing.T, st idempotency.Store, group string, except idempotency.ID, want int) {
+func wantCount(t *testing.T, st recordstore.Store, group string, except recordstore.ID, want int) {
 	t.Helper()
-	got, err := st.(idempotency.GroupCounter).CountGroup(context.Background(), group, except)
+	got, err := st.(recordstore.GroupCounter).CountGroup(context.Background(), group, except)
 	if err != nil || got != want {
 		t.Fatalf("CountGroup(%q, except %q) = %d, %v; want %d", group, except, got, err, want)
 	}
@@ -98,19 +98,19 @@ func isS(av types.AttributeValue, want string) bool {
 	return ok && v.Value == want
 }
 
-func pending(id idempotency.ID, claim, fp, body string) idempotency.Record {
-	return idempotency.Record{
-		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StatePending,
-		Response: idempotency.Response{Status: 201, Body: []byte(body)},
+func pending(id recordstore.ID, claim, fp, body string) recordstore.Record {
+	return recordstore.Record{
+		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StatePending,
+		Response: recordstore.Response{Status: 201, Body: []byte(body)},
 		Data:     map[string]types.AttributeValue{"size": s("42"), "object": s("uploads/x")},
 	}
 }
 
-func inProgress(id idempotency.ID, claim, fp string) idempotency.Record {
-	return idempotency.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StateInProgress}
+func inProgress(id recordstore.ID, claim, fp string) recordstore.Record {
+	return recordstore.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StateInProgress}
 }
 
-func mustClaim(t *testing.T, st idempotency.Store, rec idempotency.Record) idempotency.ClaimResult {
+func mustClaim(t *testing.T, st recordstore.Store, rec recordstore.Record) recordstore.ClaimResult {
 	t.Helper()
 	res, err := st.Claim(context.Background(), rec)
 	if err != nil {
@@ -121,9 +121,9 @@ func mustClaim(t *testing.T, st idempotency.Store, rec idempotency.Record) idemp
 
 func TestStoreConformance(t *testing.T) {
 	ctx := context.Background()
-	cases := map[string]func(t *testing.T, st idempotency.Store, c *clock){
-		"claim then replay": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-claim-replay")
+	cases := map[string]func(t *testing.T, st recordstore.Store, c *clock){
+		"claim then replay": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-claim-replay")
 			first := mustClaim(t, st, pending(id, "c1", "fp", `{"n":1}`))
 			if first.Replayed {
 				t.Fatal("first claim replayed")
@@ -144,27 +144,27 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("Get = %+v, %v", got, err)
 			}
 		},
-		"another fingerprint is a reuse": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-reuse")
+		"another fingerprint is a reuse": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-reuse")
 			mustClaim(t, st, pending(id, "c1", "fp-1", `{}`))
 			_, err := st.Claim(ctx, pending(id, "c2", "fp-2", `{}`))
-			var conflict *idempotency.ConflictError
-			if !errors.Is(err, idempotency.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
+			var conflict *recordstore.ConflictError
+			if !errors.Is(err, recordstore.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
 				t.Fatalf("err = %v, want ErrKeyReused naming c1", err)
 			}
 		},
-		"expired record is absent and claimable": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-expiry")
+		"expired record is absent and claimable": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-expiry")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL)
 			if _, err := st.Get(ctx, id); err != nil {
 				t.Fatalf("Get at exactly the expiry second: %v, want the record", err)
 			}
 			c.Advance(time.Second)
-			if _, err := st.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("Get after expiry: %v, want ErrNotFound", err)
 			}
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted}); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("Update after expiry: %v, want ErrNotFound", err)
 			}
 			// Another fingerprint may claim it: the old claim no longer exists.
@@ -173,34 +173,34 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("claim after expiry = %+v, want a fresh claim c2", res)
 			}
 		},
-		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-revive")
+		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-revive")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			done, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true})
-			if err != nil || done.State != idempotency.StateCompleted || done.Expired(c.Now()) {
+			done, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true})
+			if err != nil || done.State != recordstore.StateCompleted || done.Expired(c.Now()) {
 				t.Fatalf("revive: %+v %v", done, err)
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StateCompleted {
+			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateCompleted {
 				t.Fatalf("Get after revive: %+v %v", got, err)
 			}
 			c.Advance(testTTL + time.Second)
 			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("revive of an older claim over a newer one: %v, want ErrNotFound", err)
 			}
 		},
-		"in progress blocks, then the lease can be taken over": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-lease")
+		"in progress blocks, then the lease can be taken over": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-lease")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			c.Advance(3 * time.Second)
 			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
-			var ip *idempotency.InProgressError
-			if !errors.As(err, &ip) || !errors.Is(err, idempotency.ErrInProgress) || ip.RetryAfter != 7*time.Second {
+			var ip *recordstore.InProgressError
+			if !errors.As(err, &ip) || !errors.Is(err, recordstore.ErrInProgress) || ip.RetryAfter != 7*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 7s", err)
 			}
-			if _, err := st.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, idempotency.ErrKeyReused) {
+			if _, err := st.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, recordstore.ErrKeyReused) {
 				t.Fatalf("other fingerprint during lease: %v, want ErrKeyReused", err)
 			}
 			c.Advance(testLease)
@@ -209,19 +209,19 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("takeover = %+v, want fresh claim c3", res)
 			}
 			// The first claimant's late work finds its claim gone.
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StatePending}); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("late update of a taken-over claim: %v, want ErrNotFound", err)
 			}
 		},
-		"a claim's own lease replaces the store's": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-own-lease")
+		"a claim's own lease replaces the store's": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-own-lease")
 			rec := inProgress(id, "c1", "fp")
 			rec.Lease = 3 * time.Second
 			if got := mustClaim(t, st, rec).Record; !got.LeaseExpiresAt.Equal(c.Now().Add(3*time.Second)) || got.Lease != 0 {
 				t.Fatalf("LeaseExpiresAt, Lease = %v, %v; want now+3s, 0 (not stored)", got.LeaseExpiresAt, got.Lease)
 			}
 			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
-			var ip *idempotency.InProgressError
+			var ip *recordstore.InProgressError
 			if !errors.As(err, &ip) || ip.RetryAfter != 3*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 3s", err)
 			}
@@ -230,14 +230,14 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("takeover after the claim's own lease = %+v, want fresh claim c3", res)
 			}
 		},
-		"record a response after in-progress work": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-record")
+		"record a response after in-progress work": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-record")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
-			got, err := st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, Response: &idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`)},
+			got, err := st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, Response: &recordstore.Response{Status: 201, Body: []byte(`{"ok":true}`)},
 				Data: map[string]types.AttributeValue{"upload": s("u-1")},
 			})
-			if err != nil || got.State != idempotency.StatePending || !got.LeaseExpiresAt.IsZero() || !isS(got.Data["upload"], "u-1") {
+			if err != nil || got.State != recordstore.StatePending || !got.LeaseExpiresAt.IsZero() || !isS(got.Data["upload"], "u-1") {
 				t.Fatalf("Update = %+v, %v", got, err)
 			}
 			res := mustClaim(t, st, inProgress(id, "c2", "fp"))
@@ -245,41 +245,41 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("replay after record = %+v", res)
 			}
 		},
-		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-complete")
+		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-complete")
 			claimed := mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(time.Minute)
-			u := idempotency.Update{
-				State: idempotency.StateCompleted, Data: map[string]types.AttributeValue{"etag": s("abc")},
+			u := recordstore.Update{
+				State: recordstore.StateCompleted, Data: map[string]types.AttributeValue{"etag": s("abc")},
 				Require: map[string]types.AttributeValue{"size": s("42")}, RestartExpiry: true,
 			}
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"size": s("41")}}); !errors.Is(err, idempotency.ErrMismatch) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, Require: map[string]types.AttributeValue{"size": s("41")}}); !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("size mismatch: %v, want ErrMismatch", err)
 			}
-			if _, err := st.Update(ctx, id, "someone-else", u); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "someone-else", u); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("other claim id: %v, want ErrNotFound", err)
 			}
 			got, err := st.Update(ctx, id, "c1", u)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State != idempotency.StateCompleted || !isS(got.Data["etag"], "abc") || !isS(got.Data["size"], "42") {
+			if got.State != recordstore.StateCompleted || !isS(got.Data["etag"], "abc") || !isS(got.Data["size"], "42") {
 				t.Fatalf("completed record = %+v", got)
 			}
 			if want := c.Now().Add(testTTL); !got.ExpiresAt.Equal(want) || !got.ExpiresAt.After(claimed.Record.ExpiresAt) {
 				t.Errorf("ExpiresAt = %v, want restarted to %v", got.ExpiresAt, want)
 			}
-			var conflict *idempotency.ConflictError
+			var conflict *recordstore.ConflictError
 			_, err = st.Update(ctx, id, "c1", u)
-			if !errors.Is(err, idempotency.ErrAlreadyCompleted) || !errors.As(err, &conflict) || !isS(conflict.Existing.Data["etag"], "abc") {
+			if !errors.Is(err, recordstore.ErrAlreadyCompleted) || !errors.As(err, &conflict) || !isS(conflict.Existing.Data["etag"], "abc") {
 				t.Fatalf("duplicate: %v, want ErrAlreadyCompleted with the record", err)
 			}
 		},
-		"a caller's own state passes, aborted is final": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-abort")
+		"a caller's own state passes, aborted is final": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-abort")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			const aborting idempotency.State = "aborting" // pkg/upload's state between pending and aborted
-			got, err := st.Update(ctx, id, "c1", idempotency.Update{State: aborting, Data: map[string]types.AttributeValue{"reason": s("client")}})
+			const aborting recordstore.State = "aborting" // pkg/upload's state between pending and aborted
+			got, err := st.Update(ctx, id, "c1", recordstore.Update{State: aborting, Data: map[string]types.AttributeValue{"reason": s("client")}})
 			if err != nil || got.State != aborting || !isS(got.Data["reason"], "client") || !isS(got.Data["size"], "42") {
 				t.Fatalf("to %s: %+v, %v", aborting, got, err)
 			}
@@ -287,43 +287,43 @@ func TestStoreConformance(t *testing.T) {
 			if res := mustClaim(t, st, pending(id, "c2", "fp", `{}`)); !res.Replayed || res.Record.State != aborting {
 				t.Fatalf("claim while %s = %+v, want a replay of it", aborting, res)
 			}
-			got, err = st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StateAborted, Response: &idempotency.Response{Status: 200, Body: []byte(`{"status":"aborted"}`)},
+			got, err = st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StateAborted, Response: &recordstore.Response{Status: 200, Body: []byte(`{"status":"aborted"}`)},
 			})
-			if err != nil || got.State != idempotency.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
+			if err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("to aborted: %+v, %v", got, err)
 			}
-			for _, next := range []idempotency.State{idempotency.StateAborted, idempotency.StateCompleted, idempotency.StatePending, aborting} {
-				_, err := st.Update(ctx, id, "c1", idempotency.Update{State: next})
-				var conflict *idempotency.ConflictError
-				if !errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrAlreadyCompleted) ||
-					!errors.As(err, &conflict) || conflict.Existing.State != idempotency.StateAborted || conflict.Existing.ClaimID != "c1" {
+			for _, next := range []recordstore.State{recordstore.StateAborted, recordstore.StateCompleted, recordstore.StatePending, aborting} {
+				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: next})
+				var conflict *recordstore.ConflictError
+				if !errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrAlreadyCompleted) ||
+					!errors.As(err, &conflict) || conflict.Existing.State != recordstore.StateAborted || conflict.Existing.ClaimID != "c1" {
 					t.Fatalf("aborted -> %s: %v, want ErrAborted with the record", next, err)
 				}
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StateAborted || got.Response.Status != 200 {
+			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateAborted || got.Response.Status != 200 {
 				t.Fatalf("Get after refused updates = %+v, %v; want the aborted record unchanged", got, err)
 			}
-			if res := mustClaim(t, st, pending(id, "c3", "fp", `{}`)); !res.Replayed || res.Record.State != idempotency.StateAborted ||
+			if res := mustClaim(t, st, pending(id, "c3", "fp", `{}`)); !res.Replayed || res.Record.State != recordstore.StateAborted ||
 				string(res.Record.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("claim of an aborted record = %+v, want a replay of its response", res)
 			}
 		},
-		"in progress and no state are not targets": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-targets")
+		"in progress and no state are not targets": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-targets")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			for _, bad := range []idempotency.State{idempotency.StateInProgress, ""} {
-				_, err := st.Update(ctx, id, "c1", idempotency.Update{State: bad, Data: map[string]types.AttributeValue{"x": s("y")}})
-				if err == nil || errors.Is(err, idempotency.ErrNotFound) || errors.Is(err, idempotency.ErrMismatch) {
+			for _, bad := range []recordstore.State{recordstore.StateInProgress, ""} {
+				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: bad, Data: map[string]types.AttributeValue{"x": s("y")}})
+				if err == nil || errors.Is(err, recordstore.ErrNotFound) || errors.Is(err, recordstore.ErrMismatch) {
 					t.Errorf("Update to %q: %v, want it refused as a target", bad, err)
 				}
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != idempotency.StatePending || got.Data["x"] != nil {
+			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StatePending || got.Data["x"] != nil {
 				t.Fatalf("Get after refused updates = %+v, %v; want the record unchanged", got, err)
 			}
 		},
-		"data keeps its types": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-typed-data")
+		"data keeps its types": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-typed-data")
 			rec := pending(id, "c1", "fp", `{}`)
 			rec.Data = map[string]types.AttributeValue{
 				"object":    s("uploads/x"),
@@ -340,12 +340,12 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("Get Data = %#v, %v; want %#v", got.Data, err, want)
 			}
 			// A number is not the string of its digits.
-			_, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"size": s("1048576")}})
-			if !errors.Is(err, idempotency.ErrMismatch) {
+			_, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, Require: map[string]types.AttributeValue{"size": s("1048576")}})
+			if !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("Require of a string where a number is stored: %v, want ErrMismatch", err)
 			}
-			got, err := st.Update(ctx, id, "c1", idempotency.Update{
-				State:   idempotency.StateCompleted,
+			got, err := st.Update(ctx, id, "c1", recordstore.Update{
+				State:   recordstore.StateCompleted,
 				Require: map[string]types.AttributeValue{"size": n("1048576"), "multipart": &types.AttributeValueMemberBOOL{Value: true}},
 				Data:    map[string]types.AttributeValue{"etag": s("abc"), "parts": &types.AttributeValueMemberL{Value: []types.AttributeValue{n("1"), n("2"), n("3")}}},
 			})
@@ -358,8 +358,8 @@ func TestStoreConformance(t *testing.T) {
 				t.Errorf("updated Data = %#v, want %#v", got.Data, want)
 			}
 		},
-		"release frees only an in-progress claim of the same id": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-release")
+		"release frees only an in-progress claim of the same id": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-release")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			if err := st.Release(ctx, id, "not-me"); err != nil {
 				t.Fatal(err)
@@ -370,7 +370,7 @@ func TestStoreConformance(t *testing.T) {
 			if err := st.Release(ctx, id, "c1"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+			if _, err := st.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
 				t.Fatalf("after release: %v, want ErrNotFound", err)
 			}
 			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
@@ -381,53 +381,53 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("release deleted a pending record: %v", err)
 			}
 		},
-		"an update from a state another request left is refused": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-from-state")
+		"an update from a state another request left is refused": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-from-state")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: "aborting"}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: "aborting"}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true})
-			if !errors.Is(err, idempotency.ErrMismatch) {
+			_, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true})
+			if !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("renewal from pending of an aborting record: %v, want ErrMismatch", err)
 			}
 			got, err := st.Get(ctx, id)
 			if err != nil || got.State != "aborting" {
 				t.Fatalf("after the refused renewal: %+v, %v; want it still aborting", got.State, err)
 			}
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateAborted, From: "aborting"}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateAborted, From: "aborting"}); err != nil {
 				t.Fatalf("update from the state it is in: %v", err)
 			}
 		},
-		"data fields are names, not paths": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-dotted-field")
+		"data fields are names, not paths": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-dotted-field")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			got, err := st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, Data: map[string]types.AttributeValue{"content.type": s("a/b")},
+			got, err := st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, Data: map[string]types.AttributeValue{"content.type": s("a/b")},
 				Require: map[string]types.AttributeValue{"size": s("42")},
 			})
 			if err != nil || !isS(got.Data["content.type"], "a/b") {
 				t.Fatalf("set a dotted field: %+v, %v", got.Data, err)
 			}
-			_, err = st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StateCompleted, Require: map[string]types.AttributeValue{"content.type": s("a/b")},
+			_, err = st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StateCompleted, Require: map[string]types.AttributeValue{"content.type": s("a/b")},
 			})
 			if err != nil {
 				t.Fatalf("require a dotted field: %v", err)
 			}
-			_, err = st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, Data: map[string]types.AttributeValue{"parts[0]": s("x")},
+			_, err = st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, Data: map[string]types.AttributeValue{"parts[0]": s("x")},
 			})
-			if err == nil || errors.Is(err, idempotency.ErrAlreadyCompleted) {
+			if err == nil || errors.Is(err, recordstore.ErrAlreadyCompleted) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
 		},
-		"a field required absent or equal is set once: the first value wins": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-absent-or-equal")
+		"a field required absent or equal is set once: the first value wins": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-absent-or-equal")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			setSum := func(v types.AttributeValue) (idempotency.Record, error) {
-				return st.Update(ctx, id, "c1", idempotency.Update{
-					State: idempotency.StatePending, From: idempotency.StatePending,
+			setSum := func(v types.AttributeValue) (recordstore.Record, error) {
+				return st.Update(ctx, id, "c1", recordstore.Update{
+					State: recordstore.StatePending, From: recordstore.StatePending,
 					Data: map[string]types.AttributeValue{"sum": v}, RequireAbsentOrEqual: map[string]types.AttributeValue{"sum": v},
 				})
 			}
@@ -438,50 +438,50 @@ func TestStoreConformance(t *testing.T) {
 			if got, err := setSum(s("first")); err != nil || !isS(got.Data["sum"], "first") {
 				t.Fatalf("set it again to the same value: %+v, %v", got.Data, err)
 			}
-			var conflict *idempotency.ConflictError
+			var conflict *recordstore.ConflictError
 			_, err = setSum(s("second"))
-			if !errors.Is(err, idempotency.ErrMismatch) || !errors.As(err, &conflict) ||
-				conflict.Existing.State != idempotency.StatePending || !isS(conflict.Existing.Data["sum"], "first") {
+			if !errors.Is(err, recordstore.ErrMismatch) || !errors.As(err, &conflict) ||
+				conflict.Existing.State != recordstore.StatePending || !isS(conflict.Existing.Data["sum"], "first") {
 				t.Fatalf("another value: %v, want ErrMismatch with the record holding the first", err)
 			}
 			// Equal means of the same type too, as for Require.
-			if _, err := setSum(n("1")); !errors.Is(err, idempotency.ErrMismatch) {
+			if _, err := setSum(n("1")); !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("a number where a string is stored: %v, want ErrMismatch", err)
 			}
 			if got, err := st.Get(ctx, id); err != nil || !isS(got.Data["sum"], "first") {
 				t.Fatalf("after the refused updates: %+v, %v; want the first value kept", got.Data, err)
 			}
 			// With Require, both must hold; a dotted name is one field.
-			_, err = st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, Require: map[string]types.AttributeValue{"size": s("41")},
+			_, err = st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, Require: map[string]types.AttributeValue{"size": s("41")},
 				RequireAbsentOrEqual: map[string]types.AttributeValue{"content.type": s("a/b")},
 			})
-			if !errors.Is(err, idempotency.ErrMismatch) {
+			if !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("Require failing beside an absent field: %v, want ErrMismatch", err)
 			}
-			got, err = st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, Require: map[string]types.AttributeValue{"size": s("42")},
+			got, err = st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, Require: map[string]types.AttributeValue{"size": s("42")},
 				Data:                 map[string]types.AttributeValue{"content.type": s("a/b")},
 				RequireAbsentOrEqual: map[string]types.AttributeValue{"content.type": s("a/b"), "sum": s("first")},
 			})
 			if err != nil || !isS(got.Data["content.type"], "a/b") || got.Data["content"] != nil {
 				t.Fatalf("Require and RequireAbsentOrEqual holding: %+v, %v", got.Data, err)
 			}
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StatePending, RequireAbsentOrEqual: map[string]types.AttributeValue{"parts[0]": s("x")},
-			}); err == nil || errors.Is(err, idempotency.ErrMismatch) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StatePending, RequireAbsentOrEqual: map[string]types.AttributeValue{"parts[0]": s("x")},
+			}); err == nil || errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
 			// A final record is refused as a duplicate, not as a mismatch.
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := setSum(s("first")); !errors.Is(err, idempotency.ErrAlreadyCompleted) {
+			if _, err := setSum(s("first")); !errors.Is(err, recordstore.ErrAlreadyCompleted) {
 				t.Fatalf("after completion: %v, want ErrAlreadyCompleted", err)
 			}
 		},
-		"of concurrent updates requiring a field absent or equal, the first wins": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-absent-or-equal-race")
+		"of concurrent updates requiring a field absent or equal, the first wins": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-absent-or-equal-race")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			const racers = 8
 			errs := make([]error, racers)
@@ -489,8 +489,8 @@ func TestStoreConformance(t *testing.T) {
 			for i := range racers {
 				wg.Go(func() {
 					v := s(strconv.Itoa(i))
-					_, errs[i] = st.Update(ctx, id, "c1", idempotency.Update{
-						State: idempotency.StatePending, From: idempotency.StatePending,
+					_, errs[i] = st.Update(ctx, id, "c1", recordstore.Update{
+						State: recordstore.StatePending, From: recordstore.StatePending,
 						Data: map[string]types.AttributeValue{"sum": v}, RequireAbsentOrEqual: map[string]types.AttributeValue{"sum": v},
 					})
 				})
@@ -508,7 +508,7 @@ func TestStoreConformance(t *testing.T) {
 					if !isS(got.Data["sum"], strconv.Itoa(i)) {
 						t.Errorf("update %d succeeded, but the record holds %#v", i, got.Data["sum"])
 					}
-				case !errors.Is(err, idempotency.ErrMismatch):
+				case !errors.Is(err, recordstore.ErrMismatch):
 					t.Errorf("update %d: %v, want success or ErrMismatch", i, err)
 				}
 			}
@@ -516,10 +516,10 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("%d of %d concurrent updates set the field, want exactly one", winners, racers)
 			}
 		},
-		"a group counts its unfinished records; finishing or releasing one leaves it": func(t *testing.T, st idempotency.Store, c *clock) {
-			ids := map[string]idempotency.ID{}
+		"a group counts its unfinished records; finishing or releasing one leaves it": func(t *testing.T, st recordstore.Store, c *clock) {
+			ids := map[string]recordstore.ID{}
 			for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
-				ids[k] = idempotency.NewID("tenant-a", "key-group-"+k)
+				ids[k] = recordstore.NewID("tenant-a", "key-group-"+k)
 			}
 			mustClaim(t, st, inGroup(inProgress(ids["a"], "ca", "fp"), "g"))
 			mustClaim(t, st, inGroup(pending(ids["b"], "cb", "fp", `{}`), "g"))
@@ -535,24 +535,24 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("Get = group %q, %v; want g", got.Group, err)
 			}
 			// Recording a response, a caller's own state: still unfinished.
-			if _, err := st.Update(ctx, ids["a"], "ca", idempotency.Update{State: idempotency.StatePending}); err != nil {
+			if _, err := st.Update(ctx, ids["a"], "ca", recordstore.Update{State: recordstore.StatePending}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Update(ctx, ids["b"], "cb", idempotency.Update{State: "aborting"}); err != nil {
+			if _, err := st.Update(ctx, ids["b"], "cb", recordstore.Update{State: "aborting"}); err != nil {
 				t.Fatal(err)
 			}
 			wantCount(t, st, "g", "", 3)
 			// A final state leaves the group, in the same write.
-			aborted, err := st.Update(ctx, ids["b"], "cb", idempotency.Update{State: idempotency.StateAborted})
+			aborted, err := st.Update(ctx, ids["b"], "cb", recordstore.Update{State: recordstore.StateAborted})
 			if err != nil || aborted.Group != "" {
 				t.Fatalf("aborted = group %q, %v; want none", aborted.Group, err)
 			}
 			wantCount(t, st, "g", "", 2)
-			if _, err := st.Update(ctx, ids["c"], "cc", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true}); err != nil {
+			if _, err := st.Update(ctx, ids["c"], "cc", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true}); err != nil {
 				t.Fatal(err)
 			}
 			wantCount(t, st, "g", "", 1)
-			if got, err := st.Get(ctx, ids["c"]); err != nil || got.Group != "" || got.State != idempotency.StateCompleted {
+			if got, err := st.Get(ctx, ids["c"]); err != nil || got.Group != "" || got.State != recordstore.StateCompleted {
 				t.Fatalf("Get = %s in group %q, %v; want completed in none", got.State, got.Group, err)
 			}
 			// A released claim is gone, and so is its place.
@@ -568,13 +568,13 @@ func TestStoreConformance(t *testing.T) {
 			}
 			wantCount(t, st, "g", "", 1)
 		},
-		"a group forgets an expired record, keeps a renewed one, and counts a lapsed lease": func(t *testing.T, st idempotency.Store, c *clock) {
-			renewed, idle := idempotency.NewID("tenant-a", "key-group-renewed"), idempotency.NewID("tenant-a", "key-group-idle")
-			lapsed := idempotency.NewID("tenant-a", "key-group-lapsed")
+		"a group forgets an expired record, keeps a renewed one, and counts a lapsed lease": func(t *testing.T, st recordstore.Store, c *clock) {
+			renewed, idle := recordstore.NewID("tenant-a", "key-group-renewed"), recordstore.NewID("tenant-a", "key-group-idle")
+			lapsed := recordstore.NewID("tenant-a", "key-group-lapsed")
 			mustClaim(t, st, inGroup(pending(renewed, "c1", "fp", `{}`), "g"))
 			mustClaim(t, st, inGroup(pending(idle, "c2", "fp", `{}`), "g"))
 			c.Advance(testTTL / 2)
-			if _, err := st.Update(ctx, renewed, "c1", idempotency.Update{State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true}); err != nil {
+			if _, err := st.Update(ctx, renewed, "c1", recordstore.Update{State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true}); err != nil {
 				t.Fatal(err)
 			}
 			c.Advance(testTTL / 2) // the idle one's last second
@@ -596,18 +596,18 @@ func TestStoreConformance(t *testing.T) {
 			c.Advance(testTTL + time.Second)
 			wantCount(t, st, "g", "", 0)
 		},
-		"a revived record finishes out of its group": func(t *testing.T, st idempotency.Store, c *clock) {
-			id := idempotency.NewID("tenant-a", "key-group-revived")
+		"a revived record finishes out of its group": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-group-revived")
 			mustClaim(t, st, inGroup(pending(id, "c1", "fp", `{}`), "g"))
 			c.Advance(testTTL + time.Second)
 			wantCount(t, st, "g", "", 0)
-			if _, err := st.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true}); err != nil {
 				t.Fatal(err)
 			}
 			wantCount(t, st, "g", "", 0)
 		},
-		"tenants never share a key": func(t *testing.T, st idempotency.Store, c *clock) {
-			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")
+		"tenants never share a key": func(t *testing.T, st recordstore.Store, c *clock) {
+			a, b := recordstore.NewID("tenant-a", "same-key"), recordstore.NewID("tenant-b", "same-key")
 			if a == b {
 				t.Fatal("two tenants got the same id")
 			}
@@ -634,10 +634,10 @@ func TestNewIDIsFixedAndUnambiguous(t *testing.T) {
 	for i := range long {
 		long[i] = 'k'
 	}
-	ids := map[idempotency.ID]string{}
+	ids := map[recordstore.ID]string{}
 	for _, pair := range [][2]string{{"ab", "c"}, {"a", "bc"}, {"", "abc"}, {"t", string(long)}} {
-		id := idempotency.NewID(pair[0], pair[1])
-		if _, err := idempotency.ParseID(string(id)); err != nil {
+		id := recordstore.NewID(pair[0], pair[1])
+		if _, err := recordstore.ParseID(string(id)); err != nil {
 			t.Errorf("NewID%q = %q: %v", pair, id, err)
 		}
 		if prev, dup := ids[id]; dup {
@@ -646,7 +646,7 @@ func TestNewIDIsFixedAndUnambiguous(t *testing.T) {
 		ids[id] = pair[0] + "|" + pair[1]
 	}
 	for _, bad := range []string{"", "ABCDEF0123456789abcdef0123456789", "0123", "g123456789abcdef0123456789abcdef"} {
-		if _, err := idempotency.ParseID(bad); err == nil {
+		if _, err := recordstore.ParseID(bad); err == nil {
 			t.Errorf("ParseID(%q) accepted", bad)
 		}
 	}
