@@ -19,9 +19,9 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -108,7 +108,7 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			}
 			// Finalize ran concurrently for every PUT; each record completed
 			// with its own object (size, and S3's MD5 ETag of its bytes).
-			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)
@@ -149,7 +149,7 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	}
 	sum := sha256.Sum256(content)
 	id, err := upload.ParseUploadID(u.UploadID)
-	ok := err == nil && id == idempotency.NewID(presign.JWTTenant("", tenant), key) &&
+	ok := err == nil && id == recordstore.NewID(presign.JWTTenant("", tenant), key) &&
 		u.Filename == fmt.Sprintf("w%d-r%d.txt", worker, seq) && u.Bytes == int64(len(content)) && u.SHA256 == hex.EncodeToString(sum[:])
 	if status == 201 {
 		ok = ok && a.header.Get("Location") == "/uploads/"+u.UploadID
@@ -186,13 +186,13 @@ func do(t *testing.T, method, url, key, auth string, body []byte) answer {
 
 // waitCompleted polls the record of uploadID until it is completed, which
 // only finalize (through S3's notification) does, and returns it.
-func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string) idempotency.Record {
+func waitCompleted(t *testing.T, store *recordstore.DynamoStore, uploadID string) recordstore.Record {
 	t.Helper()
 	id, _ := upload.ParseUploadID(uploadID)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		rec, err := store.Get(context.Background(), id)
-		if err == nil && rec.State == idempotency.StateCompleted {
+		if err == nil && rec.State == recordstore.StateCompleted {
 			return rec
 		}
 		if time.Now().After(deadline) {
@@ -204,7 +204,7 @@ func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string
 
 // dataS returns the string the record's data field name holds, or "" when
 // it holds none (absent, or of another type).
-func dataS(rec idempotency.Record, name string) string {
+func dataS(rec recordstore.Record, name string) string {
 	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberS); ok {
 		return v.Value
 	}
@@ -213,7 +213,7 @@ func dataS(rec idempotency.Record, name string) string {
 
 // dataN returns the number the record's data field name holds, as
 // DynamoDB's text, or "" when it holds none.
-func dataN(rec idempotency.Record, name string) string {
+func dataN(rec recordstore.Record, name string) string {
 	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberN); ok {
 		return v.Value
 	}

@@ -9,18 +9,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // stateAborting is a pending multipart upload whose abort has begun: if the
 // abort stops half-way, whoever finds the S3 upload gone knows it was
-// aborted. The record's other states are idempotency's: in progress (a
+// aborted. The record's other states are the record store's: in progress (a
 // multipart create's lease), pending, aborted and completed.
-const stateAborting idempotency.State = "aborting"
+const stateAborting recordstore.State = "aborting"
 
 // fields are the service's own attributes of an upload, kept in
-// idempotency.Record.Data and encoded with attributevalue. Every field is
+// recordstore.Record.Data and encoded with attributevalue. Every field is
 // omitempty so that an update can carry only the fields it sets.
 type fields struct {
 	ObjectKey   string `dynamodbav:"object_key,omitempty"`
@@ -55,12 +55,12 @@ func (f fields) attrs() (map[string]types.AttributeValue, error) {
 
 // stored is an upload's record with its fields decoded once.
 type stored struct {
-	idempotency.Record
+	recordstore.Record
 	fields
 }
 
 // decodeStored decodes rec's fields.
-func decodeStored(rec idempotency.Record) (stored, error) {
+func decodeStored(rec recordstore.Record) (stored, error) {
 	s := stored{Record: rec}
 	if err := attributevalue.UnmarshalMap(rec.Data, &s.fields); err != nil {
 		return stored{}, fmt.Errorf("record %s: %w", rec.ClaimID, err)
@@ -76,7 +76,7 @@ func (s *stored) multipart() bool { return s.PartSize > 0 }
 
 // final reports whether the record is in a final state.
 func (s *stored) final() bool {
-	return s.State == idempotency.StateCompleted || s.State == idempotency.StateAborted
+	return s.State == recordstore.StateCompleted || s.State == recordstore.StateAborted
 }
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
@@ -101,7 +101,7 @@ func finalBody(s stored) ([]byte, error) { return encode(s.finalUpload()) }
 // and its event state it.
 func (s *stored) finalUpload() api.Upload {
 	u := s.upload()
-	if s.State == idempotency.StateAborted {
+	if s.State == recordstore.StateAborted {
 		u.Status = api.StatusAborted
 		return u
 	}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Event is what one change of an upload's record tells the application:
@@ -23,7 +23,7 @@ type Event struct {
 // or a repeat of the same image yields nothing, so each upload yields one
 // event per final state it reaches. A new image that is not an upload's
 // record is an error, so that it is seen rather than skipped.
-func EventOf(schema idempotency.Schema, bucket string, oldImage, newImage map[string]types.AttributeValue) (Event, bool, error) {
+func EventOf(schema recordstore.Schema, bucket string, oldImage, newImage map[string]types.AttributeValue) (Event, bool, error) {
 	if newImage == nil {
 		return Event{}, false, nil // a deletion: TTL housekeeping or a released claim
 	}
@@ -31,7 +31,7 @@ func EventOf(schema idempotency.Schema, bucket string, oldImage, newImage map[st
 	if err != nil {
 		return Event{}, false, fmt.Errorf("upload event: new image: %w", err)
 	}
-	if rec.State != idempotency.StateCompleted && rec.State != idempotency.StateAborted {
+	if rec.State != recordstore.StateCompleted && rec.State != recordstore.StateAborted {
 		return Event{}, false, nil
 	}
 	if oldImage != nil {

@@ -14,8 +14,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // createMultipart claims the key in progress, creates the S3 multipart
@@ -31,7 +31,7 @@ import (
 // after the claim, so that a replay is answered from its record, never
 // refused and at no extra cost; before S3, so that a refused create made
 // nothing.
-func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Result, error) {
+func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record, pending api.Upload) (Result, error) {
 	claim.Group = multipartGroup(claim.Tenant)
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	})
 	if err != nil {
 		s.release(ctx, claim)
-		return Result{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, recordstore.Classify(err))
 	}
 	s3UploadID := aws.ToString(out.UploadId)
 	body, err := encode(pending)
@@ -62,17 +62,17 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	if err != nil {
 		return Result{}, err
 	}
-	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
-		State:    idempotency.StatePending,
-		Response: &idempotency.Response{Body: body},
+	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, recordstore.Update{
+		State:    recordstore.StatePending,
+		Response: &recordstore.Response{Body: body},
 		Data:     data,
 	})
-	if errors.Is(err, idempotency.ErrNotFound) {
+	if errors.Is(err, recordstore.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
 		// upload is nobody's, so abort it now; the client retries.
 		s.abortS3(ctx, pending.StorageKey, s3UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
-		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 	}
 	if err != nil {
 		// The answer may have been recorded (a timeout after DynamoDB
@@ -88,7 +88,7 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 // release frees an in-progress claim whose work failed, so that a retry can
 // claim the key at once. A failure here only delays that retry until the
 // lease runs out.
-func (s *Service) release(ctx context.Context, claim idempotency.Record) {
+func (s *Service) release(ctx context.Context, claim recordstore.Record) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if err := s.store.Release(ctx, claim.ID, claim.ClaimID); err != nil {
@@ -128,14 +128,14 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		}
 	}
 	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
-		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
-			State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true,
+		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, recordstore.Update{
+			State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true,
 		})
 		switch {
-		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrMismatch):
+		case errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrMismatch):
 			// Completed, aborted, or an abort began since the read.
 			return Result{}, ErrNotPending
-		case errors.Is(err, idempotency.ErrNotFound):
+		case errors.Is(err, recordstore.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
@@ -187,7 +187,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 		return Result{}, ErrNotPending
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("list parts of %s: %w", uploadID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("list parts of %s: %w", uploadID, recordstore.Classify(err))
 	}
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
@@ -242,7 +242,7 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api
 			return Result{}, err
 		}
 	}
-	if rec.State == idempotency.StateAborted {
+	if rec.State == recordstore.StateAborted {
 		return Result{}, ErrNotPending
 	}
 	body, err := finalBody(rec)
@@ -303,7 +303,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		return s.settleGone(ctx, rec, false)
 	}
 	if err != nil {
-		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, idempotency.Classify(err))
+		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, recordstore.Classify(err))
 	}
 	byNumber := make(map[int32]s3types.Part, len(parts))
 	for _, p := range parts {
@@ -351,9 +351,9 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		// A part changed between the list and the complete (a client
 		// re-sent it); the next attempt lists it again, and compares it
 		// with the declaration if there is one.
-		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err)
+		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, recordstore.ErrUnavailable, err)
 	case err != nil:
-		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
+		return rec, fmt.Errorf("complete %s: %w", u.UploadID, recordstore.Classify(err))
 	}
 	if aws.ToString(out.ChecksumSHA256) == "" {
 		// A Complete that repeats one already done (two completes raced)
@@ -411,18 +411,18 @@ func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (sto
 	if err != nil {
 		return rec, err
 	}
-	done, err := s.update(ctx, rec, idempotency.Update{
-		State: idempotency.StatePending, From: idempotency.StatePending, Data: data, RequireAbsentOrEqual: data,
+	done, err := s.update(ctx, rec, recordstore.Update{
+		State: recordstore.StatePending, From: recordstore.StatePending, Data: data, RequireAbsentOrEqual: data,
 	})
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		return rec, ErrNotFound
-	case errors.Is(err, idempotency.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == idempotency.StatePending:
+	case errors.Is(err, recordstore.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == recordstore.StatePending:
 		// Still pending, so the sha256 is what failed: another complete
 		// recorded another one since rec was read.
 		return rec, errSHA256Differs
-	case errors.Is(err, idempotency.ErrMismatch):
+	case errors.Is(err, recordstore.ErrMismatch):
 		// Not pending: an abort has begun.
 		return rec, ErrNotPending
 	case err != nil:
@@ -460,9 +460,9 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 	case isNotFound(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
 	case isNotFound(err):
-		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 	case err != nil:
-		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
+		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, recordstore.Classify(err))
 	}
 	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
 	done, outcome, err := s.complete(ctx, rec.ID, rec.ClaimID, obj, foreign)
@@ -480,13 +480,13 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	if rec.State == idempotency.StatePending {
+	if rec.State == recordstore.StatePending {
 		// The intent first: if the abort stops half-way (S3 done, the
 		// record not), whoever finds the S3 upload gone knows it was
 		// aborted, rather than waiting for a Complete that is not coming.
-		rec, err = s.update(ctx, rec, idempotency.Update{State: stateAborting})
+		rec, err = s.update(ctx, rec, recordstore.Update{State: stateAborting})
 		switch {
-		case errors.Is(err, idempotency.ErrNotFound):
+		case errors.Is(err, recordstore.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("abort %s: %w", uploadID, err)
@@ -498,7 +498,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
 		case err != nil:
-			return Result{}, fmt.Errorf("abort %s: %w", uploadID, idempotency.Classify(err))
+			return Result{}, fmt.Errorf("abort %s: %w", uploadID, recordstore.Classify(err))
 		default:
 			rec, err = s.markAborted(ctx, rec)
 		}
@@ -506,7 +506,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 			return Result{}, err
 		}
 	}
-	if rec.State != idempotency.StateAborted {
+	if rec.State != recordstore.StateAborted {
 		return Result{}, ErrCompleted
 	}
 	body, err := finalBody(rec)
@@ -525,9 +525,9 @@ func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
 	if err != nil {
 		return rec, err
 	}
-	done, err := s.update(ctx, rec, idempotency.Update{State: idempotency.StateAborted, Data: data, RestartExpiry: true})
+	done, err := s.update(ctx, rec, recordstore.Update{State: recordstore.StateAborted, Data: data, RestartExpiry: true})
 	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		return rec, ErrNotFound
 	case err != nil:
 		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)
@@ -537,13 +537,13 @@ func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
 
 // update applies u to rec's claim and returns the record as it is now: the
 // updated one, or the final one that refused the update.
-func (s *Service) update(ctx context.Context, rec stored, u idempotency.Update) (stored, error) {
+func (s *Service) update(ctx context.Context, rec stored, u recordstore.Update) (stored, error) {
 	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, u)
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
 	case err == nil:
 		return decodeStored(done)
-	case errors.As(err, &conflict) && (errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted)):
+	case errors.As(err, &conflict) && (errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted)):
 		return decodeStored(conflict.Existing)
 	default:
 		return rec, err
@@ -566,7 +566,7 @@ func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, sin
 // pendingMultipart returns the tenant's pending multipart upload.
 func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (stored, api.Upload, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
-	if err == nil && rec.State != idempotency.StatePending {
+	if err == nil && rec.State != recordstore.StatePending {
 		err = ErrNotPending
 	}
 	return rec, u, err
@@ -583,14 +583,14 @@ func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (store
 		return stored{}, ErrNotFound
 	}
 	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
+	if errors.Is(err, recordstore.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
 		return stored{}, ErrNotFound
 	}
 	if err != nil {
 		return stored{}, fmt.Errorf("read %s: %w", uploadID, err)
 	}
-	if rec.State == idempotency.StateInProgress {
-		return stored{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+	if rec.State == recordstore.StateInProgress {
+		return stored{}, fmt.Errorf("read %s: %w", uploadID, &recordstore.InProgressError{RetryAfter: time.Second})
 	}
 	return decodeStored(rec)
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Presigner presigns the PUTs clients send to S3; [S3Presigner] is the
@@ -67,8 +67,8 @@ type Config struct {
 	// MaxPendingMultipart caps each tenant's multipart uploads that are
 	// neither completed, aborted nor expired: a create past it fails with
 	// ErrTooManyUploads. 0 sets no cap. With a cap, the store must be an
-	// idempotency.GroupCounter on a table with the group index
-	// (idempotency.Schema.GroupIndex).
+	// recordstore.GroupCounter on a table with the group index
+	// (recordstore.Schema.GroupIndex).
 	MaxPendingMultipart int
 	// AllowedContentTypes are lower-case media types ("image/png") or
 	// wildcards ("image/*"); empty allows any valid type.
@@ -101,7 +101,7 @@ type Options struct {
 // Service creates uploads, reports their status and records their
 // completion.
 type Service struct {
-	store     idempotency.Store
+	store     recordstore.Store
 	presigner Presigner
 	objects   ObjectAPI
 	cfg       Config
@@ -109,13 +109,13 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
+func New(store recordstore.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
 	o := Options{Now: time.Now, Random: rand.Reader, Logger: slog.Default()}
 	for _, fn := range optFns {
 		fn(&o)
 	}
 	if cfg.KeyTTL <= 0 {
-		cfg.KeyTTL = idempotency.DefaultTTL
+		cfg.KeyTTL = recordstore.DefaultTTL
 	}
 	if cfg.AbortIncompleteAfter <= 0 {
 		const day = 24 * time.Hour
@@ -171,7 +171,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Result{}, err
 	}
-	id := idempotency.NewID(tenant, key)
+	id := recordstore.NewID(tenant, key)
 	uploadID, err := newUploadID(id, s.opts.Random)
 	if err != nil {
 		return Result{}, err
@@ -180,14 +180,14 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
-	claim := idempotency.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
+	claim := recordstore.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
 	f := fields{
 		ObjectKey: pending.StorageKey, Filename: r.Filename, ContentType: r.ContentType,
 		Size: r.Size, SHA256: r.SHA256, PartSize: r.PartSize,
 	}
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
-		claim.State = idempotency.StateInProgress
+		claim.State = recordstore.StateInProgress
 		if claim.Data, err = f.attrs(); err != nil {
 			return Result{}, err
 		}
@@ -200,8 +200,8 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Result{}, err
 	}
-	claim.State = idempotency.StatePending
-	claim.Response = idempotency.Response{Body: body}
+	claim.State = recordstore.StatePending
+	claim.Response = recordstore.Response{Body: body}
 	f.URLExpires = urlExpires
 	if claim.Data, err = f.attrs(); err != nil {
 		return Result{}, err
@@ -219,7 +219,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 
 // claimError logs and wraps a claim that did not go through.
 func (s *Service) claimError(ctx context.Context, err error) error {
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	if errors.As(err, &conflict) {
 		s.opts.Logger.InfoContext(ctx, "key reused with a different request", "upload_id", conflict.Existing.ClaimID)
 	}
@@ -227,7 +227,7 @@ func (s *Service) claimError(ctx context.Context, err error) error {
 }
 
 // replay answers a create from the record that holds its key.
-func (s *Service) replay(ctx context.Context, holder idempotency.Record) (Result, error) {
+func (s *Service) replay(ctx context.Context, holder recordstore.Record) (Result, error) {
 	rec, err := decodeStored(holder)
 	if err != nil {
 		return Result{}, err
@@ -344,7 +344,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 		if err != nil {
 			return Result{}, err
 		}
-		if rec.State == idempotency.StateCompleted {
+		if rec.State == recordstore.StateCompleted {
 			effect = EffectHealed
 		}
 	}
@@ -500,7 +500,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		s.opts.Logger.InfoContext(ctx, "finalize: skipped, S3 holds no object for this upload", "upload_id", uploadID)
 		return OutcomeSkipped, nil
 	case err != nil:
-		return "", fmt.Errorf("finalize %s: check the object: %w", uploadID, idempotency.Classify(err))
+		return "", fmt.Errorf("finalize %s: check the object: %w", uploadID, recordstore.Classify(err))
 	}
 	found, foreign := s.objectFromHead(obj.Key, head)
 	if !obj.Time.IsZero() {
@@ -517,7 +517,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // foreign headers (see foreignHeaders) matches no claim: its update
 // requires size 0, which no claim has, so it is refused and handled as an
 // object of the wrong size, with the record the refusal returns.
-func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
+func (s *Service) complete(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
 	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
 	if err != nil {
@@ -531,8 +531,8 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 	if err != nil {
 		return stored{}, "", fmt.Errorf("encode size: %w", err)
 	}
-	rec, err := s.store.Update(ctx, id, uploadID, idempotency.Update{
-		State:         idempotency.StateCompleted,
+	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
+		State:         recordstore.StateCompleted,
 		Data:          data,
 		Require:       map[string]dynamotypes.AttributeValue{attrSize: size},
 		RestartExpiry: true,
@@ -541,13 +541,13 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		// caller has seen the object in S3 first.)
 		Revive: true,
 	})
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "finalized")
 		done, err := decodeStored(rec)
 		return done, OutcomeCompleted, err
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
 		return stored{}, OutcomeSkipped, nil
 	case !errors.As(err, &conflict):
@@ -558,7 +558,7 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		return stored{}, "", derr
 	}
 	switch {
-	case errors.Is(err, idempotency.ErrAborted):
+	case errors.Is(err, recordstore.ErrAborted):
 		// An object made for an upload recorded as aborted (a Complete that
 		// raced the abort): aborted means no object, so it goes, if it is
 		// still the one announced.
@@ -571,15 +571,15 @@ func (s *Service) complete(ctx context.Context, id idempotency.ID, uploadID stri
 		case apiErrorCode(err) == "PreconditionFailed":
 			log.InfoContext(ctx, "finalize: the object of an aborted upload was replaced since; kept")
 		case err != nil:
-			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
+			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, recordstore.Classify(err))
 		default:
 			log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
 		}
 		return existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrAlreadyCompleted):
+	case errors.Is(err, recordstore.ErrAlreadyCompleted):
 		log.InfoContext(ctx, "finalize: duplicate event")
 		return existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrMismatch):
+	case errors.Is(err, recordstore.ErrMismatch):
 		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj, foreign)
 	default:
 		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
@@ -611,7 +611,7 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stor
 	case isNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, idempotency.Classify(err))
+		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, recordstore.Classify(err))
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
 	return nil

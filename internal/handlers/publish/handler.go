@@ -24,7 +24,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/upload"
 )
 
@@ -47,7 +47,7 @@ type Handler struct {
 	Source string
 	// Bucket is the upload bucket, which the events name.
 	Bucket string
-	Schema idempotency.Schema
+	Schema recordstore.Schema
 	Logger *slog.Logger
 }
 
