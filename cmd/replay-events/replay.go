@@ -353,7 +353,11 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 	}
 	kept := make([]found, 0, len(items))
 	for _, f := range items {
-		if _, _, err := upload.EventOf(r.schema, r.bucket, nil, f.item); err != nil {
+		rec, err := r.schema.DecodeItem(f.item)
+		if err == nil {
+			_, _, err = upload.EventOf(r.bucket, nil, &rec)
+		}
+		if err != nil {
 			res.skipped++
 			fmt.Fprintf(r.log, "%s item %s, which cannot be made into an event: %v\n", verb, itemKey(r.schema, f.item), err)
 			continue
@@ -446,8 +450,11 @@ func (r *replayer) place(item map[string]types.AttributeValue) found {
 		return f
 	}
 	f.updated, f.hasUpdated = rec.UpdatedAt, true
-	if v, ok := rec.Data["completed_at"].(*types.AttributeValueMemberS); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v.Value); err == nil {
+	var data struct {
+		CompletedAt string `dynamodbav:"completed_at"`
+	}
+	if rec.Data.Decode(&data) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, data.CompletedAt); err == nil {
 			f.completed, f.complete = t, true
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/recordstore"
@@ -112,8 +111,8 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)
-				if dataS(rec, "etag") != hex.EncodeToString(sum[:]) || dataN(rec, "size") != fmt.Sprint(len(p.content)) {
-					t.Fatalf("upload %s completed with etag %q size %q, want its own object's %x, %d", p.uploadID, dataS(rec, "etag"), dataN(rec, "size"), sum, len(p.content))
+				if f := fieldsOf(t, rec); f.ETag != hex.EncodeToString(sum[:]) || f.Size != int64(len(p.content)) {
+					t.Fatalf("upload %s completed with etag %q size %d, want its own object's %x, %d", p.uploadID, f.ETag, f.Size, sum, len(p.content))
 				}
 			}
 			t.Logf("%d answers checked, %d uploads finalized concurrently, %d presign instances", checked.Load(), len(put), st.invokers["PresignFunction"].instances())
@@ -202,20 +201,20 @@ func waitCompleted(t *testing.T, store *recordstore.DynamoStore, uploadID string
 	}
 }
 
-// dataS returns the string the record's data field name holds, or "" when
-// it holds none (absent, or of another type).
-func dataS(rec recordstore.Record, name string) string {
-	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
+// uploadFields are the fields of an upload's record these tests check, of
+// the types the service stores them as.
+type uploadFields struct {
+	ETag     string `dynamodbav:"etag"`
+	Size     int64  `dynamodbav:"size"`
+	Checksum string `dynamodbav:"checksum_sha256"`
 }
 
-// dataN returns the number the record's data field name holds, as
-// DynamoDB's text, or "" when it holds none.
-func dataN(rec recordstore.Record, name string) string {
-	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberN); ok {
-		return v.Value
+// fieldsOf decodes rec's fields; a field of another type fails t.
+func fieldsOf(t *testing.T, rec recordstore.Record) uploadFields {
+	t.Helper()
+	var f uploadFields
+	if err := rec.Data.Decode(&f); err != nil {
+		t.Fatalf("upload %s: %v", rec.ClaimID, err)
 	}
-	return ""
+	return f
 }

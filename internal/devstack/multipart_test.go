@@ -189,8 +189,8 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 		}
 	}
 	rec := waitCompleted(t, recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
-	if dataN(rec, "size") != fmt.Sprint(len(data)) || dataS(rec, "checksum_sha256") == "" {
-		t.Fatalf("recorded size %q, checksum %q", dataN(rec, "size"), dataS(rec, "checksum_sha256"))
+	if f := fieldsOf(t, rec); f.Size != int64(len(data)) || f.Checksum == "" {
+		t.Fatalf("recorded size %d, checksum %q", f.Size, f.Checksum)
 	}
 	head, err := s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &st.Bucket, Key: aws.String(u.StorageKey)})
 	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(data)) {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // ID addresses one record: the first 128 bits of SHA-256 over (tenant, key),
@@ -82,10 +80,9 @@ type Record struct {
 	Fingerprint string
 	State       State
 	Response    Response
-	// Data holds the caller's own attributes, stored as a DynamoDB map (for
-	// example an upload's object key and size, encoded with
-	// attributevalue.MarshalMap).
-	Data      map[string]types.AttributeValue
+	// Data holds the caller's own fields (for example an upload's object
+	// key and size): see NewData and Data.Decode.
+	Data      Data
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is when the record stops existing for this package. Stored

@@ -210,7 +210,7 @@ func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
 	item[s.Fingerprint] = &types.AttributeValueMemberS{Value: r.Fingerprint}
 	item[s.State] = &types.AttributeValueMemberS{Value: string(r.State)}
 	item[s.ExpiresAt] = epochSeconds(r.ExpiresAt)
-	data := r.Data
+	data := r.Data.m
 	if data == nil {
 		data = map[string]types.AttributeValue{}
 	}
@@ -272,7 +272,7 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 		ID: ID(id), Tenant: fixed.Tenant, ClaimID: fixed.ClaimID, Fingerprint: str(s.Fingerprint, false),
 		State: State(str(s.State, false)), Response: Response{Status: fixed.Status},
 		CreatedAt: time.UnixMilli(fixed.CreatedAt), UpdatedAt: time.UnixMilli(fixed.UpdatedAt),
-		ExpiresAt: time.Unix(num(s.ExpiresAt, false), 0), Data: map[string]types.AttributeValue{},
+		ExpiresAt: time.Unix(num(s.ExpiresAt, false), 0), Data: Data{m: map[string]types.AttributeValue{}},
 	}
 	if body := str(s.ResponseBody, true); body != "" {
 		r.Response.Body = []byte(body)
@@ -282,7 +282,7 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 	}
 	r.Group = str(s.Group, true)
 	if m, ok := av[attrData].(*types.AttributeValueMemberM); ok {
-		maps.Copy(r.Data, m.Value)
+		maps.Copy(r.Data.m, m.Value)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Record{}, fmt.Errorf("decode record: %w", err)

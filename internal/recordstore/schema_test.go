@@ -90,14 +90,18 @@ func TestStoredItems(t *testing.T) {
 				return out.Item
 			}
 			rec := inGroup(inProgress(id, "c1", "fp"), "tenant-a#orders")
-			rec.Data = map[string]types.AttributeValue{"order": s("o-1"), "size": n("42")}
+			rec.Data = mustData(struct {
+				Order string `dynamodbav:"order"`
+				Size  int    `dynamodbav:"size"`
+			}{"o-1", 42})
 			mustClaim(t, store, rec)
 			item := raw()
 			if got := attributeShape(item); !maps.Equal(got, tc.claimed) {
 				t.Errorf("claimed item = %v,\n want %v", got, tc.claimed)
 			}
-			if data, ok := item["data"].(*types.AttributeValueMemberM); !ok || !reflect.DeepEqual(data.Value, rec.Data) {
-				t.Errorf("claimed data = %#v, want the map %#v", item["data"], rec.Data)
+			wantData := map[string]types.AttributeValue{"order": &types.AttributeValueMemberS{Value: "o-1"}, "size": &types.AttributeValueMemberN{Value: "42"}}
+			if data, ok := item["data"].(*types.AttributeValueMemberM); !ok || !reflect.DeepEqual(data.Value, wantData) {
+				t.Errorf("claimed data = %#v, want the map %#v", item["data"], wantData)
 			}
 			if _, err := store.Update(ctx, id, "c1", recordstore.Update{
 				State: recordstore.StateCompleted, Response: &recordstore.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,

@@ -9,9 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -93,9 +91,8 @@ func ExampleSchema() {
 }
 
 // A program passes its own SDK client, with the endpoint, retry and
-// middleware settings it chose, straight to the store; the caller's own
-// fields go in Data typed as DynamoDB stores them. (Compiled, not run: it
-// needs AWS.)
+// middleware settings it chose, straight to the store. (Compiled, not run:
+// it needs AWS.)
 func ExampleNewDynamoStore() {
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -105,21 +102,16 @@ func ExampleNewDynamoStore() {
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 5 })
 	store := idempotency.NewDynamoStore(client, "idempotency", func(o *idempotency.Options) { o.TTL = 48 * time.Hour })
 
-	data, err := attributevalue.MarshalMap(struct {
-		Object string `dynamodbav:"object"`
-		Size   int64  `dynamodbav:"size"`
-	}{Object: "uploads/tenant-1/u-1", Size: 1 << 20})
-	if err != nil {
-		log.Fatal(err)
-	}
 	id := idempotency.NewID("tenant-1", "client-key-0001")
 	res, err := store.Claim(ctx, idempotency.Record{
-		ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request", State: idempotency.StatePending,
-		Response: idempotency.Response{Status: 201, Body: []byte(`{"uploadId":"u-1"}`)}, Data: data,
+		ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request", State: idempotency.StateInProgress,
 	})
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused):
 		fmt.Println("the key was used for another request")
+		return
+	case errors.Is(err, idempotency.ErrInProgress):
+		fmt.Println("another request with the key is at work")
 		return
 	case err != nil:
 		log.Fatal(err)
@@ -127,12 +119,9 @@ func ExampleNewDynamoStore() {
 		fmt.Println("replay:", string(res.Record.Response.Body))
 		return
 	}
-	// Later, the upload arrived: complete the record if it is still this
-	// claim's and its size is the one recorded.
+	// The work is done: record its answer, if the claim is still this one.
 	_, err = store.Update(ctx, id, "claim-1", idempotency.Update{
-		State:   idempotency.StateCompleted,
-		Require: map[string]types.AttributeValue{"size": data["size"]},
-		Data:    map[string]types.AttributeValue{"etag": &types.AttributeValueMemberS{Value: `"abc"`}},
+		State: idempotency.StateCompleted, Response: &idempotency.Response{Body: []byte(`{"chargeId":"ch_1"}`)},
 	})
 	if err != nil && !errors.Is(err, idempotency.ErrAlreadyCompleted) {
 		log.Fatal(err)

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -20,8 +17,9 @@ import (
 const stateAborting recordstore.State = "aborting"
 
 // fields are the service's own attributes of an upload, kept in
-// recordstore.Record.Data and encoded with attributevalue. Every field is
-// omitempty so that an update can carry only the fields it sets.
+// recordstore.Record.Data, which the store encodes with attributevalue.
+// Every field is omitempty so that an update can carry only the fields it
+// sets.
 type fields struct {
 	ObjectKey   string `dynamodbav:"object_key,omitempty"`
 	Filename    string `dynamodbav:"filename,omitempty"`
@@ -41,16 +39,17 @@ type fields struct {
 	Checksum string `dynamodbav:"checksum_sha256,omitempty"`
 }
 
-// attrSize is the name of fields.Size, which finalize's update requires.
-const attrSize = "size"
+// attrSize and attrSHA256 are the names of fields.Size, which finalize's
+// update requires, and of fields.SHA256, which a complete sets once.
+const attrSize, attrSHA256 = "size", "sha256"
 
-// attrs encodes f for a claim or an update.
-func (f fields) attrs() (map[string]types.AttributeValue, error) {
-	m, err := attributevalue.MarshalMap(f)
+// attrs encodes f for a claim.
+func (f fields) attrs() (recordstore.Data, error) {
+	d, err := recordstore.NewData(f)
 	if err != nil {
-		return nil, fmt.Errorf("encode upload fields: %w", err)
+		return recordstore.Data{}, fmt.Errorf("encode upload fields: %w", err)
 	}
-	return m, nil
+	return d, nil
 }
 
 // stored is an upload's record with its fields decoded once.
@@ -62,7 +61,7 @@ type stored struct {
 // decodeStored decodes rec's fields.
 func decodeStored(rec recordstore.Record) (stored, error) {
 	s := stored{Record: rec}
-	if err := attributevalue.UnmarshalMap(rec.Data, &s.fields); err != nil {
+	if err := rec.Data.Decode(&s.fields); err != nil {
 		return stored{}, fmt.Errorf("record %s: %w", rec.ClaimID, err)
 	}
 	if s.Size <= 0 || s.ObjectKey == "" || s.PartSize < 0 {

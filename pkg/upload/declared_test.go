@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
@@ -417,8 +416,14 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	}
 	// The pending answer is the create's; the record holds the sha256.
 	rec, err := e.store.Get(ctx, id)
-	if got, ok := rec.Data["sha256"].(*types.AttributeValueMemberS); err != nil || !ok || got.Value != sum {
-		t.Fatalf("the record after the refused complete: %v %#v; want sha256 %s kept", err, rec.Data["sha256"], sum)
+	var got struct {
+		SHA256 string `dynamodbav:"sha256"`
+	}
+	if err == nil {
+		err = rec.Data.Decode(&got)
+	}
+	if err != nil || got.SHA256 != sum {
+		t.Fatalf("the record after the refused complete: %v, sha256 %q; want %s kept", err, got.SHA256, sum)
 	}
 
 	// The client sends its part 1 again, then completes.

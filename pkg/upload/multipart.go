@@ -58,14 +58,10 @@ func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record,
 	if err != nil {
 		return Result{}, err
 	}
-	data, err := fields{S3UploadID: s3UploadID}.attrs()
-	if err != nil {
-		return Result{}, err
-	}
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, recordstore.Update{
 		State:    recordstore.StatePending,
 		Response: &recordstore.Response{Body: body},
-		Data:     data,
+		Data:     fields{S3UploadID: s3UploadID},
 	})
 	if errors.Is(err, recordstore.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
@@ -407,12 +403,9 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 // the record as it is now, final if the upload was completed or aborted
 // meanwhile; errSHA256Differs if another sha256 is recorded.
 func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
-	data, err := fields{SHA256: sum}.attrs()
-	if err != nil {
-		return rec, err
-	}
 	done, err := s.update(ctx, rec, recordstore.Update{
-		State: recordstore.StatePending, From: recordstore.StatePending, Data: data, RequireAbsentOrEqual: data,
+		State: recordstore.StatePending, From: recordstore.StatePending,
+		Data: fields{SHA256: sum}, RequireAbsentOrEqual: map[string]any{attrSHA256: sum},
 	})
 	var conflict *recordstore.ConflictError
 	switch {
@@ -521,11 +514,9 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 // an object. The record becomes final (state aborted), so every later
 // request, a replay of the create included, answers with it.
 func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
-	data, err := fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}.attrs()
-	if err != nil {
-		return rec, err
-	}
-	done, err := s.update(ctx, rec, recordstore.Update{State: recordstore.StateAborted, Data: data, RestartExpiry: true})
+	done, err := s.update(ctx, rec, recordstore.Update{
+		State: recordstore.StateAborted, Data: fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
+	})
 	switch {
 	case errors.Is(err, recordstore.ErrNotFound):
 		return rec, ErrNotFound

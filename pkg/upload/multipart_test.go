@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -829,9 +828,11 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 // s3UploadID is the S3 multipart upload id the record of an upload keeps.
 func s3UploadID(t *testing.T, rec recordstore.Record) string {
 	t.Helper()
-	var id string
-	if err := attributevalue.Unmarshal(rec.Data["s3_upload_id"], &id); err != nil || id == "" {
-		t.Fatalf("the record's S3 upload id: %q, %v", id, err)
+	var f struct {
+		ID string `dynamodbav:"s3_upload_id"`
 	}
-	return id
+	if err := rec.Data.Decode(&f); err != nil || f.ID == "" {
+		t.Fatalf("the record's S3 upload id: %q, %v", f.ID, err)
+	}
+	return f.ID
 }

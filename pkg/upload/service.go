@@ -17,8 +17,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -519,22 +517,14 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // object of the wrong size, with the record the refusal returns.
 func (s *Service) complete(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
-	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
-	if err != nil {
-		return stored{}, "", err
-	}
 	required := obj.Size
 	if len(foreign) > 0 {
 		required = 0
 	}
-	size, err := attributevalue.Marshal(required)
-	if err != nil {
-		return stored{}, "", fmt.Errorf("encode size: %w", err)
-	}
 	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
 		State:         recordstore.StateCompleted,
-		Data:          data,
-		Require:       map[string]dynamotypes.AttributeValue{attrSize: size},
+		Data:          fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
+		Require:       map[string]any{attrSize: required},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never
 		// outlives the claim; only its announcement may come later. (Every

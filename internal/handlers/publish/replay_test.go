@@ -134,7 +134,11 @@ func TestPublishItems(t *testing.T) {
 		}
 	}
 	first := bus.calls[0][0]
-	e, ok, err := upload.EventOf(recordstore.DefaultSchema(), "bucket", nil, items[0])
+	rec, err := recordstore.DefaultSchema().DecodeItem(items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := upload.EventOf("bucket", nil, &rec)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
