@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"

@@ -12,7 +12,9 @@ import (
 func TestSameValue(t *testing.T) {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
-	m := func(kv map[string]types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberM{Value: kv} }
+	m := func(kv map[string]types.AttributeValue) types.AttributeValue {
+		return &types.AttributeValueMemberM{Value: kv}
+	}
 	l := func(vs ...types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberL{Value: vs} }
 	cases := []struct {
 		name string
