@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -72,7 +73,7 @@ func TestGoldenItems(t *testing.T) {
 	objects := &bucket{clock: clock, objects: map[string]s3.HeadObjectOutput{}}
 	g := &golden{t: t, client: direct, table: table, rec: rec}
 
-	store := idempotency.NewDynamoStore(rec, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
+	store := recordstore.NewDynamoStore(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
 	cfg := upload.Config{
 		Bucket: "uploads-golden", Prefix: "uploads/", PresignTTL: 15 * time.Minute, KeyTTL: ttl,
 		MaxUploadBytes: 1 << 30, MaxPendingMultipart: 10,

@@ -14,25 +14,29 @@ import (
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// A claim records the answer with the claim itself; a retry with the same
-// fingerprint gets that answer back instead of doing the work again.
+// A claim holds the key while its work runs; once the answer is recorded,
+// a retry with the same fingerprint gets it back instead of doing the work
+// again, and another request under the key is refused.
 func ExampleMemoryStore_Claim() {
 	store := idempotency.NewMemoryStore()
 	ctx := context.Background()
 	rec := idempotency.Record{
 		ID: idempotency.NewID("tenant-1", "client-key-0001"), Tenant: "tenant-1", ClaimID: "claim-1",
-		Fingerprint: "sha256-of-the-request", State: idempotency.StatePending,
-		Response: idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`)},
+		Fingerprint: "sha256-of-the-request",
 	}
 	first, _ := store.Claim(ctx, rec)
 	rec.ClaimID = "claim-2"
+	_, err := store.Claim(ctx, rec)
+	fmt.Println(first.Replayed, errors.Is(err, idempotency.ErrInProgress))
+	_, _ = store.Complete(ctx, rec.ID, "claim-1", idempotency.Response{Body: []byte(`{"ok":true}`)})
 	retry, _ := store.Claim(ctx, rec)
 	rec.Fingerprint = "another request"
-	_, err := store.Claim(ctx, rec)
-	fmt.Println(first.Replayed, retry.Replayed, retry.Record.ClaimID, string(retry.Record.Response.Body))
-	fmt.Println(err != nil)
+	_, err = store.Claim(ctx, rec)
+	fmt.Println(retry.Replayed, retry.Record.ClaimID, string(retry.Record.Response.Body))
+	fmt.Println(errors.Is(err, idempotency.ErrKeyReused))
 	// Output:
-	// false true claim-1 {"ok":true}
+	// false true
+	// true claim-1 {"ok":true}
 	// true
 }
 
@@ -103,9 +107,7 @@ func ExampleNewDynamoStore() {
 	store := idempotency.NewDynamoStore(client, "idempotency", func(o *idempotency.Options) { o.TTL = 48 * time.Hour })
 
 	id := idempotency.NewID("tenant-1", "client-key-0001")
-	res, err := store.Claim(ctx, idempotency.Record{
-		ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request", State: idempotency.StateInProgress,
-	})
+	res, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request"})
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused):
 		fmt.Println("the key was used for another request")
@@ -120,9 +122,7 @@ func ExampleNewDynamoStore() {
 		return
 	}
 	// The work is done: record its answer, if the claim is still this one.
-	_, err = store.Update(ctx, id, "claim-1", idempotency.Update{
-		State: idempotency.StateCompleted, Response: &idempotency.Response{Body: []byte(`{"chargeId":"ch_1"}`)},
-	})
+	_, err = store.Complete(ctx, id, "claim-1", idempotency.Response{Body: []byte(`{"chargeId":"ch_1"}`)})
 	if err != nil && !errors.Is(err, idempotency.ErrAlreadyCompleted) {
 		log.Fatal(err)
 	}

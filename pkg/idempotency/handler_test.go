@@ -259,10 +259,10 @@ func TestMakeIdempotent(t *testing.T) {
 	}
 }
 
-// failingStore fails Claim, Update or Release on top of a MemoryStore.
+// failingStore fails Claim, Complete or Release on top of a MemoryStore.
 type failingStore struct {
 	*idempotency.MemoryStore
-	claim, update, release error
+	claim, complete, release error
 }
 
 func (f failingStore) Claim(ctx context.Context, rec idempotency.Record) (idempotency.ClaimResult, error) {
@@ -272,11 +272,11 @@ func (f failingStore) Claim(ctx context.Context, rec idempotency.Record) (idempo
 	return f.MemoryStore.Claim(ctx, rec)
 }
 
-func (f failingStore) Update(ctx context.Context, id idempotency.ID, claim string, u idempotency.Update) (idempotency.Record, error) {
-	if f.update != nil {
-		return idempotency.Record{}, f.update
+func (f failingStore) Complete(ctx context.Context, id idempotency.ID, claim string, resp idempotency.Response) (idempotency.Record, error) {
+	if f.complete != nil {
+		return idempotency.Record{}, f.complete
 	}
-	return f.MemoryStore.Update(ctx, id, claim, u)
+	return f.MemoryStore.Complete(ctx, id, claim, resp)
 }
 
 func (f failingStore) Release(ctx context.Context, id idempotency.ID, claim string) error {
@@ -293,7 +293,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		o.KeyPath, o.FingerprintPaths, o.Logger = "headers.idempotency-key", []string{"body"}, quiet
 	}
 	t.Run("a response that cannot be recorded is returned with the error", func(t *testing.T) {
-		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), update: unavailable}
+		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), complete: unavailable}
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
 		got, err := call(ctx, newOrder("k-1", "{}"))
 		if !errors.Is(err, unavailable) || got.OrderID != "o-1" {
