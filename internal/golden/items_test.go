@@ -277,7 +277,7 @@ func (g *golden) check() {
 
 	last := map[string]string{}
 	for _, s := range g.shapes {
-		last[s.Item["pk"].(map[string]any)["S"].(string)] = mustJSON(t, s.Item)
+		last[s.Item["pk"].(map[string]any)["S"].(string)] = itemText(s.Item)
 	}
 	for _, id := range g.gone {
 		delete(last, id)
@@ -289,7 +289,7 @@ func (g *golden) check() {
 	seen := 0
 	for _, item := range out.Items {
 		pk := item["pk"].(*types.AttributeValueMemberS).Value
-		if got, want := mustJSON(t, itemJSON(item)), last[pk]; got != want {
+		if got, want := itemText(itemJSON(item)), last[pk]; got != want {
 			t.Errorf("the table's item %s\n is %s\nwant %s (its last snapshot)", pk, got, want)
 		}
 		seen++
@@ -320,12 +320,9 @@ func compare(t *testing.T, name string, got []byte) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+// itemText is an item's JSON, to compare items by.
+func itemText(item map[string]any) string {
+	b, _ := json.Marshal(item) // of strings, numbers, bools and bytes only
 	return string(b)
 }
 

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
@@ -103,46 +102,34 @@ var (
 	ErrUnavailable = recordstore.ErrUnavailable
 )
 
-// InProgressError is returned when a key's claim is in progress. It matches
-// ErrInProgress.
-type InProgressError struct {
-	// RetryAfter is how long until the lease runs out (at least one second).
-	RetryAfter time.Duration
-}
-
-func (e *InProgressError) Error() string {
-	return fmt.Sprintf("idempotency: request in progress, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrInProgress) true.
-func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+// InProgressError is returned when a key's claim is in progress: its
+// RetryAfter is how long until the lease runs out (at least one second).
+// It matches ErrInProgress.
+type InProgressError = recordstore.InProgressError
 
 // ConflictError carries the existing record when an operation finds one it
-// may not use: ErrKeyReused (a claim) or ErrAlreadyCompleted (a Complete).
+// may not use: Err is ErrKeyReused (a claim) or ErrAlreadyCompleted (a
+// Complete), which it unwraps to.
 type ConflictError struct {
 	Err      error
 	Existing Record
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%v (claim %s, state %s)", e.Err, e.Existing.ClaimID, e.Existing.State)
+	return e.Err.Error() + " (held by claim " + e.Existing.ClaimID + ")"
 }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
 
-// publicError is the store's err with its error types made this package's:
-// its message and sentinel stay, and errors.As finds an *InProgressError
-// or a *ConflictError carrying a Record.
+// publicError is the store's err with a conflict's record made this
+// package's: errors.As finds a *ConflictError carrying a Record, and the
+// message and sentinel stay the store's.
 func publicError(err error) error {
-	var ip *recordstore.InProgressError
 	var conflict *recordstore.ConflictError
-	switch {
-	case errors.As(err, &ip):
-		return &converted{msg: err.Error(), err: &InProgressError{RetryAfter: ip.RetryAfter}}
-	case errors.As(err, &conflict):
-		return &converted{msg: err.Error(), err: &ConflictError{Err: conflict.Err, Existing: record(conflict.Existing)}}
+	if !errors.As(err, &conflict) {
+		return err
 	}
-	return err
+	return &converted{msg: err.Error(), err: &ConflictError{Err: conflict.Err, Existing: record(conflict.Existing)}}
 }
 
 // converted says what the store said, and unwraps to this package's error.

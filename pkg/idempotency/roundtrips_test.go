@@ -16,8 +16,8 @@ import (
 func TestMakeIdempotentRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
-	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
 	fail := errors.New("declined")
 	call := idempotency.MakeIdempotent(store, func(_ context.Context, req map[string]string) (string, error) {
 		if req["fail"] != "" {

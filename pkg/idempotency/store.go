@@ -108,83 +108,56 @@ func (withoutQuery) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamo
 
 // DynamoStore is a Store on one DynamoDB table, laid out as its Schema
 // says: by default a string partition key "pk" and the TTL attribute
-// "expires_at". Every call is one round trip, a claim and its replay
-// included.
+// "expires_at". Every call is one round trip: a claim is one conditional
+// PutItem that asks for the holder with
+// ReturnValuesOnConditionCheckFailure=ALL_OLD, so its replay is too (with
+// one strongly consistent GetItem more from a server that does not return
+// the holder); Get is a consistent GetItem, Complete a conditional
+// UpdateItem, Release a conditional DeleteItem.
 type DynamoStore struct {
-	engine *recordstore.DynamoStore
+	adapter
+	dynamo *recordstore.DynamoStore
 }
 
 // NewDynamoStore returns a store on table. A Schema whose names collide
 // makes every operation fail with the error of Schema.Validate.
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
-	return &DynamoStore{engine: recordstore.NewDynamoStore(withoutQuery{client}, table, engineOptions(optFns))}
-}
-
-// Claim is Store.Claim: one conditional PutItem that asks for the holder
-// (ReturnValuesOnConditionCheckFailure=ALL_OLD), and one strongly
-// consistent GetItem more from a server that does not return it.
-func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error) {
-	return claim(ctx, s.engine, rec)
-}
-
-// Get is Store.Get: one strongly consistent GetItem.
-func (s *DynamoStore) Get(ctx context.Context, id ID) (Record, error) { return get(ctx, s.engine, id) }
-
-// Complete is Store.Complete: one conditional UpdateItem.
-func (s *DynamoStore) Complete(ctx context.Context, id ID, claimID string, resp Response) (Record, error) {
-	return complete(ctx, s.engine, id, claimID, resp)
-}
-
-// Release is Store.Release: one conditional DeleteItem.
-func (s *DynamoStore) Release(ctx context.Context, id ID, claimID string) error {
-	return s.engine.Release(ctx, recordstore.ID(id), claimID)
+	e := recordstore.NewDynamoStore(withoutQuery{client}, table, engineOptions(optFns))
+	return &DynamoStore{adapter: adapter{e}, dynamo: e}
 }
 
 // TableName returns the table the store writes to.
-func (s *DynamoStore) TableName() string { return s.engine.TableName() }
+func (s *DynamoStore) TableName() string { return s.dynamo.TableName() }
 
 // MemoryStore is an in-memory Store with the same semantics as
 // DynamoStore, for fast tests of code built on this package: both run on
 // the same engine, whose conformance tests hold its in-memory and
 // DynamoDB forms to the same cases.
 type MemoryStore struct {
-	engine *recordstore.MemoryStore
+	adapter
+	memory *recordstore.MemoryStore
 }
 
 // NewMemoryStore returns an empty store with the same Options as
 // NewDynamoStore.
 func NewMemoryStore(optFns ...func(*Options)) *MemoryStore {
-	return &MemoryStore{engine: recordstore.NewMemoryStore(engineOptions(optFns))}
-}
-
-// Claim behaves as DynamoStore.Claim.
-func (m *MemoryStore) Claim(ctx context.Context, rec Record) (ClaimResult, error) {
-	return claim(ctx, m.engine, rec)
-}
-
-// Get behaves as DynamoStore.Get.
-func (m *MemoryStore) Get(ctx context.Context, id ID) (Record, error) { return get(ctx, m.engine, id) }
-
-// Complete behaves as DynamoStore.Complete.
-func (m *MemoryStore) Complete(ctx context.Context, id ID, claimID string, resp Response) (Record, error) {
-	return complete(ctx, m.engine, id, claimID, resp)
-}
-
-// Release behaves as DynamoStore.Release.
-func (m *MemoryStore) Release(ctx context.Context, id ID, claimID string) error {
-	return m.engine.Release(ctx, recordstore.ID(id), claimID)
+	e := recordstore.NewMemoryStore(engineOptions(optFns))
+	return &MemoryStore{adapter: adapter{e}, memory: e}
 }
 
 // Len returns how many records are stored, live or expired.
-func (m *MemoryStore) Len() int { return m.engine.Len() }
+func (m *MemoryStore) Len() int { return m.memory.Len() }
 
-// claim, get and complete are Store's methods on either engine.
+// adapter is Store on the engine: the engine's records, states and errors
+// as this package's.
+type adapter struct{ engine recordstore.Store }
 
-func claim(ctx context.Context, e recordstore.Store, rec Record) (ClaimResult, error) {
+// Claim is Store.Claim.
+func (a adapter) Claim(ctx context.Context, rec Record) (ClaimResult, error) {
 	if rec.State != "" && rec.State != StateInProgress {
 		return ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed; a claim is in progress", rec.ID, rec.State)
 	}
-	res, err := e.Claim(ctx, recordstore.Record{
+	res, err := a.engine.Claim(ctx, recordstore.Record{
 		ID: recordstore.ID(rec.ID), Tenant: rec.Tenant, ClaimID: rec.ClaimID, Fingerprint: rec.Fingerprint,
 		State: recordstore.StateInProgress, Lease: rec.Lease,
 	})
@@ -194,16 +167,23 @@ func claim(ctx context.Context, e recordstore.Store, rec Record) (ClaimResult, e
 	return ClaimResult{Record: record(res.Record), Replayed: res.Replayed}, nil
 }
 
-func get(ctx context.Context, e recordstore.Store, id ID) (Record, error) {
-	r, err := e.Get(ctx, recordstore.ID(id))
+// Get is Store.Get.
+func (a adapter) Get(ctx context.Context, id ID) (Record, error) {
+	r, err := a.engine.Get(ctx, recordstore.ID(id))
 	return record(r), err
 }
 
-func complete(ctx context.Context, e recordstore.Store, id ID, claimID string, resp Response) (Record, error) {
+// Complete is Store.Complete.
+func (a adapter) Complete(ctx context.Context, id ID, claimID string, resp Response) (Record, error) {
 	engineResp := recordstore.Response(resp)
-	r, err := e.Update(ctx, recordstore.ID(id), claimID, recordstore.Update{State: recordstore.StateCompleted, Response: &engineResp})
+	r, err := a.engine.Update(ctx, recordstore.ID(id), claimID, recordstore.Update{State: recordstore.StateCompleted, Response: &engineResp})
 	if err != nil {
 		return Record{}, publicError(err)
 	}
 	return record(r), nil
+}
+
+// Release is Store.Release.
+func (a adapter) Release(ctx context.Context, id ID, claimID string) error {
+	return a.engine.Release(ctx, recordstore.ID(id), claimID)
 }
