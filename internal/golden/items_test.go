@@ -52,6 +52,29 @@ const ttl = time.Hour
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// goldenConfig is the service's configuration in the golden run.
+var goldenConfig = upload.Config{
+	Bucket: "uploads-golden", Prefix: "uploads/", PresignTTL: 15 * time.Minute, KeyTTL: ttl,
+	MaxUploadBytes: 1 << 30, MaxPendingMultipart: 10,
+}
+
+var (
+	// content is the golden single PUT's file, and sum its SHA-256.
+	content = []byte("the golden file's bytes")
+	sum     = sha256.Sum256(content)
+	// fileSum is the whole file's sha256 a multipart upload declares.
+	fileSum = strings.Repeat("ab", 32)
+)
+
+// singleObject is the golden single PUT's object, as S3 would hold it
+// after the client's PUT at now.
+func singleObject(now time.Time) s3.HeadObjectOutput {
+	return s3.HeadObjectOutput{
+		ContentLength: aws.Int64(int64(len(content))), ETag: aws.String(`"etag-single"`), LastModified: aws.Time(now),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+	}
+}
+
 // TestGoldenItems drives the upload service and MakeIdempotent through
 // every shape of record they write, on a real local DynamoDB, and holds
 // each item (every attribute, with its DynamoDB type) and every request
@@ -74,20 +97,14 @@ func TestGoldenItems(t *testing.T) {
 	g := &golden{t: t, client: direct, table: table, rec: rec}
 
 	store := recordstore.NewDynamoStore(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
-	cfg := upload.Config{
-		Bucket: "uploads-golden", Prefix: "uploads/", PresignTTL: 15 * time.Minute, KeyTTL: ttl,
-		MaxUploadBytes: 1 << 30, MaxPendingMultipart: 10,
-	}
+	cfg := goldenConfig
 	svc := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock.Now, rand.NewChaCha8([32]byte{}), quiet
 	})
 	const tenant = "tenant-golden"
-	content := []byte("the golden file's bytes")
-	sum := sha256.Sum256(content)
 	single := api.CreateRequest{Filename: "report.pdf", ContentType: "application/pdf", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
 	const partSize = 5 << 20
 	multipart := api.CreateRequest{Filename: "video.mp4", ContentType: "video/mp4", Size: 2*partSize + 1<<20, PartSize: partSize}
-	fileSum := strings.Repeat("ab", 32)
 
 	create := func(key string, req api.CreateRequest) string {
 		t.Helper()
@@ -99,12 +116,7 @@ func TestGoldenItems(t *testing.T) {
 	}
 	// stored puts the object of a single PUT in the bucket, as S3 would
 	// after the client's PUT.
-	stored := func(uploadID string) {
-		objects.objects[cfg.Prefix+uploadID] = s3.HeadObjectOutput{
-			ContentLength: aws.Int64(single.Size), ETag: aws.String(`"etag-single"`), LastModified: aws.Time(clock.Now()),
-			ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
-		}
-	}
+	stored := func(uploadID string) { objects.objects[cfg.Prefix+uploadID] = singleObject(clock.Now()) }
 	finalize := func(uploadID string, want upload.Outcome) {
 		t.Helper()
 		got, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: cfg.Bucket, Key: cfg.Prefix + uploadID, Time: clock.Now()})
