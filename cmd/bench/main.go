@@ -330,10 +330,10 @@ func coldStart(ctx context.Context, rep *report, st *devstack.Stack, dir string)
 var benchRE = regexp.MustCompile(`^Benchmark([\w/]+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 
 // hotPath runs the Go benchmarks of the presign and finalize paths and of
-// pkg/idempotency (claim, item codec, MakeIdempotent) six times and keeps
+// the record store (claim, item codec) and of MakeIdempotent six times and keeps
 // the median ns/op.
 func hotPath(ctx context.Context) ([]benchLine, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./internal/upload/", "./pkg/api/", "./pkg/idempotency/")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./internal/upload/", "./pkg/api/", "./pkg/idempotency/", "./internal/recordstore/")
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench: %v\n%s", err, outb)

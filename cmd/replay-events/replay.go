@@ -22,8 +22,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // QueueAPI is the part of *sqs.Client the replay uses.
@@ -54,7 +54,7 @@ var (
 // ones not deleted are made visible again at its end).
 const visibility = 15 * time.Minute
 
-// Attributes of the table that no idempotency.Schema renames: a record's
+// Attributes of the table that no recordstore.Schema renames: a record's
 // last write (epoch milliseconds) and, in the upload's own fields, when
 // it completed or was aborted (RFC 3339).
 const (
@@ -74,7 +74,7 @@ type replayer struct {
 	queueURL  string
 	tableName string
 	bucket    string
-	schema    idempotency.Schema
+	schema    recordstore.Schema
 	slack     time.Duration
 	ttl       time.Duration
 	now       func() time.Time
@@ -353,7 +353,11 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 	}
 	kept := make([]found, 0, len(items))
 	for _, f := range items {
-		if _, _, err := upload.EventOf(r.schema, r.bucket, nil, f.item); err != nil {
+		rec, err := r.schema.DecodeItem(f.item)
+		if err == nil {
+			_, _, err = upload.EventOf(r.bucket, nil, &rec)
+		}
+		if err != nil {
 			res.skipped++
 			fmt.Fprintf(r.log, "%s item %s, which cannot be made into an event: %v\n", verb, itemKey(r.schema, f.item), err)
 			continue
@@ -364,7 +368,7 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 }
 
 // itemKey names an item by its key attributes, as the table holds them.
-func itemKey(schema idempotency.Schema, item map[string]types.AttributeValue) string {
+func itemKey(schema recordstore.Schema, item map[string]types.AttributeValue) string {
 	name := func(attr string) string {
 		if v, ok := item[attr].(*types.AttributeValueMemberS); ok {
 			return attr + "=" + strconv.Quote(v.Value)
@@ -404,7 +408,7 @@ func (r *replayer) scan(ctx context.Context, w window) ([]found, error) {
 	between := func(name string, lo, hi any) expression.ConditionBuilder {
 		return expression.Name(name).Between(expression.Value(lo), expression.Value(hi))
 	}
-	filter := state.In(expression.Value(string(idempotency.StateCompleted)), expression.Value(string(idempotency.StateAborted))).And(
+	filter := state.In(expression.Value(string(recordstore.StateCompleted)), expression.Value(string(recordstore.StateAborted))).And(
 		expression.Or(
 			between(attrUpdated, w.start.UnixMilli(), w.end.UnixMilli()),
 			between(attrCompletedAt, w.start.UTC().Format(timeFormat), w.end.UTC().Format(timeFormat)),
@@ -446,8 +450,11 @@ func (r *replayer) place(item map[string]types.AttributeValue) found {
 		return f
 	}
 	f.updated, f.hasUpdated = rec.UpdatedAt, true
-	if v, ok := rec.Data["completed_at"].(*types.AttributeValueMemberS); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v.Value); err == nil {
+	var data struct {
+		CompletedAt string `dynamodbav:"completed_at"`
+	}
+	if rec.Data.Decode(&data) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, data.CompletedAt); err == nil {
 			f.completed, f.complete = t, true
 		}
 	}

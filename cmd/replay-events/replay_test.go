@@ -29,10 +29,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 var (
@@ -73,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 	ddb := testenv.DynamoClient(f.dynamoURL, nil)
 	f.s3 = testenv.S3Client(versity.Endpoint(t), nil)
 	f.table, f.bucket = testenv.NewTable(t, ddb), testenv.NewBucket(t, f.s3)
-	store := idempotency.NewDynamoStore(ddb, f.table, func(o *idempotency.Options) { o.Now = f.Now })
+	store := recordstore.NewDynamoStore(ddb, f.table, func(o *recordstore.Options) { o.Now = f.Now })
 	f.svc = upload.New(store, upload.NewPresigner(f.s3, f.bucket), f.s3,
 		upload.Config{Bucket: f.bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 64 << 20},
 		func(o *upload.Options) {
@@ -246,10 +246,10 @@ func (f *fixture) replayer(queueURL string, log io.Writer, events publish.EventB
 		queue: f.queues, table: testenv.DynamoClient(f.dynamoURL, &f.scans),
 		publisher: &publish.Handler{
 			Events: events, Bus: f.bus, Source: api.EventSource, Bucket: f.bucket,
-			Schema: idempotency.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
+			Schema: recordstore.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
 		},
-		queueURL: queueURL, tableName: f.table, bucket: f.bucket, schema: idempotency.DefaultSchema(),
-		slack: time.Minute, ttl: idempotency.DefaultTTL, now: f.Now, log: log,
+		queueURL: queueURL, tableName: f.table, bucket: f.bucket, schema: recordstore.DefaultSchema(),
+		slack: time.Minute, ttl: recordstore.DefaultTTL, now: f.Now, log: log,
 	}
 }
 

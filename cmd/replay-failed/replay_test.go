@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // The whole replay, with real parts: an upload whose S3 event finalize
@@ -40,7 +40,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	table, bucket := testenv.NewTable(t, ddb), testenv.NewBucket(t, s3c)
 
 	// An upload whose bytes S3 holds, and whose event was lost.
-	store := idempotency.NewDynamoStore(ddb, table)
+	store := recordstore.NewDynamoStore(ddb, table)
 	svc := upload.New(store, upload.NewPresigner(s3c, bucket), s3c, upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 1 << 20})
 	content := []byte("an upload whose event failed")
 	sum := sha256.Sum256(content)
@@ -90,7 +90,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	}
 	id, _ := upload.ParseUploadID(u.UploadID)
 	rec, err := store.Get(ctx, id)
-	if err != nil || rec.State != idempotency.StateCompleted {
+	if err != nil || rec.State != recordstore.StateCompleted {
 		t.Fatalf("record after the replay: %+v %v", rec, err)
 	}
 	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})

@@ -16,13 +16,11 @@ import (
 	"testing"
 	"time"
 
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Many goroutines send distinct, mixed requests through the front door for
@@ -108,12 +106,12 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			}
 			// Finalize ran concurrently for every PUT; each record completed
 			// with its own object (size, and S3's MD5 ETag of its bytes).
-			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)
-				if dataS(rec, "etag") != hex.EncodeToString(sum[:]) || dataN(rec, "size") != fmt.Sprint(len(p.content)) {
-					t.Fatalf("upload %s completed with etag %q size %q, want its own object's %x, %d", p.uploadID, dataS(rec, "etag"), dataN(rec, "size"), sum, len(p.content))
+				if f := fieldsOf(t, rec); f.ETag != hex.EncodeToString(sum[:]) || f.Size != int64(len(p.content)) {
+					t.Fatalf("upload %s completed with etag %q size %d, want its own object's %x, %d", p.uploadID, f.ETag, f.Size, sum, len(p.content))
 				}
 			}
 			t.Logf("%d answers checked, %d uploads finalized concurrently, %d presign instances", checked.Load(), len(put), st.invokers["PresignFunction"].instances())
@@ -149,7 +147,7 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	}
 	sum := sha256.Sum256(content)
 	id, err := upload.ParseUploadID(u.UploadID)
-	ok := err == nil && id == idempotency.NewID(presign.JWTTenant("", tenant), key) &&
+	ok := err == nil && id == recordstore.NewID(presign.JWTTenant("", tenant), key) &&
 		u.Filename == fmt.Sprintf("w%d-r%d.txt", worker, seq) && u.Bytes == int64(len(content)) && u.SHA256 == hex.EncodeToString(sum[:])
 	if status == 201 {
 		ok = ok && a.header.Get("Location") == "/uploads/"+u.UploadID
@@ -186,13 +184,13 @@ func do(t *testing.T, method, url, key, auth string, body []byte) answer {
 
 // waitCompleted polls the record of uploadID until it is completed, which
 // only finalize (through S3's notification) does, and returns it.
-func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string) idempotency.Record {
+func waitCompleted(t *testing.T, store *recordstore.DynamoStore, uploadID string) recordstore.Record {
 	t.Helper()
 	id, _ := upload.ParseUploadID(uploadID)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		rec, err := store.Get(context.Background(), id)
-		if err == nil && rec.State == idempotency.StateCompleted {
+		if err == nil && rec.State == recordstore.StateCompleted {
 			return rec
 		}
 		if time.Now().After(deadline) {
@@ -202,20 +200,20 @@ func waitCompleted(t *testing.T, store *idempotency.DynamoStore, uploadID string
 	}
 }
 
-// dataS returns the string the record's data field name holds, or "" when
-// it holds none (absent, or of another type).
-func dataS(rec idempotency.Record, name string) string {
-	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
+// uploadFields are the fields of an upload's record these tests check, of
+// the types the service stores them as.
+type uploadFields struct {
+	ETag     string `dynamodbav:"etag"`
+	Size     int64  `dynamodbav:"size"`
+	Checksum string `dynamodbav:"checksum_sha256"`
 }
 
-// dataN returns the number the record's data field name holds, as
-// DynamoDB's text, or "" when it holds none.
-func dataN(rec idempotency.Record, name string) string {
-	if v, ok := rec.Data[name].(*dbtypes.AttributeValueMemberN); ok {
-		return v.Value
+// fieldsOf decodes rec's fields; a field of another type fails t.
+func fieldsOf(t *testing.T, rec recordstore.Record) uploadFields {
+	t.Helper()
+	var f uploadFields
+	if err := rec.Data.Decode(&f); err != nil {
+		t.Fatalf("upload %s: %v", rec.ClaimID, err)
 	}
-	return ""
+	return f
 }

@@ -13,21 +13,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // The table template.yaml declares, the one every test table copies
-// (testenv.NewTable) and the one pkg/idempotency's default Schema reads and
+// (testenv.NewTable) and the one internal/recordstore's default Schema reads and
 // counts groups on are one shape.
 func TestTemplateTableIsTheStoresTable(t *testing.T) {
 	spec, err := LoadSpec(filepath.Join("..", "..", "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, tbl := idempotency.DefaultSchema(), spec.Table
+	d, tbl := recordstore.DefaultSchema(), spec.Table
 	want := []IndexSpec{{Name: d.GroupIndex, PartitionKey: d.Group, SortKey: d.ExpiresAt, ProjectionType: "KEYS_ONLY"}}
 	if !reflect.DeepEqual(tbl.Indexes, want) {
 		t.Errorf("template indexes %+v, want %+v", tbl.Indexes, want)
@@ -113,7 +113,7 @@ func TestStackAddsAMissingIndex(t *testing.T) {
 	if err != nil || kept.Item == nil {
 		t.Fatalf("the old table's item: %v, %v; the stack did not keep the old table", kept, err)
 	}
-	store := idempotency.NewDynamoStore(client, table)
+	store := recordstore.NewDynamoStore(client, table)
 	if n, err := store.CountGroup(ctx, "g", ""); err != nil || n != 0 {
 		t.Fatalf("count on the upgraded table: %d, %v", n, err)
 	}

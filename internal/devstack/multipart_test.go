@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // The multipart routes through the front door, as API clients see them:
@@ -188,9 +188,9 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := waitCompleted(t, idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
-	if dataN(rec, "size") != fmt.Sprint(len(data)) || dataS(rec, "checksum_sha256") == "" {
-		t.Fatalf("recorded size %q, checksum %q", dataN(rec, "size"), dataS(rec, "checksum_sha256"))
+	rec := waitCompleted(t, recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
+	if f := fieldsOf(t, rec); f.Size != int64(len(data)) || f.Checksum == "" {
+		t.Fatalf("recorded size %d, checksum %q", f.Size, f.Checksum)
 	}
 	head, err := s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &st.Bucket, Key: aws.String(u.StorageKey)})
 	if err != nil || aws.ToInt64(head.ContentLength) != int64(len(data)) {
@@ -200,7 +200,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	if status.status != 200 || !bytes.Contains(status.body, []byte(`"status":"completed"`)) {
 		t.Fatalf("status: %d %s", status.status, status.body)
 	}
-	if id, _ := upload.ParseUploadID(u.UploadID); id != idempotency.NewID(presign.JWTTenant("", LocalTenant), "multipart-event-key-1") {
+	if id, _ := upload.ParseUploadID(u.UploadID); id != recordstore.NewID(presign.JWTTenant("", LocalTenant), "multipart-event-key-1") {
 		t.Fatalf("upload id %s is not the key's", u.UploadID)
 	}
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // newMultipartOnly is S3 as far as creating a multipart upload: enough for
@@ -36,7 +36,7 @@ func signedHeaders(t *testing.T) map[string]map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	client := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
-	svc := upload.New(idempotency.NewMemoryStore(), upload.NewPresigner(client, "uploads-test"), newMultipartOnly{},
+	svc := upload.New(recordstore.NewMemoryStore(), upload.NewPresigner(client, "uploads-test"), newMultipartOnly{},
 		upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 30},
 		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	sum := strings.Repeat("ab", 32)

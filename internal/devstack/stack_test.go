@@ -20,11 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // The functions' bootstraps, built once per package run, when the first
@@ -137,7 +137,7 @@ func TestWalkthrough(t *testing.T) {
 
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
-			store := idempotency.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			waitCompleted(t, store, u.UploadID)
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)
@@ -185,7 +185,7 @@ func TestWalkthrough(t *testing.T) {
 			wg.Wait()
 			for i := range 2 * n {
 				id, err := upload.ParseUploadID(ids[i])
-				if err != nil || ids[i] != ids[i%2] || id != idempotency.NewID(presign.JWTTenant("", LocalTenant), keys[i%2]) {
+				if err != nil || ids[i] != ids[i%2] || id != recordstore.NewID(presign.JWTTenant("", LocalTenant), keys[i%2]) {
 					t.Fatalf("client %d of key %s got upload %q; the first client of that key got %q", i, keys[i%2], ids[i], ids[i%2])
 				}
 			}

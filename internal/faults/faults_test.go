@@ -25,10 +25,10 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 var (
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 // fault-injecting proxy, and a real S3.
 type rig struct {
 	proxy    *faults.Proxy
-	store    *idempotency.DynamoStore // direct, no faults: to inspect
+	store    *recordstore.DynamoStore // direct, no faults: to inspect
 	presign  *presign.Handler
 	finalize *finalize.Handler
 	s3       *s3.Client
@@ -78,12 +78,12 @@ func newRig(t *testing.T) *rig {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A short lease, so that a multipart claim a fault left in progress is
 	// taken over within the test.
-	store := idempotency.NewDynamoStore(viaProxy, table, func(o *idempotency.Options) { o.Lease = time.Second })
+	store := recordstore.NewDynamoStore(viaProxy, table, func(o *recordstore.Options) { o.Lease = time.Second })
 	svc := upload.New(store, presigner, s3c,
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
-		proxy: proxy, store: idempotency.NewDynamoStore(direct, table),
+		proxy: proxy, store: recordstore.NewDynamoStore(direct, table),
 		presign: &presign.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
 		s3: s3c, bucket: bucket,
 	}
@@ -131,7 +131,7 @@ func TestFaultsDuringClaim(t *testing.T) {
 			if retried.StatusCode != 201 || again.StatusCode != 201 || again.Body != retried.Body {
 				t.Fatalf("after %s: retry %d %s, then %d", kind, retried.StatusCode, retried.Body, again.StatusCode)
 			}
-			rec, err := r.store.Get(context.Background(), idempotency.NewID(presign.JWTTenant("", "tenant"), key))
+			rec, err := r.store.Get(context.Background(), recordstore.NewID(presign.JWTTenant("", "tenant"), key))
 			if err != nil || "/uploads/"+rec.ClaimID != retried.Headers["Location"] {
 				t.Fatalf("record %+v, %v; answered %s", rec, err, retried.Headers["Location"])
 			}
@@ -201,11 +201,11 @@ func TestFaultsDuringCompletion(t *testing.T) {
 			r.proxy.SetRule(faults.Always(kind, "UpdateItem"))
 			err := r.finalize.Handle(context.Background(), ev)
 			r.proxy.SetRule(faults.Always(faults.None))
-			rec, _ := r.store.Get(context.Background(), idempotency.NewID(presign.JWTTenant("", "tenant"), "complete-fault-"+kind.String()))
+			rec, _ := r.store.Get(context.Background(), recordstore.NewID(presign.JWTTenant("", "tenant"), "complete-fault-"+kind.String()))
 			switch {
-			case err == nil && rec.State != idempotency.StateCompleted:
+			case err == nil && rec.State != recordstore.StateCompleted:
 				t.Fatalf("under %s: success reported but the record is %s", kind, rec.State)
-			case err != nil && rec.State != idempotency.StatePending && kind != faults.DropResponse:
+			case err != nil && rec.State != recordstore.StatePending && kind != faults.DropResponse:
 				// Only a lost answer may leave work done behind an error.
 				t.Fatalf("under %s: error reported but the record is %s", kind, rec.State)
 			}
@@ -214,7 +214,7 @@ func TestFaultsDuringCompletion(t *testing.T) {
 				t.Fatalf("redelivery after %s: %v", kind, err)
 			}
 			rec, _ = r.store.Get(context.Background(), rec.ID)
-			if rec.State != idempotency.StateCompleted {
+			if rec.State != recordstore.StateCompleted {
 				t.Fatalf("after %s and a redelivery: %s", kind, rec.State)
 			}
 		})
@@ -229,14 +229,14 @@ func TestFaultsDuringRelease(t *testing.T) {
 		o.BaseEndpoint = aws.String(r.proxy.URL)
 		o.RetryMaxAttempts = 1
 	})
-	store := idempotency.NewDynamoStore(client, r.store.TableName())
-	id := idempotency.NewID("tenant", "release-fault-0001")
-	if _, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress}); err != nil {
+	store := recordstore.NewDynamoStore(client, r.store.TableName())
+	id := recordstore.NewID("tenant", "release-fault-0001")
+	if _, err := store.Claim(ctx, recordstore.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kind := range []faults.Kind{faults.DropRequest, faults.Throttling, faults.ServerError} {
 		r.proxy.SetRule(faults.Always(kind, "DeleteItem"))
-		if err := store.Release(ctx, id, "c"); !errors.Is(err, idempotency.ErrUnavailable) {
+		if err := store.Release(ctx, id, "c"); !errors.Is(err, recordstore.ErrUnavailable) {
 			t.Errorf("release under %s: %v, want ErrUnavailable", kind, err)
 		}
 	}
@@ -244,7 +244,7 @@ func TestFaultsDuringRelease(t *testing.T) {
 	if err := store.Release(ctx, id, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
+	if _, err := r.store.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
 		t.Fatalf("after release: %v", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestFunctionDiesAfterClaim(t *testing.T) {
 		r.post(t, "crash-after-claim-01")
 	}()
 	retried := r.post(t, "crash-after-claim-01")
-	rec, err := r.store.Get(context.Background(), idempotency.NewID(presign.JWTTenant("", "tenant"), "crash-after-claim-01"))
+	rec, err := r.store.Get(context.Background(), recordstore.NewID(presign.JWTTenant("", "tenant"), "crash-after-claim-01"))
 	if retried.StatusCode != 201 || err != nil || retried.Headers["Location"] != "/uploads/"+rec.ClaimID || retried.Headers["Idempotent-Replay"] != "true" {
 		t.Fatalf("retry %d %v %s; record %+v %v", retried.StatusCode, retried.Headers, retried.Body, rec, err)
 	}

@@ -292,7 +292,7 @@ func checkRetained(t *testing.T, c cfn) {
 }
 
 // The table has the sparse group index that counts a tenant's unfinished
-// multipart uploads, keyed and projected as pkg/idempotency's default
+// multipart uploads, keyed and projected as internal/recordstore's default
 // Schema queries it, on demand like the table; the presign function gets
 // its cap.
 func checkGroupIndex(t *testing.T, c cfn) {

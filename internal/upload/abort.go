@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // Abort aborts a pending multipart upload: S3 first, so that no Complete
@@ -22,13 +22,13 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	if rec.State == idempotency.StatePending {
+	if rec.State == recordstore.StatePending {
 		// The intent first: if the abort stops half-way (S3 done, the
 		// record not), whoever finds the S3 upload gone knows it was
 		// aborted, rather than waiting for a Complete that is not coming.
-		rec, err = s.update(ctx, rec, idempotency.Update{State: stateAborting})
+		rec, err = s.update(ctx, rec, recordstore.Update{State: stateAborting})
 		switch {
-		case errors.Is(err, idempotency.ErrNotFound):
+		case errors.Is(err, recordstore.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("abort %s: %w", uploadID, err)
@@ -40,7 +40,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 		case isNoSuchUpload(err):
 			rec, err = s.settleGone(ctx, rec, true)
 		case err != nil:
-			return Result{}, fmt.Errorf("abort %s: %w", uploadID, idempotency.Classify(err))
+			return Result{}, fmt.Errorf("abort %s: %w", uploadID, recordstore.Classify(err))
 		default:
 			rec, err = s.markAborted(ctx, rec)
 		}
@@ -48,7 +48,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 			return Result{}, err
 		}
 	}
-	if rec.State != idempotency.StateAborted {
+	if rec.State != recordstore.StateAborted {
 		return Result{}, ErrCompleted
 	}
 	body, err := finalBody(rec)
@@ -63,13 +63,11 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 // an object. The record becomes final (state aborted), so every later
 // request, a replay of the create included, answers with it.
 func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
-	data, err := fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}.attrs()
-	if err != nil {
-		return rec, err
-	}
-	done, err := s.update(ctx, rec, idempotency.Update{State: idempotency.StateAborted, Data: data, RestartExpiry: true})
+	done, err := s.update(ctx, rec, recordstore.Update{
+		State: recordstore.StateAborted, Data: fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
+	})
 	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		return rec, ErrNotFound
 	case err != nil:
 		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)

@@ -6,22 +6,20 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // stateAborting is a pending multipart upload whose abort has begun: if the
 // abort stops half-way, whoever finds the S3 upload gone knows it was
-// aborted. The record's other states are idempotency's: in progress (a
+// aborted. The record's other states are the record store's: in progress (a
 // multipart create's lease), pending, aborted and completed.
-const stateAborting idempotency.State = "aborting"
+const stateAborting recordstore.State = "aborting"
 
 // fields are the service's own attributes of an upload, kept in
-// idempotency.Record.Data and encoded with attributevalue. Every field is
-// omitempty so that an update can carry only the fields it sets.
+// recordstore.Record.Data, which the store encodes with attributevalue.
+// Every field is omitempty so that an update can carry only the fields it
+// sets.
 type fields struct {
 	ObjectKey   string `dynamodbav:"object_key,omitempty"`
 	Filename    string `dynamodbav:"filename,omitempty"`
@@ -41,28 +39,29 @@ type fields struct {
 	Checksum string `dynamodbav:"checksum_sha256,omitempty"`
 }
 
-// attrSize is the name of fields.Size, which finalize's update requires.
-const attrSize = "size"
+// attrSize and attrSHA256 are the names of fields.Size, which finalize's
+// update requires, and of fields.SHA256, which a complete sets once.
+const attrSize, attrSHA256 = "size", "sha256"
 
-// attrs encodes f for a claim or an update.
-func (f fields) attrs() (map[string]types.AttributeValue, error) {
-	m, err := attributevalue.MarshalMap(f)
+// attrs encodes f for a claim.
+func (f fields) attrs() (recordstore.Data, error) {
+	d, err := recordstore.NewData(f)
 	if err != nil {
-		return nil, fmt.Errorf("encode upload fields: %w", err)
+		return recordstore.Data{}, fmt.Errorf("encode upload fields: %w", err)
 	}
-	return m, nil
+	return d, nil
 }
 
 // stored is an upload's record with its fields decoded once.
 type stored struct {
-	idempotency.Record
+	recordstore.Record
 	fields
 }
 
 // decodeStored decodes rec's fields.
-func decodeStored(rec idempotency.Record) (stored, error) {
+func decodeStored(rec recordstore.Record) (stored, error) {
 	s := stored{Record: rec}
-	if err := attributevalue.UnmarshalMap(rec.Data, &s.fields); err != nil {
+	if err := rec.Data.Decode(&s.fields); err != nil {
 		return stored{}, fmt.Errorf("record %s: %w", rec.ClaimID, err)
 	}
 	if s.Size <= 0 || s.ObjectKey == "" || s.PartSize < 0 {
@@ -76,7 +75,7 @@ func (s *stored) multipart() bool { return s.PartSize > 0 }
 
 // final reports whether the record is in a final state.
 func (s *stored) final() bool {
-	return s.State == idempotency.StateCompleted || s.State == idempotency.StateAborted
+	return s.State == recordstore.StateCompleted || s.State == recordstore.StateAborted
 }
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
@@ -101,7 +100,7 @@ func finalBody(s stored) ([]byte, error) { return encode(s.finalUpload()) }
 // and its event state it.
 func (s *stored) finalUpload() api.Upload {
 	u := s.upload()
-	if s.State == idempotency.StateAborted {
+	if s.State == recordstore.StateAborted {
 		u.Status = api.StatusAborted
 		return u
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Complete completes a multipart upload from what S3 holds: every part
@@ -53,7 +53,7 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api
 			return Result{}, err
 		}
 	}
-	if rec.State == idempotency.StateAborted {
+	if rec.State == recordstore.StateAborted {
 		return Result{}, ErrNotPending
 	}
 	body, err := finalBody(rec)
@@ -114,7 +114,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		return s.settleGone(ctx, rec, false)
 	}
 	if err != nil {
-		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, idempotency.Classify(err))
+		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, recordstore.Classify(err))
 	}
 	byNumber := make(map[int32]s3types.Part, len(parts))
 	for _, p := range parts {
@@ -162,9 +162,9 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		// A part changed between the list and the complete (a client
 		// re-sent it); the next attempt lists it again, and compares it
 		// with the declaration if there is one.
-		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err)
+		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, recordstore.ErrUnavailable, err)
 	case err != nil:
-		return rec, fmt.Errorf("complete %s: %w", u.UploadID, idempotency.Classify(err))
+		return rec, fmt.Errorf("complete %s: %w", u.UploadID, recordstore.Classify(err))
 	}
 	if aws.ToString(out.ChecksumSHA256) == "" {
 		// A Complete that repeats one already done (two completes raced)
@@ -218,22 +218,19 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 // the record as it is now, final if the upload was completed or aborted
 // meanwhile; errSHA256Differs if another sha256 is recorded.
 func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
-	data, err := fields{SHA256: sum}.attrs()
-	if err != nil {
-		return rec, err
-	}
-	done, err := s.update(ctx, rec, idempotency.Update{
-		State: idempotency.StatePending, From: idempotency.StatePending, Data: data, RequireAbsentOrEqual: data,
+	done, err := s.update(ctx, rec, recordstore.Update{
+		State: recordstore.StatePending, From: recordstore.StatePending,
+		Data: fields{SHA256: sum}, RequireAbsentOrEqual: map[string]any{attrSHA256: sum},
 	})
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		return rec, ErrNotFound
-	case errors.Is(err, idempotency.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == idempotency.StatePending:
+	case errors.Is(err, recordstore.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == recordstore.StatePending:
 		// Still pending, so the sha256 is what failed: another complete
 		// recorded another one since rec was read.
 		return rec, errSHA256Differs
-	case errors.Is(err, idempotency.ErrMismatch):
+	case errors.Is(err, recordstore.ErrMismatch):
 		// Not pending: an abort has begun.
 		return rec, ErrNotPending
 	case err != nil:

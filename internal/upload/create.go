@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Create claims key for the tenant and answers with a presigned PUT
@@ -26,7 +26,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Result{}, err
 	}
-	id := idempotency.NewID(tenant, key)
+	id := recordstore.NewID(tenant, key)
 	uploadID, err := newUploadID(id, s.opts.Random)
 	if err != nil {
 		return Result{}, err
@@ -35,14 +35,14 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
-	claim := idempotency.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
+	claim := recordstore.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
 	f := fields{
 		ObjectKey: pending.StorageKey, Filename: r.Filename, ContentType: r.ContentType,
 		Size: r.Size, SHA256: r.SHA256, PartSize: r.PartSize,
 	}
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
-		claim.State = idempotency.StateInProgress
+		claim.State = recordstore.StateInProgress
 		if claim.Data, err = f.attrs(); err != nil {
 			return Result{}, err
 		}
@@ -55,8 +55,8 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Result{}, err
 	}
-	claim.State = idempotency.StatePending
-	claim.Response = idempotency.Response{Body: body}
+	claim.State = recordstore.StatePending
+	claim.Response = recordstore.Response{Body: body}
 	f.URLExpires = urlExpires
 	if claim.Data, err = f.attrs(); err != nil {
 		return Result{}, err
@@ -74,7 +74,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 
 // claimError logs and wraps a claim that did not go through.
 func (s *Service) claimError(ctx context.Context, err error) error {
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	if errors.As(err, &conflict) {
 		s.opts.Logger.InfoContext(ctx, "key reused with a different request", "upload_id", conflict.Existing.ClaimID)
 	}
@@ -82,7 +82,7 @@ func (s *Service) claimError(ctx context.Context, err error) error {
 }
 
 // replay answers a create from the record that holds its key.
-func (s *Service) replay(ctx context.Context, holder idempotency.Record) (Result, error) {
+func (s *Service) replay(ctx context.Context, holder recordstore.Record) (Result, error) {
 	rec, err := decodeStored(holder)
 	if err != nil {
 		return Result{}, err

@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Large uploads start at once: a multipart create need not give the whole
@@ -103,14 +102,14 @@ func TestCreateWithoutSHA256(t *testing.T) {
 	if err != nil || replay.Effect != upload.EffectReplayed || !bytes.Equal(replay.Body, created.Body) {
 		t.Fatalf("replay: %v %s %s", err, replay.Effect, replay.Body)
 	}
-	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00001", f.req); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00001", f.req); !errors.Is(err, recordstore.ErrKeyReused) {
 		t.Fatalf("the same key with sha256: %v, want key reused", err)
 	}
 	// And the other way round: a create with sha256, then without.
 	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.withoutSHA256()); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.withoutSHA256()); !errors.Is(err, recordstore.ErrKeyReused) {
 		t.Fatalf("the same key without sha256: %v, want key reused", err)
 	}
 	single := requestFor([]byte("one PUT"), "text/plain")
@@ -407,7 +406,7 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 		e.sendParts(t, u.UploadID, other, 1)
 	}})
 	_, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sum})
-	if !errors.Is(err, idempotency.ErrUnavailable) {
+	if !errors.Is(err, recordstore.ErrUnavailable) {
 		t.Fatalf("complete refused by S3 (a part replaced): %v, want a retryable error", err)
 	}
 	e.wantPending(t, u)
@@ -417,8 +416,14 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	}
 	// The pending answer is the create's; the record holds the sha256.
 	rec, err := e.store.Get(ctx, id)
-	if got, ok := rec.Data["sha256"].(*types.AttributeValueMemberS); err != nil || !ok || got.Value != sum {
-		t.Fatalf("the record after the refused complete: %v %#v; want sha256 %s kept", err, rec.Data["sha256"], sum)
+	var got struct {
+		SHA256 string `dynamodbav:"sha256"`
+	}
+	if err == nil {
+		err = rec.Data.Decode(&got)
+	}
+	if err != nil || got.SHA256 != sum {
+		t.Fatalf("the record after the refused complete: %v, sha256 %q; want %s kept", err, got.SHA256, sum)
 	}
 
 	// The client sends its part 1 again, then completes.

@@ -3,10 +3,8 @@ package upload
 import (
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Event is what one change of an upload's record tells the application:
@@ -16,29 +14,26 @@ type Event struct {
 	Detail     api.EventDetail
 }
 
-// EventOf returns the event of one change of the table (a stream record's
-// old and new images; old is nil for an insert), and false for a change
-// that is not an upload's transition into completed or aborted. Only the
-// transition counts: a later write to a final record (none is made today)
-// or a repeat of the same image yields nothing, so each upload yields one
-// event per final state it reaches. A new image that is not an upload's
-// record is an error, so that it is seen rather than skipped.
-func EventOf(schema idempotency.Schema, bucket string, oldImage, newImage map[string]types.AttributeValue) (Event, bool, error) {
-	if newImage == nil {
+// EventOf returns the event of one change of the table, the record before
+// and after it as a stream record's old and new images hold them
+// (recordstore.Schema.DecodeItem decodes them; before is nil for an insert,
+// or an old image that is not a record, after nil for a deletion), and
+// false for a change that is not an upload's transition into completed or
+// aborted. Only the transition counts: a later write to a final record
+// (none is made today) or a repeat of the same image yields nothing, so
+// each upload yields one event per final state it reaches. A final record
+// that is not an upload's is an error, so that it is seen rather than
+// skipped.
+func EventOf(bucket string, before, after *recordstore.Record) (Event, bool, error) {
+	if after == nil {
 		return Event{}, false, nil // a deletion: TTL housekeeping or a released claim
 	}
-	rec, err := schema.DecodeItem(newImage)
-	if err != nil {
-		return Event{}, false, fmt.Errorf("upload event: new image: %w", err)
-	}
-	if rec.State != idempotency.StateCompleted && rec.State != idempotency.StateAborted {
+	rec := *after
+	if rec.State != recordstore.StateCompleted && rec.State != recordstore.StateAborted {
 		return Event{}, false, nil
 	}
-	if oldImage != nil {
-		// An old image that does not decode is not this claim's final state.
-		if prev, err := schema.DecodeItem(oldImage); err == nil && prev.ClaimID == rec.ClaimID && prev.State == rec.State {
-			return Event{}, false, nil
-		}
+	if before != nil && before.ClaimID == rec.ClaimID && before.State == rec.State {
+		return Event{}, false, nil
 	}
 	s, err := decodeStored(rec)
 	if err != nil {

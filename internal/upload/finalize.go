@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // ObjectCreated is one object that S3 reports as stored. Finalize takes
@@ -70,7 +68,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 		s.opts.Logger.InfoContext(ctx, "finalize: skipped, S3 holds no object for this upload", "upload_id", uploadID)
 		return OutcomeSkipped, nil
 	case err != nil:
-		return "", fmt.Errorf("finalize %s: check the object: %w", uploadID, idempotency.Classify(err))
+		return "", fmt.Errorf("finalize %s: check the object: %w", uploadID, recordstore.Classify(err))
 	}
 	found, foreign := s.objectFromHead(obj.Key, head)
 	if !obj.Time.IsZero() {
@@ -89,37 +87,29 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // no claim: its update requires size 0, which no claim has, so it is
 // refused and handled as an object of the wrong size, with the record the
 // refusal returns.
-func (s *Service) recordCompletion(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
+func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
-	data, err := fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum}.attrs()
-	if err != nil {
-		return stored{}, "", err
-	}
 	required := obj.Size
 	if len(foreign) > 0 {
 		required = 0
 	}
-	size, err := attributevalue.Marshal(required)
-	if err != nil {
-		return stored{}, "", fmt.Errorf("encode size: %w", err)
-	}
-	rec, err := s.store.Update(ctx, id, uploadID, idempotency.Update{
-		State:         idempotency.StateCompleted,
-		Data:          data,
-		Require:       map[string]dynamotypes.AttributeValue{attrSize: size},
+	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
+		State:         recordstore.StateCompleted,
+		Data:          fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
+		Require:       map[string]any{attrSize: required},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never
 		// outlives the claim; only its announcement may come later. (Every
 		// caller has seen the object in S3 first.)
 		Revive: true,
 	})
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "finalized")
 		done, err := decodeStored(rec)
 		return done, OutcomeCompleted, err
-	case errors.Is(err, idempotency.ErrNotFound):
+	case errors.Is(err, recordstore.ErrNotFound):
 		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
 		return stored{}, OutcomeSkipped, nil
 	case !errors.As(err, &conflict):
@@ -130,7 +120,7 @@ func (s *Service) recordCompletion(ctx context.Context, id idempotency.ID, uploa
 		return stored{}, "", derr
 	}
 	switch {
-	case errors.Is(err, idempotency.ErrAborted):
+	case errors.Is(err, recordstore.ErrAborted):
 		// An object made for an upload recorded as aborted (a Complete that
 		// raced the abort): aborted means no object, so it goes, if it is
 		// still the one announced.
@@ -143,15 +133,15 @@ func (s *Service) recordCompletion(ctx context.Context, id idempotency.ID, uploa
 		case apiErrorCode(err) == "PreconditionFailed":
 			log.InfoContext(ctx, "finalize: the object of an aborted upload was replaced since; kept")
 		case err != nil:
-			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, idempotency.Classify(err))
+			return existing, "", fmt.Errorf("finalize %s: remove the object of an aborted upload: %w", uploadID, recordstore.Classify(err))
 		default:
 			log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
 		}
 		return existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrAlreadyCompleted):
+	case errors.Is(err, recordstore.ErrAlreadyCompleted):
 		log.InfoContext(ctx, "finalize: duplicate event")
 		return existing, OutcomeDuplicate, nil
-	case errors.Is(err, idempotency.ErrMismatch):
+	case errors.Is(err, recordstore.ErrMismatch):
 		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj, foreign)
 	default:
 		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
@@ -183,7 +173,7 @@ func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stor
 	case isNoSuchKey(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, idempotency.Classify(err))
+		return fmt.Errorf("finalize %s: delete mismatched object: %w", rec.ClaimID, recordstore.Classify(err))
 	}
 	log.InfoContext(ctx, "finalize: removed the mismatched object")
 	return nil

@@ -23,10 +23,10 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 var (
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
 	svc           *upload.Service
-	store         *idempotency.DynamoStore
+	store         *recordstore.DynamoStore
 	cfg           upload.Config
 	signer        *upload.S3Presigner
 	s3            *s3.Client // the test's own view of the bucket, not counted
@@ -58,7 +58,7 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	e.s3 = testenv.S3Client(versity.Endpoint(t), nil)
 	e.objectsClient = testenv.S3Client(versity.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
+	store := recordstore.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}

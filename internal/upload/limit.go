@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // ErrTooManyUploads: the tenant already has Config.MaxPendingMultipart
@@ -13,11 +13,11 @@ import (
 // retry does not help until one of them ends; nothing was created.
 var ErrTooManyUploads = errors.New("the tenant has as many multipart uploads pending as this deployment allows")
 
-// multipartGroup is the idempotency group of a tenant's multipart uploads
-// (idempotency.Record.Group): a hash of the tenant, so that no tenant's
+// multipartGroup is the record group of a tenant's multipart uploads
+// (recordstore.Record.Group): a hash of the tenant, so that no tenant's
 // text (an IAM ARN, a JWT subject) becomes an index key, at a fixed length.
 func multipartGroup(tenant string) string {
-	return "multipart#" + string(idempotency.NewID(tenant, "multipart"))
+	return "multipart#" + string(recordstore.NewID(tenant, "multipart"))
 }
 
 // admitMultipart lets a fresh multipart claim through when fewer than
@@ -43,15 +43,15 @@ func multipartGroup(tenant string) string {
 // creates may instead all be refused, each seeing the others' claims
 // before they are released. Creates spaced further apart see an exact
 // count.
-func (s *Service) admitMultipart(ctx context.Context, claim idempotency.Record) error {
+func (s *Service) admitMultipart(ctx context.Context, claim recordstore.Record) error {
 	limit := s.cfg.MaxPendingMultipart
 	if limit <= 0 {
 		return nil
 	}
-	counter, ok := s.store.(idempotency.GroupCounter)
+	counter, ok := s.store.(recordstore.GroupCounter)
 	if !ok {
 		s.release(ctx, claim)
-		return fmt.Errorf("create %s: Config.MaxPendingMultipart needs a store that counts groups (idempotency.GroupCounter)", claim.ClaimID)
+		return fmt.Errorf("create %s: Config.MaxPendingMultipart needs a store that counts groups (recordstore.GroupCounter)", claim.ClaimID)
 	}
 	others, err := counter.CountGroup(ctx, claim.Group, claim.ID)
 	if err != nil {

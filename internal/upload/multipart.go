@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // createMultipart claims the key in progress, creates the S3 multipart
@@ -29,7 +29,7 @@ import (
 // after the claim, so that a replay is answered from its record, never
 // refused and at no extra cost; before S3, so that a refused create made
 // nothing.
-func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record, pending api.Upload) (Result, error) {
+func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record, pending api.Upload) (Result, error) {
 	claim.Group = multipartGroup(claim.Tenant)
 	res, err := s.store.Claim(ctx, claim)
 	if err != nil {
@@ -49,28 +49,24 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 	})
 	if err != nil {
 		s.release(ctx, claim)
-		return Result{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("create multipart upload %s: %w", claim.ClaimID, recordstore.Classify(err))
 	}
 	s3UploadID := aws.ToString(out.UploadId)
 	body, err := encode(pending)
 	if err != nil {
 		return Result{}, err
 	}
-	data, err := fields{S3UploadID: s3UploadID}.attrs()
-	if err != nil {
-		return Result{}, err
-	}
-	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, idempotency.Update{
-		State:    idempotency.StatePending,
-		Response: &idempotency.Response{Body: body},
-		Data:     data,
+	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, recordstore.Update{
+		State:    recordstore.StatePending,
+		Response: &recordstore.Response{Body: body},
+		Data:     fields{S3UploadID: s3UploadID},
 	})
-	if errors.Is(err, idempotency.ErrNotFound) {
+	if errors.Is(err, recordstore.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
 		// upload is nobody's, so abort it now; the client retries.
 		s.abortS3(ctx, pending.StorageKey, s3UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
-		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 	}
 	if err != nil {
 		// The answer may have been recorded (a timeout after DynamoDB
@@ -86,7 +82,7 @@ func (s *Service) createMultipart(ctx context.Context, claim idempotency.Record,
 // release frees an in-progress claim whose work failed, so that a retry can
 // claim the key at once. A failure here only delays that retry until the
 // lease runs out.
-func (s *Service) release(ctx context.Context, claim idempotency.Record) {
+func (s *Service) release(ctx context.Context, claim recordstore.Record) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if err := s.store.Release(ctx, claim.ID, claim.ClaimID); err != nil {
@@ -126,14 +122,14 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 		}
 	}
 	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
-		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, idempotency.Update{
-			State: idempotency.StatePending, From: idempotency.StatePending, RestartExpiry: true,
+		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, recordstore.Update{
+			State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true,
 		})
 		switch {
-		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted) || errors.Is(err, idempotency.ErrMismatch):
+		case errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrMismatch):
 			// Completed, aborted, or an abort began since the read.
 			return Result{}, ErrNotPending
-		case errors.Is(err, idempotency.ErrNotFound):
+		case errors.Is(err, recordstore.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
@@ -185,7 +181,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 		return Result{}, ErrNotPending
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("list parts of %s: %w", uploadID, idempotency.Classify(err))
+		return Result{}, fmt.Errorf("list parts of %s: %w", uploadID, recordstore.Classify(err))
 	}
 	list := api.PartList{Parts: make([]api.StoredPart, 0, len(parts))}
 	for _, p := range parts {
@@ -214,9 +210,9 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
 	case isNoSuchKey(err):
-		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
+		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 	case err != nil:
-		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, idempotency.Classify(err))
+		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, recordstore.Classify(err))
 	}
 	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
 	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, obj, foreign)
@@ -239,7 +235,7 @@ func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, sin
 // pendingMultipart returns the tenant's pending multipart upload.
 func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (stored, api.Upload, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
-	if err == nil && rec.State != idempotency.StatePending {
+	if err == nil && rec.State != recordstore.StatePending {
 		err = ErrNotPending
 	}
 	return rec, u, err

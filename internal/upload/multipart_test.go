@@ -19,14 +19,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 const partSize = 5 << 20
@@ -370,8 +369,8 @@ func TestAbort(t *testing.T) {
 		t.Fatalf("abort: %s %s", aborted.Effect, aborted.Body)
 	}
 	id, _ := upload.ParseUploadID(u.UploadID)
-	if rec, err := e.store.Get(ctx, id); err != nil || rec.State != idempotency.StateAborted {
-		t.Fatalf("the record after the abort is %q (%v), want %q", rec.State, err, idempotency.StateAborted)
+	if rec, err := e.store.Get(ctx, id); err != nil || rec.State != recordstore.StateAborted {
+		t.Fatalf("the record after the abort is %q (%v), want %q", rec.State, err, recordstore.StateAborted)
 	}
 	if code := testenv.PutPart(signed[2], f.part(2)); code < 400 {
 		t.Errorf("part PUT after the abort: %d, want S3's refusal", code)
@@ -421,7 +420,7 @@ func TestConcurrentMultipartCreates(t *testing.T) {
 	wg.Wait()
 	var winner string
 	for i := range n {
-		var inProgress *idempotency.InProgressError
+		var inProgress *recordstore.InProgressError
 		switch {
 		case errs[i] == nil && (winner == "" || ids[i] == winner):
 			winner = ids[i]
@@ -465,7 +464,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	}()
 	<-slow.entered
 	_, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
-	var inProgress *idempotency.InProgressError
+	var inProgress *recordstore.InProgressError
 	if !errors.As(err, &inProgress) || inProgress.RetryAfter < time.Second || inProgress.RetryAfter > 30*time.Second {
 		t.Fatalf("during the claim's work: %v, want in progress with a Retry-After within the lease", err)
 	}
@@ -612,7 +611,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
 	} {
-		var inProgress *idempotency.InProgressError
+		var inProgress *recordstore.InProgressError
 		if err := call(); !errors.As(err, &inProgress) {
 			t.Errorf("%s while a Complete is at work: %v, want in progress", name, err)
 		}
@@ -675,7 +674,7 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 	u := e.sendAll(t, "key-complete-abort1", f)
 	id, _ := upload.ParseUploadID(u.UploadID)
 	racing := e.withObjects(abortDuringComplete{e.objectsClient, func() {
-		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateAborted}); err != nil {
+		if _, err := e.store.Update(ctx, id, u.UploadID, recordstore.Update{State: recordstore.StateAborted}); err != nil {
 			t.Errorf("record the abort: %v", err)
 		}
 	}})
@@ -697,7 +696,7 @@ func TestEventForAnAbortedUploadRemovesItsObject(t *testing.T) {
 	u := e.sendAll(t, "key-event-aborted-1", f)
 	out := e.completeAtS3(t, u, f, 2)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: idempotency.StateAborted}); err != nil {
+	if _, err := e.store.Update(ctx, id, u.UploadID, recordstore.Update{State: recordstore.StateAborted}); err != nil {
 		t.Fatal(err)
 	}
 	outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 6 << 20, ETag: unquote(aws.ToString(out.ETag)), Time: time.Now(), Multipart: true})
@@ -741,7 +740,7 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 		}
 		// What Abort leaves when it stops after S3: the intent recorded, S3's
 		// upload gone.
-		if _, err := e.store.Update(ctx, id, u.UploadID, idempotency.Update{State: upload.StateAborting}); err != nil {
+		if _, err := e.store.Update(ctx, id, u.UploadID, recordstore.Update{State: upload.StateAborting}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &e.bucket, Key: &u.StorageKey, UploadId: aws.String(s3UploadID(t, rec))}); err != nil {
@@ -754,8 +753,8 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 		if err != nil || decode(t, status.Body).Status != api.StatusAborted {
 			t.Fatalf("%s: status: %v %s, want aborted", key, err, status.Body)
 		}
-		if rec, err := e.store.Get(ctx, id); err != nil || rec.State != idempotency.StateAborted {
-			t.Fatalf("%s: the record is %q (%v), want %q", key, rec.State, err, idempotency.StateAborted)
+		if rec, err := e.store.Get(ctx, id); err != nil || rec.State != recordstore.StateAborted {
+			t.Fatalf("%s: the record is %q (%v), want %q", key, rec.State, err, recordstore.StateAborted)
 		}
 	}
 }
@@ -827,11 +826,13 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 }
 
 // s3UploadID is the S3 multipart upload id the record of an upload keeps.
-func s3UploadID(t *testing.T, rec idempotency.Record) string {
+func s3UploadID(t *testing.T, rec recordstore.Record) string {
 	t.Helper()
-	var id string
-	if err := attributevalue.Unmarshal(rec.Data["s3_upload_id"], &id); err != nil || id == "" {
-		t.Fatalf("the record's S3 upload id: %q, %v", id, err)
+	var f struct {
+		ID string `dynamodbav:"s3_upload_id"`
 	}
-	return id
+	if err := rec.Data.Decode(&f); err != nil || f.ID == "" {
+		t.Fatalf("the record's S3 upload id: %q, %v", f.ID, err)
+	}
+	return f.ID
 }

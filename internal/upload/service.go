@@ -13,7 +13,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // Presigner presigns the PUTs clients send to S3; [S3Presigner] is the
@@ -57,8 +57,8 @@ type Config struct {
 	// MaxPendingMultipart caps each tenant's multipart uploads that are
 	// neither completed, aborted nor expired: a create past it fails with
 	// ErrTooManyUploads. 0 sets no cap. With a cap, the store must be an
-	// idempotency.GroupCounter on a table with the group index
-	// (idempotency.Schema.GroupIndex).
+	// recordstore.GroupCounter on a table with the group index
+	// (recordstore.Schema.GroupIndex).
 	MaxPendingMultipart int
 	// AllowedContentTypes are lower-case media types ("image/png") or
 	// wildcards ("image/*"); empty allows any valid type.
@@ -91,7 +91,7 @@ type Options struct {
 // Service creates uploads, reports their status and records their
 // completion.
 type Service struct {
-	store     idempotency.Store
+	store     recordstore.Store
 	presigner Presigner
 	objects   ObjectAPI
 	cfg       Config
@@ -99,13 +99,13 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(store idempotency.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
+func New(store recordstore.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
 	o := Options{Now: time.Now, Random: rand.Reader, Logger: slog.Default()}
 	for _, fn := range optFns {
 		fn(&o)
 	}
 	if cfg.KeyTTL <= 0 {
-		cfg.KeyTTL = idempotency.DefaultTTL
+		cfg.KeyTTL = recordstore.DefaultTTL
 	}
 	if cfg.AbortIncompleteAfter <= 0 {
 		const day = 24 * time.Hour
@@ -150,13 +150,13 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // update applies u to rec's claim and returns the record as it is now: the
 // updated one, or the final one that refused the update.
-func (s *Service) update(ctx context.Context, rec stored, u idempotency.Update) (stored, error) {
+func (s *Service) update(ctx context.Context, rec stored, u recordstore.Update) (stored, error) {
 	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, u)
-	var conflict *idempotency.ConflictError
+	var conflict *recordstore.ConflictError
 	switch {
 	case err == nil:
 		return decodeStored(done)
-	case errors.As(err, &conflict) && (errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, idempotency.ErrAborted)):
+	case errors.As(err, &conflict) && (errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted)):
 		return decodeStored(conflict.Existing)
 	default:
 		return rec, err
@@ -172,14 +172,14 @@ func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (store
 		return stored{}, ErrNotFound
 	}
 	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
+	if errors.Is(err, recordstore.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
 		return stored{}, ErrNotFound
 	}
 	if err != nil {
 		return stored{}, fmt.Errorf("read %s: %w", uploadID, err)
 	}
-	if rec.State == idempotency.StateInProgress {
-		return stored{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
+	if rec.State == recordstore.StateInProgress {
+		return stored{}, fmt.Errorf("read %s: %w", uploadID, &recordstore.InProgressError{RetryAfter: time.Second})
 	}
 	return decodeStored(rec)
 }

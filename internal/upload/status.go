@@ -3,7 +3,7 @@ package upload
 import (
 	"context"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // Status returns the tenant's upload: completed, or pending with a valid
@@ -21,7 +21,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 		if err != nil {
 			return Result{}, err
 		}
-		if rec.State == idempotency.StateCompleted {
+		if rec.State == recordstore.StateCompleted {
 			effect = EffectHealed
 		}
 	}

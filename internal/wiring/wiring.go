@@ -22,9 +22,9 @@ import (
 	"github.com/onceupload/onceupload/internal/callcount"
 	appconfig "github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Options adjust what Service builds; the dev stack and the benchmarks set
@@ -74,8 +74,8 @@ func Service(ctx context.Context, lookup func(string) (string, bool), logger *sl
 	awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), callcount.ScopeAPIOptions)
 	s3Client := s3.NewFromConfig(awsCfg, append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = pathStyle }}, opts.S3...)...)
 	dynamoClient := dynamodb.NewFromConfig(awsCfg, opts.DynamoDB...)
-	store := idempotency.NewDynamoStore(dynamoClient, cfg.Table,
-		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
+	store := recordstore.NewDynamoStore(dynamoClient, cfg.Table,
+		func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
 	presigner := upload.NewPresigner(s3Client, cfg.Upload.Bucket)
 	svc := upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })
@@ -129,7 +129,7 @@ func Publisher(ctx context.Context, lookup func(string) (string, bool), logger *
 	return &publish.Handler{
 		Events: eventbridge.NewFromConfig(awsCfg, opts.EventBridge...),
 		Bus:    bus, Source: source, Bucket: cfg.Upload.Bucket,
-		Schema: idempotency.DefaultSchema(), Logger: logger,
+		Schema: recordstore.DefaultSchema(), Logger: logger,
 	}, nil
 }
 

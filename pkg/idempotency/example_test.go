@@ -9,32 +9,34 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// A claim records the answer with the claim itself; a retry with the same
-// fingerprint gets that answer back instead of doing the work again.
+// A claim holds the key while its work runs; once the answer is recorded,
+// a retry with the same fingerprint gets it back instead of doing the work
+// again, and another request under the key is refused.
 func ExampleMemoryStore_Claim() {
 	store := idempotency.NewMemoryStore()
 	ctx := context.Background()
 	rec := idempotency.Record{
 		ID: idempotency.NewID("tenant-1", "client-key-0001"), Tenant: "tenant-1", ClaimID: "claim-1",
-		Fingerprint: "sha256-of-the-request", State: idempotency.StatePending,
-		Response: idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`)},
+		Fingerprint: "sha256-of-the-request",
 	}
 	first, _ := store.Claim(ctx, rec)
 	rec.ClaimID = "claim-2"
+	_, err := store.Claim(ctx, rec)
+	fmt.Println(first.Replayed, errors.Is(err, idempotency.ErrInProgress))
+	_, _ = store.Complete(ctx, rec.ID, "claim-1", idempotency.Response{Body: []byte(`{"ok":true}`)})
 	retry, _ := store.Claim(ctx, rec)
 	rec.Fingerprint = "another request"
-	_, err := store.Claim(ctx, rec)
-	fmt.Println(first.Replayed, retry.Replayed, retry.Record.ClaimID, string(retry.Record.Response.Body))
-	fmt.Println(err != nil)
+	_, err = store.Claim(ctx, rec)
+	fmt.Println(retry.Replayed, retry.Record.ClaimID, string(retry.Record.Response.Body))
+	fmt.Println(errors.Is(err, idempotency.ErrKeyReused))
 	// Output:
-	// false true claim-1 {"ok":true}
+	// false true
+	// true claim-1 {"ok":true}
 	// true
 }
 
@@ -93,9 +95,8 @@ func ExampleSchema() {
 }
 
 // A program passes its own SDK client, with the endpoint, retry and
-// middleware settings it chose, straight to the store; the caller's own
-// fields go in Data typed as DynamoDB stores them. (Compiled, not run: it
-// needs AWS.)
+// middleware settings it chose, straight to the store. (Compiled, not run:
+// it needs AWS.)
 func ExampleNewDynamoStore() {
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -105,21 +106,14 @@ func ExampleNewDynamoStore() {
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 5 })
 	store := idempotency.NewDynamoStore(client, "idempotency", func(o *idempotency.Options) { o.TTL = 48 * time.Hour })
 
-	data, err := attributevalue.MarshalMap(struct {
-		Object string `dynamodbav:"object"`
-		Size   int64  `dynamodbav:"size"`
-	}{Object: "uploads/tenant-1/u-1", Size: 1 << 20})
-	if err != nil {
-		log.Fatal(err)
-	}
 	id := idempotency.NewID("tenant-1", "client-key-0001")
-	res, err := store.Claim(ctx, idempotency.Record{
-		ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request", State: idempotency.StatePending,
-		Response: idempotency.Response{Status: 201, Body: []byte(`{"uploadId":"u-1"}`)}, Data: data,
-	})
+	res, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request"})
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused):
 		fmt.Println("the key was used for another request")
+		return
+	case errors.Is(err, idempotency.ErrInProgress):
+		fmt.Println("another request with the key is at work")
 		return
 	case err != nil:
 		log.Fatal(err)
@@ -127,13 +121,8 @@ func ExampleNewDynamoStore() {
 		fmt.Println("replay:", string(res.Record.Response.Body))
 		return
 	}
-	// Later, the upload arrived: complete the record if it is still this
-	// claim's and its size is the one recorded.
-	_, err = store.Update(ctx, id, "claim-1", idempotency.Update{
-		State:   idempotency.StateCompleted,
-		Require: map[string]types.AttributeValue{"size": data["size"]},
-		Data:    map[string]types.AttributeValue{"etag": &types.AttributeValueMemberS{Value: `"abc"`}},
-	})
+	// The work is done: record its answer, if the claim is still this one.
+	_, err = store.Complete(ctx, id, "claim-1", idempotency.Response{Body: []byte(`{"chargeId":"ch_1"}`)})
 	if err != nil && !errors.Is(err, idempotency.ErrAlreadyCompleted) {
 		log.Fatal(err)
 	}

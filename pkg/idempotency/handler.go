@@ -189,7 +189,7 @@ func (o *HandlerOptions[Req, Resp]) handle(ctx context.Context, store Store, fn 
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := store.Update(cctx, rec.ID, rec.ClaimID, Update{State: StateCompleted, Response: &Response{Body: body}}); err != nil {
+	if _, err := store.Complete(cctx, rec.ID, rec.ClaimID, Response{Body: body}); err != nil {
 		return resp, fmt.Errorf("idempotency: record the response of %s: %w", rec.ID, err)
 	}
 	return resp, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
@@ -258,17 +259,24 @@ func TestMakeIdempotent(t *testing.T) {
 	}
 }
 
-// failingStore fails Update or Release on top of a MemoryStore.
+// failingStore fails Claim, Complete or Release on top of a MemoryStore.
 type failingStore struct {
 	*idempotency.MemoryStore
-	update, release error
+	claim, complete, release error
 }
 
-func (f failingStore) Update(ctx context.Context, id idempotency.ID, claim string, u idempotency.Update) (idempotency.Record, error) {
-	if f.update != nil {
-		return idempotency.Record{}, f.update
+func (f failingStore) Claim(ctx context.Context, rec idempotency.Record) (idempotency.ClaimResult, error) {
+	if f.claim != nil {
+		return idempotency.ClaimResult{}, f.claim
 	}
-	return f.MemoryStore.Update(ctx, id, claim, u)
+	return f.MemoryStore.Claim(ctx, rec)
+}
+
+func (f failingStore) Complete(ctx context.Context, id idempotency.ID, claim string, resp idempotency.Response) (idempotency.Record, error) {
+	if f.complete != nil {
+		return idempotency.Record{}, f.complete
+	}
+	return f.MemoryStore.Complete(ctx, id, claim, resp)
 }
 
 func (f failingStore) Release(ctx context.Context, id idempotency.ID, claim string) error {
@@ -285,7 +293,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		o.KeyPath, o.FingerprintPaths, o.Logger = "headers.idempotency-key", []string{"body"}, quiet
 	}
 	t.Run("a response that cannot be recorded is returned with the error", func(t *testing.T) {
-		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), update: unavailable}
+		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), complete: unavailable}
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
 		got, err := call(ctx, newOrder("k-1", "{}"))
 		if !errors.Is(err, unavailable) || got.OrderID != "o-1" {
@@ -301,7 +309,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a claim that fails runs nothing", func(t *testing.T) {
-		store := idempotency.NewDynamoStore(fakeDynamo{err: unavailable}, "table")
+		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), claim: unavailable}
 		ran := false
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { ran = true; return receipt{}, nil }, opts)
 		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, unavailable) || ran {
@@ -340,3 +348,13 @@ func TestDefaultFingerprintEmbeddedJSON(t *testing.T) {
 		t.Fatalf("%d runs, want 2", runs)
 	}
 }
+
+type clock = testenv.Clock
+
+// newClock starts on a whole second, as records store expiry in seconds.
+func newClock() *clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
+
+const (
+	testTTL   = time.Hour
+	testLease = 10 * time.Second
+)

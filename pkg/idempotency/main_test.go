@@ -6,12 +6,8 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
-var (
-	dynoxide = testenv.SharedDynoxide()
-	dynalite = testenv.SharedDynalite()
-)
-
-func sharedDynoxide(t testing.TB) string { return dynoxide.Endpoint(t) }
-func sharedDynalite(t testing.TB) string { return dynalite.Endpoint(t) }
+// The DynamoDB servers the tests share: dynalite drops the old item a
+// refused conditional write should bring back, dynoxide does not.
+var dynoxide, dynalite = testenv.SharedDynoxide(), testenv.SharedDynalite()
 
 func TestMain(m *testing.M) { testenv.Main(m, dynoxide, dynalite) }

@@ -1,165 +1,142 @@
 package idempotency
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
-// ID addresses one record: the first 128 bits of SHA-256 over (tenant, key),
-// as 32 lower-case hex characters. It has a fixed length whatever the key, so
-// no raw client text becomes a partition key, and it spreads keys evenly over
-// DynamoDB partitions.
+// ID addresses one record: the first 128 bits of SHA-256 over (scope,
+// key), as 32 lower-case hex characters. It has a fixed length whatever
+// the key, so no raw client text becomes a partition key, and it spreads
+// keys evenly over DynamoDB partitions.
 type ID string
 
 // IDLen is the length of an [ID] in characters.
-const IDLen = 32
+const IDLen = recordstore.IDLen
 
-// NewID derives the ID of a tenant's key. The tenant is length-prefixed so
-// that no (tenant, key) pair can be shifted into another.
-func NewID(tenant, key string) ID {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d:%s", len(tenant), tenant)
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	return ID(hex.EncodeToString(h.Sum(sum[:0])[:IDLen/2]))
-}
+// NewID derives the ID of a key within a scope (MakeIdempotent's
+// HandlerOptions.Scope). The scope is length-prefixed so that no (scope,
+// key) pair can be shifted into another.
+func NewID(scope, key string) ID { return ID(recordstore.NewID(scope, key)) }
 
 // ParseID checks that s has the shape of an ID.
 func ParseID(s string) (ID, error) {
-	if len(s) != IDLen || !isLowerHex(s) {
-		return "", fmt.Errorf("parse id %q: want %d lower-case hex characters", s, IDLen)
-	}
-	return ID(s), nil
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	id, err := recordstore.ParseID(s)
+	return ID(id), err
 }
 
 // State is the lifecycle state of a record.
 type State string
 
 const (
-	// StateInProgress: claimed, work under way; other requests for the key
-	// get ErrInProgress until the lease runs out.
-	StateInProgress State = "in_progress"
-	// StatePending: the response is recorded, and the work it started (for
-	// example an upload) has not finished yet.
-	StatePending State = "pending"
-	// StateCompleted: final. No update moves a record out of it.
-	StateCompleted State = "completed"
-	// StateAborted: final; the work was abandoned (an upload aborted by its
-	// client), and the recorded response says so.
-	StateAborted State = "aborted"
+	// StateInProgress: claimed, the handler at work; other requests for
+	// the key get ErrInProgress until the lease runs out.
+	StateInProgress = State(recordstore.StateInProgress)
+	// StateCompleted: the response is recorded, and every retry gets it.
+	StateCompleted = State(recordstore.StateCompleted)
 )
 
-// A caller may keep states of its own between a claim and a final state
-// (internal/upload's "aborting"): the store treats any state other than these
-// like StatePending.
-
-// Response is a recorded answer: a status code and a compact JSON body.
+// Response is a recorded answer: a compact JSON body, and a status code
+// for a store's caller that has one.
 type Response struct {
 	Status int
 	Body   []byte
 }
 
-// Record is one claim of a key.
+// Record is one claim of a key, as the store holds it.
 type Record struct {
-	ID          ID
-	Tenant      string
-	ClaimID     string
+	ID ID
+	// Tenant is the scope the key was claimed in.
+	Tenant string
+	// ClaimID is unique per claim, so that late work for an earlier claim
+	// of the key never touches a newer one.
+	ClaimID string
+	// Fingerprint is the hash of the request that claimed the key.
 	Fingerprint string
 	State       State
 	Response    Response
-	// Data holds the caller's own attributes, stored as a DynamoDB map (for
-	// example an upload's object key and size, encoded with
-	// attributevalue.MarshalMap).
-	Data      map[string]types.AttributeValue
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	// ExpiresAt is when the record stops existing for this package. Stored
-	// with one-second precision as the table's TTL attribute.
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// ExpiresAt is when the record stops existing (the table's TTL
+	// attribute, in seconds).
 	ExpiresAt time.Time
 	// LeaseExpiresAt is when an in-progress claim may be taken over.
 	LeaseExpiresAt time.Time
-	// Lease, when positive, is how long this in-progress claim holds its
-	// key, in place of the store's Options.Lease: a claim whose work has a
-	// known deadline (a Lambda invocation's remaining time) asks for it.
-	// Not stored; LeaseExpiresAt is.
+	// Lease, when positive, is how long a claim asks to hold its key, in
+	// place of the store's Options.Lease (MakeIdempotent asks for the
+	// invocation's remaining time). Not stored; LeaseExpiresAt is.
 	Lease time.Duration
-	// Group, if not empty, makes the record one of a group whose live,
-	// unfinished records a GroupCounter counts: internal/upload puts a tenant's
-	// multipart uploads in one, to cap how many it keeps open. A claim sets
-	// it; the update that moves the record to a final state (StateCompleted
-	// or StateAborted) removes it in the same write. So a record counts
-	// from its claim until it is finished, released, expired or replaced
-	// by a newer claim of its key, and no counter can drift: the count is
-	// of records, never kept beside them. Stored in Schema.Group, the
-	// partition key of the sparse index Schema.GroupIndex.
-	Group string
 }
 
-// Expired reports whether the record counts as absent at now. It matches the
-// condition the store writes, `expires_at < :now` in epoch seconds.
+// Expired reports whether the record counts as absent at now.
 func (r *Record) Expired(now time.Time) bool {
 	return r.ExpiresAt.Unix() < now.Unix()
 }
 
-// Sentinel errors callers branch on. Errors returned by the store wrap them,
-// so test with errors.Is.
+// record is the store's record as this package shows it: without the
+// fields only the upload service's records have.
+func record(r recordstore.Record) Record {
+	return Record{
+		ID: ID(r.ID), Tenant: r.Tenant, ClaimID: r.ClaimID, Fingerprint: r.Fingerprint, State: State(r.State),
+		Response: Response(r.Response), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, LeaseExpiresAt: r.LeaseExpiresAt,
+	}
+}
+
+// Sentinel errors callers branch on. Errors returned by the stores wrap
+// them, so test with errors.Is.
 var (
 	// ErrNotFound: no record, an expired one, or one of another claim.
-	ErrNotFound = errors.New("idempotency: no such record")
+	ErrNotFound = recordstore.ErrNotFound
 	// ErrKeyReused: the key was claimed by a request with another fingerprint.
-	ErrKeyReused = errors.New("idempotency: key reused with a different request")
+	ErrKeyReused = recordstore.ErrKeyReused
 	// ErrInProgress: the key is claimed and its work is under way.
-	ErrInProgress = errors.New("idempotency: request in progress")
-	// ErrAlreadyCompleted: the record is completed; an update is a duplicate.
-	ErrAlreadyCompleted = errors.New("idempotency: record already completed")
-	// ErrAborted: the record is aborted, a final state; no update applies.
-	ErrAborted = errors.New("idempotency: record aborted")
-	// ErrMismatch: the record exists for this claim but a required data field
-	// differs (see Update.Require and Update.RequireAbsentOrEqual).
-	ErrMismatch = errors.New("idempotency: record does not match")
+	ErrInProgress = recordstore.ErrInProgress
+	// ErrAlreadyCompleted: the record is completed; completing it again is
+	// a duplicate.
+	ErrAlreadyCompleted = recordstore.ErrAlreadyCompleted
 	// ErrUnavailable: DynamoDB throttled the call or could not be reached
 	// after the client's own retries. Safe to retry later.
-	ErrUnavailable = errors.New("idempotency: store unavailable")
+	ErrUnavailable = recordstore.ErrUnavailable
 )
 
-// InProgressError is returned when a key's claim is in progress. It matches
-// ErrInProgress.
-type InProgressError struct {
-	// RetryAfter is how long until the lease runs out (at least one second).
-	RetryAfter time.Duration
-}
-
-func (e *InProgressError) Error() string {
-	return fmt.Sprintf("idempotency: request in progress, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrInProgress) true.
-func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+// InProgressError is returned when a key's claim is in progress: its
+// RetryAfter is how long until the lease runs out (at least one second).
+// It matches ErrInProgress.
+type InProgressError = recordstore.InProgressError
 
 // ConflictError carries the existing record when an operation finds one it
-// may not use: ErrKeyReused, ErrAlreadyCompleted, ErrAborted or ErrMismatch.
+// may not use: Err is ErrKeyReused (a claim) or ErrAlreadyCompleted (a
+// Complete), which it unwraps to.
 type ConflictError struct {
 	Err      error
 	Existing Record
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%v (claim %s, state %s)", e.Err, e.Existing.ClaimID, e.Existing.State)
+	return e.Err.Error() + " (held by claim " + e.Existing.ClaimID + ")"
 }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
+
+// publicError is the store's err with a conflict's record made this
+// package's: errors.As finds a *ConflictError carrying a Record, and the
+// message and sentinel stay the store's.
+func publicError(err error) error {
+	var conflict *recordstore.ConflictError
+	if !errors.As(err, &conflict) {
+		return err
+	}
+	return &converted{msg: err.Error(), err: &ConflictError{Err: conflict.Err, Existing: record(conflict.Existing)}}
+}
+
+// converted says what the store said, and unwraps to this package's error.
+type converted struct {
+	msg string
+	err error
+}
+
+func (c *converted) Error() string { return c.msg }
+func (c *converted) Unwrap() error { return c.err }

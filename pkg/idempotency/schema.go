@@ -1,16 +1,6 @@
 package idempotency
 
-import (
-	"errors"
-	"fmt"
-	"maps"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
+import "github.com/onceupload/onceupload/internal/recordstore"
 
 // Schema names the DynamoDB table's key and the attributes a record is
 // stored in. Every empty field takes its default, so a table that differs
@@ -21,8 +11,9 @@ import (
 // persistence layer rename (its keyAttr, sortKeyAttr, staticPkValue,
 // expiryAttr, inProgressExpiryAttr, statusAttr, dataAttr and
 // validationKeyAttr). The other attributes keep fixed names: tenant,
-// claim_id, response_status, data (a map of the caller's own fields),
-// created_at and updated_at.
+// claim_id, response_status, data, created_at and updated_at, and group,
+// which a completion removes (the upload service's records, on the same
+// engine, keep a group there until they finish).
 type Schema struct {
 	// PartitionKey is the table's partition key, a string attribute.
 	// Defaults to "pk".
@@ -32,18 +23,15 @@ type Schema struct {
 	// StaticPartitionValue and its ID goes in the sort key. Defaults to ""
 	// (no sort key; the ID is the partition key).
 	SortKey string
-	// StaticPartitionValue is the partition key of every record when SortKey
-	// is set, so that records sit under one partition key value in a
-	// single-table design. Ignored without SortKey. Defaults to
-	// DefaultStaticPartitionValue.
+	// StaticPartitionValue is the partition key of every record when
+	// SortKey is set. Defaults to DefaultStaticPartitionValue.
 	StaticPartitionValue string
-	// KeyPrefix is written before the record's ID in the key attribute that
-	// holds it (the partition key, or the sort key when there is one), to
-	// keep records apart from other items of a single-table design, for
-	// example "IDEMPOTENCY#". Defaults to "".
+	// KeyPrefix is written before the record's ID in the key attribute
+	// that holds it, to keep records apart from the other items of a
+	// single-table design, for example "IDEMPOTENCY#". Defaults to "".
 	KeyPrefix string
-	// ExpiresAt is the expiry attribute (epoch seconds), which should be the
-	// table's TTL attribute. Defaults to "expires_at".
+	// ExpiresAt is the expiry attribute (epoch seconds), which should be
+	// the table's TTL attribute. Defaults to "expires_at".
 	ExpiresAt string
 	// LeaseExpiresAt is when an in-progress claim may be taken over (epoch
 	// milliseconds). Defaults to "lease_expires_at".
@@ -55,253 +43,41 @@ type Schema struct {
 	// Fingerprint is the fingerprint of the request that claimed the key.
 	// Defaults to "fingerprint".
 	Fingerprint string
-	// Group holds a record's Record.Group, and only while the record is
-	// unfinished: a string attribute, the partition key of GroupIndex.
-	// Defaults to "group".
-	Group string
-	// GroupIndex is the global secondary index that CountGroup queries:
-	// partition key Group (string), sort key ExpiresAt (number), projection
-	// KEYS_ONLY. It is sparse: only records in a group are in it. A table
-	// whose records never have a group needs no such index. Defaults to
-	// "by_group".
-	GroupIndex string
 }
 
 // DefaultStaticPartitionValue is the partition key of every record when
 // Schema.SortKey is set and Schema.StaticPartitionValue is not.
-const DefaultStaticPartitionValue = "idempotency"
+const DefaultStaticPartitionValue = recordstore.DefaultStaticPartitionValue
 
-// DefaultSchema returns the schema of this project's table, every field set.
+// DefaultSchema returns the schema of this project's table, every field
+// set but SortKey, StaticPartitionValue and KeyPrefix.
 func DefaultSchema() Schema {
-	return Schema{
-		PartitionKey: "pk", ExpiresAt: "expires_at", LeaseExpiresAt: "lease_expires_at",
-		State: "state", ResponseBody: "response_body", Fingerprint: "fingerprint",
-		Group: "group", GroupIndex: "by_group",
-	}
-}
-
-// withDefaults fills every empty field with its default.
-func (s Schema) withDefaults() Schema {
-	d := DefaultSchema()
-	def := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
-	}
-	def(&s.PartitionKey, d.PartitionKey)
-	def(&s.ExpiresAt, d.ExpiresAt)
-	def(&s.LeaseExpiresAt, d.LeaseExpiresAt)
-	def(&s.State, d.State)
-	def(&s.ResponseBody, d.ResponseBody)
-	def(&s.Fingerprint, d.Fingerprint)
-	def(&s.Group, d.Group)
-	def(&s.GroupIndex, d.GroupIndex)
-	if s.SortKey != "" {
-		def(&s.StaticPartitionValue, DefaultStaticPartitionValue)
+	var s Schema
+	d := recordstore.DefaultSchema()
+	for _, n := range s.names(&d) {
+		*n[0] = *n[1]
 	}
 	return s
 }
 
-// Fixed attribute names. expires_at (epoch seconds) is the table's TTL
-// attribute; created_at, updated_at and lease_expires_at are epoch
-// milliseconds.
-const attrTenant, attrClaimID, attrStatus, attrData, attrCreated, attrUpdated = "tenant", "claim_id", "response_status", "data", "created_at", "updated_at"
+// Validate reports a schema whose names collide, once defaults are
+// applied.
+func (s Schema) Validate() error { return s.engine().Validate() }
 
-// Validate reports a schema whose names collide, once defaults are applied.
-func (s Schema) Validate() error {
-	s = s.withDefaults()
-	seen := map[string]string{}
-	var errs []error
-	for _, a := range []struct{ role, name string }{
-		{"PartitionKey", s.PartitionKey}, {"SortKey", s.SortKey}, {"ExpiresAt", s.ExpiresAt},
-		{"LeaseExpiresAt", s.LeaseExpiresAt}, {"State", s.State}, {"ResponseBody", s.ResponseBody},
-		{"Fingerprint", s.Fingerprint}, {"Group", s.Group}, {"(fixed) tenant", attrTenant}, {"(fixed) claim_id", attrClaimID},
-		{"(fixed) response_status", attrStatus}, {"(fixed) data", attrData},
-		{"(fixed) created_at", attrCreated}, {"(fixed) updated_at", attrUpdated},
-	} {
-		if a.name == "" {
-			continue
-		}
-		if strings.ContainsAny(a.name, "[]") {
-			errs = append(errs, fmt.Errorf("%s %q: an attribute name with brackets cannot be named in an expression", a.role, a.name))
-		}
-		if other, dup := seen[a.name]; dup {
-			errs = append(errs, fmt.Errorf("%s and %s are both %q", other, a.role, a.name))
-		}
-		seen[a.name] = a.role
+// engine is s as the engine's schema.
+func (s Schema) engine() recordstore.Schema {
+	var e recordstore.Schema
+	for _, n := range s.names(&e) {
+		*n[1] = *n[0]
 	}
-	if !validIndexName(s.GroupIndex) {
-		errs = append(errs, fmt.Errorf("GroupIndex %q: an index name is 3 to 255 letters, digits, '_', '-' and '.'", s.GroupIndex))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("idempotency: invalid schema: %w", err)
-	}
-	return nil
+	return e
 }
 
-// validIndexName reports whether DynamoDB accepts n as an index name.
-func validIndexName(n string) bool {
-	if len(n) < 3 || len(n) > 255 {
-		return false
+// names pairs each name of s with the engine's field for it.
+func (s *Schema) names(e *recordstore.Schema) [][2]*string {
+	return [][2]*string{
+		{&s.PartitionKey, &e.PartitionKey}, {&s.SortKey, &e.SortKey}, {&s.StaticPartitionValue, &e.StaticPartitionValue},
+		{&s.KeyPrefix, &e.KeyPrefix}, {&s.ExpiresAt, &e.ExpiresAt}, {&s.LeaseExpiresAt, &e.LeaseExpiresAt},
+		{&s.State, &e.State}, {&s.ResponseBody, &e.ResponseBody}, {&s.Fingerprint, &e.Fingerprint},
 	}
-	for _, c := range n {
-		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
-
-// schema is a Schema with its defaults applied.
-type schema struct {
-	Schema
-	err error // from Validate, returned by every operation
-}
-
-func newSchema(s Schema) *schema {
-	return &schema{Schema: s.withDefaults(), err: s.Validate()}
-}
-
-// key is the primary key of id's record.
-func (s *schema) key(id ID) map[string]types.AttributeValue {
-	return s.putKey(make(map[string]types.AttributeValue, 2), id)
-}
-
-// putKey writes the primary key of id's record into item.
-func (s *schema) putKey(item map[string]types.AttributeValue, id ID) map[string]types.AttributeValue {
-	if s.SortKey == "" {
-		item[s.PartitionKey] = &types.AttributeValueMemberS{Value: s.KeyPrefix + string(id)}
-		return item
-	}
-	item[s.PartitionKey] = &types.AttributeValueMemberS{Value: s.StaticPartitionValue}
-	item[s.SortKey] = &types.AttributeValueMemberS{Value: s.KeyPrefix + string(id)}
-	return item
-}
-
-// idAttr is the attribute that holds a record's ID.
-func (s *schema) idAttr() string {
-	if s.SortKey != "" {
-		return s.SortKey
-	}
-	return s.PartitionKey
-}
-
-// fixedAttrs are the attributes whose names no Schema changes, encoded with
-// attributevalue. Times are epoch milliseconds.
-type fixedAttrs struct {
-	Tenant    string `dynamodbav:"tenant"`
-	ClaimID   string `dynamodbav:"claim_id"`
-	Status    int    `dynamodbav:"response_status,omitempty"`
-	CreatedAt int64  `dynamodbav:"created_at"`
-	UpdatedAt int64  `dynamodbav:"updated_at"`
-}
-
-// toItem encodes a Record: the fixed attributes with attributevalue, then
-// the ones the Schema names, and the caller's Data as a map.
-func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(fixedAttrs{
-		Tenant: r.Tenant, ClaimID: r.ClaimID, Status: r.Response.Status,
-		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
-	}
-	s.putKey(item, r.ID)
-	item[s.Fingerprint] = &types.AttributeValueMemberS{Value: r.Fingerprint}
-	item[s.State] = &types.AttributeValueMemberS{Value: string(r.State)}
-	item[s.ExpiresAt] = epochSeconds(r.ExpiresAt)
-	data := r.Data
-	if data == nil {
-		data = map[string]types.AttributeValue{}
-	}
-	item[attrData] = &types.AttributeValueMemberM{Value: data} // a map, never NULL, so updates can SET data.x
-	if len(r.Response.Body) > 0 {
-		item[s.ResponseBody] = &types.AttributeValueMemberS{Value: string(r.Response.Body)}
-	}
-	if !r.LeaseExpiresAt.IsZero() {
-		item[s.LeaseExpiresAt] = epochMillis(r.LeaseExpiresAt)
-	}
-	if r.Group != "" {
-		item[s.Group] = &types.AttributeValueMemberS{Value: r.Group}
-	}
-	return item, nil
-}
-
-// fromItem decodes a stored Record, refusing items of another shape.
-func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
-	var fixed fixedAttrs
-	if err := attributevalue.UnmarshalMap(av, &fixed); err != nil {
-		return Record{}, fmt.Errorf("decode record: %w", err)
-	}
-	var errs []error
-	str := func(name string, optional bool) string {
-		v, ok := av[name].(*types.AttributeValueMemberS)
-		if !ok {
-			if !optional || av[name] != nil {
-				errs = append(errs, fmt.Errorf("attribute %s: not a string", name))
-			}
-			return ""
-		}
-		return v.Value
-	}
-	num := func(name string, optional bool) int64 {
-		var n int64
-		if av[name] == nil && optional {
-			return 0
-		}
-		if _, ok := av[name].(*types.AttributeValueMemberN); !ok {
-			errs = append(errs, fmt.Errorf("attribute %s: not a number", name))
-			return 0
-		}
-		if err := attributevalue.Unmarshal(av[name], &n); err != nil {
-			errs = append(errs, fmt.Errorf("attribute %s: %w", name, err))
-		}
-		return n
-	}
-	for _, name := range []string{attrTenant, attrClaimID} {
-		str(name, false)
-	}
-	for _, name := range []string{attrCreated, attrUpdated} {
-		num(name, false)
-	}
-	id, ok := strings.CutPrefix(str(s.idAttr(), false), s.KeyPrefix)
-	if !ok {
-		errs = append(errs, fmt.Errorf("attribute %s: no prefix %q", s.idAttr(), s.KeyPrefix))
-	}
-	r := Record{
-		ID: ID(id), Tenant: fixed.Tenant, ClaimID: fixed.ClaimID, Fingerprint: str(s.Fingerprint, false),
-		State: State(str(s.State, false)), Response: Response{Status: fixed.Status},
-		CreatedAt: time.UnixMilli(fixed.CreatedAt), UpdatedAt: time.UnixMilli(fixed.UpdatedAt),
-		ExpiresAt: time.Unix(num(s.ExpiresAt, false), 0), Data: map[string]types.AttributeValue{},
-	}
-	if body := str(s.ResponseBody, true); body != "" {
-		r.Response.Body = []byte(body)
-	}
-	if lease := num(s.LeaseExpiresAt, true); lease != 0 {
-		r.LeaseExpiresAt = time.UnixMilli(lease)
-	}
-	r.Group = str(s.Group, true)
-	if m, ok := av[attrData].(*types.AttributeValueMemberM); ok {
-		maps.Copy(r.Data, m.Value)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Record{}, fmt.Errorf("decode record: %w", err)
-	}
-	return r, nil
-}
-
-func epochSeconds(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
-}
-
-func epochMillis(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
-}
-
-// DecodeItem decodes a table item written by a store of this schema: a
-// record as GetItem returns it, or a stream record's old or new image, so a
-// reader of the table's stream sees the same Record the store does.
-func (s Schema) DecodeItem(item map[string]types.AttributeValue) (Record, error) {
-	// Decoding needs only the attribute names: no Validate per item.
-	return (&schema{Schema: s.withDefaults()}).fromItem(item)
 }

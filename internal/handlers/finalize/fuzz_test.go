@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // liveBucket is an S3 bucket holding the live upload's object, of its
@@ -54,7 +54,7 @@ func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
-	store := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock })
+	store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock })
 	cfg := upload.Config{Bucket: fuzzBucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := upload.New(store, presigner, liveBucket{}, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16)), quiet()

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Service is what the handler needs of *upload.Service.
@@ -85,7 +85,7 @@ func (h *Handler) finalize(ctx context.Context, r events.S3EventRecord) (upload.
 // outcomeOf names a record's outcome for its line.
 func outcomeOf(o upload.Outcome, err error) string {
 	switch {
-	case errors.Is(err, idempotency.ErrUnavailable):
+	case errors.Is(err, recordstore.ErrUnavailable):
 		return telemetry.OutcomeUnavailable
 	case err != nil:
 		return telemetry.OutcomeError

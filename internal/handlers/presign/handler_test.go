@@ -24,11 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -80,34 +80,34 @@ func (c *counterReader) Read(p []byte) (int, error) {
 // failingStore answers every call with err.
 type failingStore struct{ err error }
 
-func (f failingStore) Claim(context.Context, idempotency.Record) (idempotency.ClaimResult, error) {
-	return idempotency.ClaimResult{}, f.err
+func (f failingStore) Claim(context.Context, recordstore.Record) (recordstore.ClaimResult, error) {
+	return recordstore.ClaimResult{}, f.err
 }
-func (f failingStore) Get(context.Context, idempotency.ID) (idempotency.Record, error) {
-	return idempotency.Record{}, f.err
+func (f failingStore) Get(context.Context, recordstore.ID) (recordstore.Record, error) {
+	return recordstore.Record{}, f.err
 }
-func (f failingStore) Update(context.Context, idempotency.ID, string, idempotency.Update) (idempotency.Record, error) {
-	return idempotency.Record{}, f.err
+func (f failingStore) Update(context.Context, recordstore.ID, string, recordstore.Update) (recordstore.Record, error) {
+	return recordstore.Record{}, f.err
 }
-func (f failingStore) Release(context.Context, idempotency.ID, string) error { return f.err }
+func (f failingStore) Release(context.Context, recordstore.ID, string) error { return f.err }
 
 type fixture struct {
 	handler *Handler
-	store   *idempotency.MemoryStore
+	store   *recordstore.MemoryStore
 	svc     *upload.Service
 	clock   *testenv.Clock
 }
 
-func newFixture(t *testing.T, store idempotency.Store) *fixture {
+func newFixture(t *testing.T, store recordstore.Store) *fixture {
 	t.Helper()
 	return newFixtureWith(t, store, noObjects{})
 }
 
 // newFixtureWith is newFixture with objects as S3.
-func newFixtureWith(t *testing.T, store idempotency.Store, objects upload.ObjectAPI) *fixture {
+func newFixtureWith(t *testing.T, store recordstore.Store, objects upload.ObjectAPI) *fixture {
 	t.Helper()
 	clock := testenv.NewClock(t0)
-	mem := idempotency.NewMemoryStore(func(o *idempotency.Options) { o.Now = clock.Now })
+	mem := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock.Now })
 	if store == nil {
 		store = mem
 	}
@@ -363,7 +363,7 @@ func TestInProgress(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	wantStatus(t, f.do(t, post(key, photo)), 201, "")
-	id := idempotency.NewID(JWTTenant("", "user-1"), key)
+	id := recordstore.NewID(JWTTenant("", "user-1"), key)
 	rec, err := f.store.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +371,7 @@ func TestInProgress(t *testing.T) {
 	// Once that record expires, an in-progress claim with the same
 	// fingerprint takes the key.
 	f.clock.Advance(25 * time.Hour)
-	if _, err := f.store.Claim(ctx, idempotency.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}); err != nil {
+	if _, err := f.store.Claim(ctx, recordstore.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: recordstore.StateInProgress}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(4 * time.Second)
@@ -389,7 +389,7 @@ func TestStoreFailures(t *testing.T) {
 		status int
 		code   string
 	}{
-		{fmt.Errorf("claim x: %w: %w", idempotency.ErrUnavailable, errors.New("ProvisionedThroughputExceededException: secret table arn:aws:dynamodb:...")), 503, "service_unavailable"},
+		{fmt.Errorf("claim x: %w: %w", recordstore.ErrUnavailable, errors.New("ProvisionedThroughputExceededException: secret table arn:aws:dynamodb:...")), 503, "service_unavailable"},
 		{errors.New("operation error DynamoDB: PutItem, ValidationException: secret internals"), 500, "internal_error"},
 	}
 	for _, tc := range cases {

@@ -24,8 +24,8 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // EventBridgeAPI is what the handler calls; *eventbridge.Client has it.
@@ -47,7 +47,7 @@ type Handler struct {
 	Source string
 	// Bucket is the upload bucket, which the events name.
 	Bucket string
-	Schema idempotency.Schema
+	Schema recordstore.Schema
 	Logger *slog.Logger
 }
 
@@ -99,7 +99,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 // shape returns the event of a change (a record's old and new images),
 // and false for a change that makes none.
 func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pending, bool, error) {
-	e, ok, err := upload.EventOf(h.Schema, h.Bucket, oldImage, newImage)
+	before, after, err := h.records(oldImage, newImage)
+	if err != nil {
+		return pending{}, false, err
+	}
+	e, ok, err := upload.EventOf(h.Bucket, before, after)
 	if err != nil || !ok {
 		return pending{}, false, err
 	}
@@ -114,6 +118,26 @@ func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pen
 		},
 		id: e.Detail.UploadID,
 	}, true, nil
+}
+
+// records decodes a change's images: nil for an image the change lacks. A
+// new image that is not a record is an error, so that it is seen rather
+// than skipped; an old one is no record before the change, which cannot
+// have been this claim's final state.
+func (h *Handler) records(oldImage, newImage map[string]types.AttributeValue) (before, after *recordstore.Record, err error) {
+	if newImage == nil {
+		return nil, nil, nil
+	}
+	rec, err := h.Schema.DecodeItem(newImage)
+	if err != nil {
+		return nil, nil, fmt.Errorf("upload event: new image: %w", err)
+	}
+	if oldImage != nil {
+		if prev, err := h.Schema.DecodeItem(oldImage); err == nil {
+			before = &prev
+		}
+	}
+	return before, &rec, nil
 }
 
 // put publishes batch in calls of up to maxEntries, in order, and returns

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // replayBus records PutEvents calls and refuses the entries whose upload
@@ -61,9 +61,9 @@ func (b *replayBus) put() []string {
 }
 
 // replayItem is an upload's record as the table holds it, shaped by hand
-// after pkg/idempotency's schema and internal/upload's fields (the command's
+// after internal/recordstore's schema and internal/upload's fields (the command's
 // integration tests use records written by the service itself).
-func replayItem(n int, state idempotency.State) map[string]types.AttributeValue {
+func replayItem(n int, state recordstore.State) map[string]types.AttributeValue {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 	id := fmt.Sprintf("upload-%02d", n)
@@ -71,7 +71,7 @@ func replayItem(n int, state idempotency.State) map[string]types.AttributeValue 
 		"object_key": s("uploads/" + id), "filename": s("a.txt"), "content_type": s("text/plain"),
 		"size": num(5), "sha256": s(strings.Repeat("ab", 32)),
 	}
-	if state != idempotency.StatePending {
+	if state != recordstore.StatePending {
 		data["completed_at"] = s("2026-12-01T10:00:00.000Z")
 		data["etag"] = s("etag")
 	}
@@ -93,13 +93,13 @@ func replayItem(n int, state idempotency.State) map[string]types.AttributeValue 
 func replayHandler(bus *replayBus) *Handler {
 	return &Handler{
 		Events: bus, Bus: "uploads", Source: api.EventSource, Bucket: "bucket",
-		Schema: idempotency.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Schema: recordstore.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
 // An item converted to a stream image and back is the same item.
 func TestLambdaImageRoundTrip(t *testing.T) {
-	item := replayItem(1, idempotency.StateCompleted)
+	item := replayItem(1, recordstore.StateCompleted)
 	if back := sdkImage(LambdaImage(item)); !reflect.DeepEqual(back, item) {
 		t.Fatalf("round trip:\n got %#v\nwant %#v", back, item)
 	}
@@ -114,9 +114,9 @@ func TestPublishItems(t *testing.T) {
 	var items []map[string]types.AttributeValue
 	var want []string
 	for i := range 23 {
-		state := []idempotency.State{idempotency.StateCompleted, idempotency.StateAborted, idempotency.StatePending}[i%3]
+		state := []recordstore.State{recordstore.StateCompleted, recordstore.StateAborted, recordstore.StatePending}[i%3]
 		items = append(items, replayItem(i, state))
-		if state != idempotency.StatePending {
+		if state != recordstore.StatePending {
 			want = append(want, fmt.Sprintf("upload-%02d", i))
 		}
 	}
@@ -134,7 +134,11 @@ func TestPublishItems(t *testing.T) {
 		}
 	}
 	first := bus.calls[0][0]
-	e, ok, err := upload.EventOf(idempotency.DefaultSchema(), "bucket", nil, items[0])
+	rec, err := recordstore.DefaultSchema().DecodeItem(items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := upload.EventOf("bucket", nil, &rec)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -152,8 +156,8 @@ func TestPublishItems(t *testing.T) {
 // The first failure ends the work, and the count says how far it got.
 func TestPublishItemsStopsAtTheFirstFailure(t *testing.T) {
 	items := []map[string]types.AttributeValue{
-		replayItem(0, idempotency.StateCompleted), replayItem(1, idempotency.StatePending),
-		replayItem(2, idempotency.StateCompleted), replayItem(3, idempotency.StateAborted),
+		replayItem(0, recordstore.StateCompleted), replayItem(1, recordstore.StatePending),
+		replayItem(2, recordstore.StateCompleted), replayItem(3, recordstore.StateAborted),
 	}
 	ctx := context.Background()
 
@@ -171,7 +175,7 @@ func TestPublishItemsStopsAtTheFirstFailure(t *testing.T) {
 
 	// An item that is not an upload's record: the ones before it are put,
 	// and nothing after it.
-	bad := replayItem(2, idempotency.StateCompleted)
+	bad := replayItem(2, recordstore.StateCompleted)
 	delete(bad["data"].(*types.AttributeValueMemberM).Value, "object_key")
 	bus = &replayBus{}
 	n, err := replayHandler(bus).PublishItems(ctx, []map[string]types.AttributeValue{items[0], items[1], bad, items[3]})

@@ -1,4 +1,4 @@
-package idempotency_test
+package recordstore_test
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // TestRoundTrips counts the HTTP calls each operation sends to a real local
@@ -38,8 +38,8 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
-	id := idempotency.NewID("t", "round-trips")
+	store := recordstore.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
+	id := recordstore.NewID("t", "round-trips")
 
 	steps := []struct {
 		name string
@@ -55,19 +55,19 @@ func TestRoundTrips(t *testing.T) {
 			return err
 		}, map[string]int{"PutItem": 1}},
 		{"reuse", func() error {
-			if _, err := store.Claim(ctx, pending(id, "c2", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
+			if _, err := store.Claim(ctx, pending(id, "c2", "other", `{}`)); !errors.Is(err, recordstore.ErrKeyReused) {
 				return fmt.Errorf("want ErrKeyReused, got %v", err)
 			}
 			return nil
 		}, map[string]int{"PutItem": 1}},
 		{"get", func() error { _, err := store.Get(ctx, id); return err }, map[string]int{"GetItem": 1}},
 		{"complete", func() error {
-			_, err := store.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted})
+			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted})
 			return err
 		}, map[string]int{"UpdateItem": 1}},
 		{"duplicate completion", func() error {
-			_, err := store.Update(ctx, id, "c1", idempotency.Update{State: idempotency.StateCompleted})
-			if !errors.Is(err, idempotency.ErrAlreadyCompleted) {
+			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted})
+			if !errors.Is(err, recordstore.ErrAlreadyCompleted) {
 				return fmt.Errorf("want ErrAlreadyCompleted, got %v", err)
 			}
 			return nil
@@ -92,8 +92,8 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynalite(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
-	id := idempotency.NewID("t", "fallback")
+	store := recordstore.NewDynamoStore(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
+	id := recordstore.NewID("t", "fallback")
 
 	// Prove the server really ignores ALL_OLD, or this test proves nothing.
 	if _, err := store.Claim(ctx, pending(id, "c1", "fp", `{"first":true}`)); err != nil {
@@ -117,7 +117,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	if got, want := counter.Ops(), map[string]int{"PutItem": 1, "GetItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("replay sent %v, want %v", got, want)
 	}
-	if _, err := store.Claim(ctx, pending(id, "c3", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, err := store.Claim(ctx, pending(id, "c3", "other", `{}`)); !errors.Is(err, recordstore.ErrKeyReused) {
 		t.Fatalf("reuse through the fallback: %v, want ErrKeyReused", err)
 	}
 }
@@ -127,12 +127,12 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 func TestClaimRace(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
-	id := idempotency.NewID("t", "race")
+	store := recordstore.NewDynamoStore(client, testenv.NewTable(t, client))
+	id := recordstore.NewID("t", "race")
 
 	const n = 200
 	var wg sync.WaitGroup
-	results := make([]idempotency.ClaimResult, n)
+	results := make([]recordstore.ClaimResult, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
 	for i := range n {
@@ -162,7 +162,7 @@ func TestClaimRace(t *testing.T) {
 // fakeDynamo answers every call with err.
 type fakeDynamo struct{ err error }
 
-var _ idempotency.DynamoDBAPI = fakeDynamo{}
+var _ recordstore.DynamoDBAPI = fakeDynamo{}
 
 func (f fakeDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	return nil, f.err
@@ -203,8 +203,8 @@ func (p *pagedCount) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 func TestCountGroupQuery(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &pagedCount{size: 3}
-	store := idempotency.NewDynamoStore(client, "table", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
-	own := idempotency.NewID("t", "own")
+	store := recordstore.NewDynamoStore(client, "table", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
+	own := recordstore.NewID("t", "own")
 	n, err := store.CountGroup(context.Background(), "g", own)
 	if err != nil || n != 3 || len(client.queries) != 3 {
 		t.Fatalf("CountGroup = %d, %v after %d queries; want 3 after 3", n, err, len(client.queries))
@@ -292,29 +292,29 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"not an AWS error", errors.New("boom"), false},
 	}
 	ctx := context.Background()
-	id := idempotency.NewID("t", "k")
+	id := recordstore.NewID("t", "k")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := idempotency.Transient(tc.err); got != tc.unavailable {
+			if got := recordstore.Transient(tc.err); got != tc.unavailable {
 				t.Errorf("Transient = %v, want %v", got, tc.unavailable)
 			}
-			classified := idempotency.Classify(tc.err)
-			if !errors.Is(classified, tc.err) || errors.Is(classified, idempotency.ErrUnavailable) != tc.unavailable {
+			classified := recordstore.Classify(tc.err)
+			if !errors.Is(classified, tc.err) || errors.Is(classified, recordstore.ErrUnavailable) != tc.unavailable {
 				t.Errorf("Classify = %v, want the cause, unavailable: %v", classified, tc.unavailable)
 			}
 			if !tc.unavailable && classified != tc.err {
 				t.Errorf("Classify changed an error no retry cures: %v", classified)
 			}
-			store := idempotency.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
+			store := recordstore.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
 			_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
 			_, getErr := store.Get(ctx, id)
-			_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
+			_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: recordstore.StateCompleted})
 			relErr := store.Release(ctx, id, "c")
 			for op, err := range map[string]error{"claim": claimErr, "get": getErr, "update": updErr, "release": relErr} {
 				if err == nil || !errors.Is(err, tc.err) {
 					t.Errorf("%s: %v does not wrap the cause", op, err)
 				}
-				if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
+				if got := errors.Is(err, recordstore.ErrUnavailable); got != tc.unavailable {
 					t.Errorf("%s: unavailable = %v, want %v", op, got, tc.unavailable)
 				}
 			}
@@ -323,44 +323,6 @@ func TestErrorsAreClassified(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestMakeIdempotentRoundTrips counts the calls the wrapper sends to a real
-// local DynamoDB, as docs/idempotency.md states them: two writes for a
-// fresh request, one for a replay, two for a failure.
-func TestMakeIdempotentRoundTrips(t *testing.T) {
-	ctx := context.Background()
-	var counter testenv.Counter
-	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
-	fail := errors.New("declined")
-	call := idempotency.MakeIdempotent(store, func(_ context.Context, req map[string]string) (string, error) {
-		if req["fail"] != "" {
-			return "", fail
-		}
-		return "ok", nil
-	}, func(o *idempotency.HandlerOptions[map[string]string, string]) { o.KeyPath = "key" })
-
-	steps := []struct {
-		name    string
-		req     map[string]string
-		wantErr error
-		want    map[string]int
-	}{
-		{"fresh", map[string]string{"key": "k-1"}, nil, map[string]int{"PutItem": 1, "UpdateItem": 1}},
-		{"replay", map[string]string{"key": "k-1"}, nil, map[string]int{"PutItem": 1}},
-		{"reuse", map[string]string{"key": "k-1", "other": "x"}, idempotency.ErrKeyReused, map[string]int{"PutItem": 1}},
-		{"failure", map[string]string{"key": "k-2", "fail": "y"}, fail, map[string]int{"PutItem": 1, "DeleteItem": 1}},
-	}
-	for _, step := range steps {
-		counter.Reset()
-		if _, err := call(ctx, step.req); !errors.Is(err, step.wantErr) {
-			t.Fatalf("%s: err = %v, want %v", step.name, err, step.wantErr)
-		}
-		if got := counter.Ops(); !maps.Equal(got, step.want) {
-			t.Errorf("%s sent %v, want %v", step.name, got, step.want)
-		}
-	}
-}
 
 // vanishingHolder fails the first conditional put as a held key whose
 // holder is gone by the time it is read (no item comes back), then lets the
@@ -392,9 +354,9 @@ func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...fu
 func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &vanishingHolder{}
-	s := idempotency.NewDynamoStore(client, "t", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
-	res, err := s.Claim(context.Background(), idempotency.Record{
-		ID: idempotency.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress, Lease: 10 * time.Minute,
+	s := recordstore.NewDynamoStore(client, "t", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
+	res, err := s.Claim(context.Background(), recordstore.Record{
+		ID: recordstore.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress, Lease: 10 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -424,12 +386,12 @@ func (e *echoOwnWrite) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ .
 // lost) is the claim, not a replay and not someone else's claim in
 // progress, which would block the key for the lease.
 func TestClaimThatMeetsItsOwnWrite(t *testing.T) {
-	for _, rec := range []idempotency.Record{
-		pending(idempotency.NewID("t", "own-pending"), "c1", "fp", `{"a":1}`),
-		inProgress(idempotency.NewID("t", "own-in-progress"), "c1", "fp"),
+	for _, rec := range []recordstore.Record{
+		pending(recordstore.NewID("t", "own-pending"), "c1", "fp", `{"a":1}`),
+		inProgress(recordstore.NewID("t", "own-in-progress"), "c1", "fp"),
 	} {
 		client := &echoOwnWrite{}
-		res, err := idempotency.NewDynamoStore(client, "t").Claim(context.Background(), rec)
+		res, err := recordstore.NewDynamoStore(client, "t").Claim(context.Background(), rec)
 		if err != nil || res.Replayed || res.Record.ClaimID != "c1" || client.puts != 1 {
 			t.Errorf("%s claim: %+v, %v after %d puts; want the claim itself after 1", rec.State, res, err, client.puts)
 		}
@@ -496,10 +458,10 @@ func TestClaimAfterALostAnswer(t *testing.T) {
 				o.Retryer = fastRetryer(3)
 				o.APIOptions = append(o.APIOptions, counter.Middleware)
 			})
-			store := idempotency.NewDynamoStore(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
-			for _, rec := range []idempotency.Record{
-				pending(idempotency.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
-				inProgress(idempotency.NewID("t", "lost-in-progress"), "c1", "fp"),
+			store := recordstore.NewDynamoStore(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
+			for _, rec := range []recordstore.Record{
+				pending(recordstore.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
+				inProgress(recordstore.NewID("t", "lost-in-progress"), "c1", "fp"),
 			} {
 				counter.Reset()
 				before := dropped.Load()
@@ -570,8 +532,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 				o.BaseEndpoint = aws.String(srv.URL)
 				o.Retryer = retryer()
 			})
-			_, err := idempotency.NewDynamoStore(client, "t").Get(context.Background(), idempotency.NewID("t", "k"))
-			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
+			_, err := recordstore.NewDynamoStore(client, "t").Get(context.Background(), recordstore.NewID("t", "k"))
+			if got := errors.Is(err, recordstore.ErrUnavailable); got != tc.unavailable {
 				t.Errorf("unavailable = %v for %v, want %v", got, err, tc.unavailable)
 			}
 			if got := sent.Load(); got != int32(tc.sent) {
@@ -603,8 +565,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		_, err := idempotency.NewDynamoStore(client, "t").Get(ctx, idempotency.NewID("t", "k"))
-		if !errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		_, err := recordstore.NewDynamoStore(client, "t").Get(ctx, recordstore.NewID("t", "k"))
+		if !errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("err = %v, want ErrUnavailable for the deadline", err)
 		}
 	})
@@ -617,8 +579,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := idempotency.NewDynamoStore(client, "t").Get(ctx, idempotency.NewID("t", "k"))
-		if err == nil || errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		_, err := recordstore.NewDynamoStore(client, "t").Get(ctx, recordstore.NewID("t", "k"))
+		if err == nil || errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want the cancellation, not ErrUnavailable", err)
 		}
 	})

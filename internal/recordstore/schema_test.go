@@ -1,4 +1,4 @@
-package idempotency_test
+package recordstore_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
-	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // attributeShape is an item's attribute names with their DynamoDB types.
@@ -41,17 +41,17 @@ func attributeShape(item map[string]types.AttributeValue) map[string]string {
 func TestStoredItems(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	id := idempotency.NewID("tenant-a", "stored-item")
+	id := recordstore.NewID("tenant-a", "stored-item")
 	cases := []struct {
 		name      string
 		table     string
-		opt       func(*idempotency.Options)
+		opt       func(*recordstore.Options)
 		key       map[string]string
 		claimed   map[string]string
 		completed map[string]string
 	}{
 		{
-			name: "default schema", table: testenv.NewTable(t, client), opt: func(*idempotency.Options) {},
+			name: "default schema", table: testenv.NewTable(t, client), opt: func(*recordstore.Options) {},
 			key: map[string]string{"pk": string(id)},
 			claimed: map[string]string{
 				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
@@ -77,7 +77,7 @@ func TestStoredItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			store := idempotency.NewDynamoStore(client, tc.table, tc.opt)
+			store := recordstore.NewDynamoStore(client, tc.table, tc.opt)
 			key := map[string]types.AttributeValue{}
 			for k, v := range tc.key {
 				key[k] = &types.AttributeValueMemberS{Value: v}
@@ -90,17 +90,21 @@ func TestStoredItems(t *testing.T) {
 				return out.Item
 			}
 			rec := inGroup(inProgress(id, "c1", "fp"), "tenant-a#orders")
-			rec.Data = map[string]types.AttributeValue{"order": s("o-1"), "size": n("42")}
+			rec.Data = mustData(struct {
+				Order string `dynamodbav:"order"`
+				Size  int    `dynamodbav:"size"`
+			}{"o-1", 42})
 			mustClaim(t, store, rec)
 			item := raw()
 			if got := attributeShape(item); !maps.Equal(got, tc.claimed) {
 				t.Errorf("claimed item = %v,\n want %v", got, tc.claimed)
 			}
-			if data, ok := item["data"].(*types.AttributeValueMemberM); !ok || !reflect.DeepEqual(data.Value, rec.Data) {
-				t.Errorf("claimed data = %#v, want the map %#v", item["data"], rec.Data)
+			wantData := map[string]types.AttributeValue{"order": &types.AttributeValueMemberS{Value: "o-1"}, "size": &types.AttributeValueMemberN{Value: "42"}}
+			if data, ok := item["data"].(*types.AttributeValueMemberM); !ok || !reflect.DeepEqual(data.Value, wantData) {
+				t.Errorf("claimed data = %#v, want the map %#v", item["data"], wantData)
 			}
-			if _, err := store.Update(ctx, id, "c1", idempotency.Update{
-				State: idempotency.StateCompleted, Response: &idempotency.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,
+			if _, err := store.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StateCompleted, Response: &recordstore.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -114,19 +118,19 @@ func TestStoredItems(t *testing.T) {
 func TestSchemaValidate(t *testing.T) {
 	cases := []struct {
 		name   string
-		schema idempotency.Schema
+		schema recordstore.Schema
 		bad    []string
 	}{
-		{"default", idempotency.Schema{}, nil},
-		{"defaults filled in", idempotency.Schema{PartitionKey: "id", SortKey: "sk"}, nil},
-		{"sort key is the partition key", idempotency.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
-		{"a renamed attribute takes a fixed name", idempotency.Schema{State: "data"}, []string{"State and (fixed) data"}},
-		{"renamed onto a default", idempotency.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
-		{"a dotted name is a name", idempotency.Schema{State: "record.state"}, nil},
-		{"brackets cannot be named", idempotency.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
-		{"the group takes a fixed name", idempotency.Schema{Group: "tenant"}, []string{"Group and (fixed) tenant"}},
-		{"an index name DynamoDB refuses", idempotency.Schema{GroupIndex: "by group"}, []string{`GroupIndex "by group"`}},
-		{"an index name too short", idempotency.Schema{GroupIndex: "ix"}, []string{`GroupIndex "ix"`}},
+		{"default", recordstore.Schema{}, nil},
+		{"defaults filled in", recordstore.Schema{PartitionKey: "id", SortKey: "sk"}, nil},
+		{"sort key is the partition key", recordstore.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
+		{"a renamed attribute takes a fixed name", recordstore.Schema{State: "data"}, []string{"State and (fixed) data"}},
+		{"renamed onto a default", recordstore.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
+		{"a dotted name is a name", recordstore.Schema{State: "record.state"}, nil},
+		{"brackets cannot be named", recordstore.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
+		{"the group takes a fixed name", recordstore.Schema{Group: "tenant"}, []string{"Group and (fixed) tenant"}},
+		{"an index name DynamoDB refuses", recordstore.Schema{GroupIndex: "by group"}, []string{`GroupIndex "by group"`}},
+		{"an index name too short", recordstore.Schema{GroupIndex: "ix"}, []string{`GroupIndex "ix"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,13 +146,13 @@ func TestSchemaValidate(t *testing.T) {
 		})
 	}
 	// A store with a bad schema refuses every operation without a call.
-	store := idempotency.NewDynamoStore(fakeDynamo{err: errors.New("called")}, "table", func(o *idempotency.Options) {
-		o.Schema = idempotency.Schema{PartitionKey: "pk", SortKey: "pk"}
+	store := recordstore.NewDynamoStore(fakeDynamo{err: errors.New("called")}, "table", func(o *recordstore.Options) {
+		o.Schema = recordstore.Schema{PartitionKey: "pk", SortKey: "pk"}
 	})
-	ctx, id := context.Background(), idempotency.NewID("t", "k")
+	ctx, id := context.Background(), recordstore.NewID("t", "k")
 	_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
 	_, getErr := store.Get(ctx, id)
-	_, updErr := store.Update(ctx, id, "c", idempotency.Update{State: idempotency.StateCompleted})
+	_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: recordstore.StateCompleted})
 	relErr := store.Release(ctx, id, "c")
 	_, countErr := store.CountGroup(ctx, "g", "")
 	for i, err := range []error{claimErr, getErr, updErr, relErr, countErr} {
@@ -159,13 +163,13 @@ func TestSchemaValidate(t *testing.T) {
 }
 
 func TestDefaultSchema(t *testing.T) {
-	d := idempotency.DefaultSchema()
+	d := recordstore.DefaultSchema()
 	got := []string{d.PartitionKey, d.SortKey, d.StaticPartitionValue, d.KeyPrefix, d.ExpiresAt, d.LeaseExpiresAt, d.State, d.ResponseBody, d.Fingerprint, d.Group, d.GroupIndex}
 	want := []string{"pk", "", "", "", "expires_at", "lease_expires_at", "state", "response_body", "fingerprint", "group", "by_group"}
 	if !slices.Equal(got, want) {
 		t.Errorf("DefaultSchema() = %q, want %q", got, want)
 	}
-	if idempotency.DefaultTTL != 24*time.Hour || idempotency.DefaultLease != 30*time.Second {
-		t.Errorf("DefaultTTL, DefaultLease = %v, %v", idempotency.DefaultTTL, idempotency.DefaultLease)
+	if recordstore.DefaultTTL != 24*time.Hour || recordstore.DefaultLease != 30*time.Second {
+		t.Errorf("DefaultTTL, DefaultLease = %v, %v", recordstore.DefaultTTL, recordstore.DefaultLease)
 	}
 }

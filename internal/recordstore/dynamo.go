@@ -1,4 +1,4 @@
-package idempotency
+package recordstore
 
 import (
 	"context"
@@ -115,8 +115,8 @@ func (o *Options) stamp(rec Record, now time.Time) Record {
 		rec.LeaseExpiresAt = truncMillis(now.Add(lease))
 	}
 	rec.Lease = 0
-	if rec.Data == nil {
-		rec.Data = map[string]types.AttributeValue{}
+	if rec.Data.m == nil {
+		rec.Data.m = map[string]types.AttributeValue{}
 	}
 	return rec
 }
@@ -282,17 +282,21 @@ type Update struct {
 	State State
 	// Response, if not nil, replaces the recorded response.
 	Response *Response
-	// Data fields are set (merged into the record's Data).
-	Data map[string]types.AttributeValue
+	// Data, if not nil, holds fields to set (merged into the record's
+	// Data): a struct with dynamodbav tags or a map[string]any, encoded as
+	// NewData encodes it (omitempty leaves a field as it is).
+	Data any
 	// Require lists Data fields that must hold these values, or the update
-	// fails with ErrMismatch.
-	Require map[string]types.AttributeValue
+	// fails with ErrMismatch. Values are encoded as attributevalue.Marshal
+	// encodes them and compared as DynamoDB compares them: a number is not
+	// the string of its digits.
+	Require map[string]any
 	// RequireAbsentOrEqual lists Data fields that must be absent or hold
-	// these values, or the update fails with ErrMismatch: with the same
-	// fields in Data, a value is set only by the first update that gives
-	// one, and every later update must give the same (first writer wins,
-	// even among concurrent updates).
-	RequireAbsentOrEqual map[string]types.AttributeValue
+	// these values (compared as for Require), or the update fails with
+	// ErrMismatch: with the same fields in Data, a value is set only by
+	// the first update that gives one, and every later update must give
+	// the same (first writer wins, even among concurrent updates).
+	RequireAbsentOrEqual map[string]any
 	// From, if set, is the state the record must be in, or the update fails
 	// with ErrMismatch: an update that only means to renew a record never
 	// undoes a state another request set meanwhile.
@@ -314,14 +318,15 @@ type Update struct {
 // the record is already in that final state (a duplicate), or wrapping
 // ErrMismatch when Require, RequireAbsentOrEqual or From does not hold.
 func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Update) (Record, error) {
-	if err := u.check(); err != nil {
+	enc, err := u.encode()
+	if err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
 	if s.schema.err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, s.schema.err)
 	}
 	now := s.opts.Now()
-	expr, err := s.updateExpression(u, claimID, now)
+	expr, err := s.updateExpression(enc, claimID, now)
 	if err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
@@ -349,20 +354,42 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 	return Record{}, updateRefusal(id, claimID, u, old, now)
 }
 
-// check refuses an update no store may apply.
-func (u *Update) check() error {
+// encodedUpdate is an Update with its fields encoded, as both stores
+// apply it.
+type encodedUpdate struct {
+	Update
+	data, require, absentOrEqual map[string]types.AttributeValue
+}
+
+// encode encodes u's fields, and refuses an update no store may apply.
+func (u Update) encode() (encodedUpdate, error) {
 	if u.State == "" || u.State == StateInProgress {
-		return fmt.Errorf("state %q is not a target", u.State)
+		return encodedUpdate{}, fmt.Errorf("state %q is not a target", u.State)
 	}
-	for _, m := range []map[string]types.AttributeValue{u.Data, u.Require, u.RequireAbsentOrEqual} {
+	enc := encodedUpdate{Update: u}
+	if u.Data != nil {
+		d, err := NewData(u.Data)
+		if err != nil {
+			return encodedUpdate{}, err
+		}
+		enc.data = d.m
+	}
+	var err error
+	if enc.require, err = fieldValues(u.Require); err != nil {
+		return encodedUpdate{}, err
+	}
+	if enc.absentOrEqual, err = fieldValues(u.RequireAbsentOrEqual); err != nil {
+		return encodedUpdate{}, err
+	}
+	for _, m := range []map[string]types.AttributeValue{enc.data, enc.require, enc.absentOrEqual} {
 		for k := range m {
 			// An expression's document path cannot escape brackets.
 			if k == "" || strings.ContainsAny(k, "[]") {
-				return fmt.Errorf("data field %q: want a name without brackets", k)
+				return encodedUpdate{}, fmt.Errorf("data field %q: want a name without brackets", k)
 			}
 		}
 	}
-	return nil
+	return enc, nil
 }
 
 // name is an attribute name as it is, dots included (Schema.Validate and
@@ -375,19 +402,19 @@ func dataName(k string) expression.NameBuilder { return name(attrData).AppendNam
 // updateExpression is u as an update of claimID's record at now, on the
 // condition that the record is that claim's, not final, live (unless
 // u.Revive) and holds u.Require and u.RequireAbsentOrEqual.
-func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) (expression.Expression, error) {
+func (s *DynamoStore) updateExpression(u encodedUpdate, claimID string, now time.Time) (expression.Expression, error) {
 	state := name(s.schema.State)
 	cond := name(attrClaimID).Equal(expression.Value(claimID)).
 		And(state.NotEqual(expression.Value(StateCompleted)), state.NotEqual(expression.Value(StateAborted)))
 	if !u.Revive {
 		cond = cond.And(name(s.schema.ExpiresAt).GreaterThanEqual(expression.Value(epochSeconds(now))))
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.Require)) {
-		cond = cond.And(dataName(k).Equal(expression.Value(u.Require[k])))
+	for _, k := range slices.Sorted(maps.Keys(u.require)) {
+		cond = cond.And(dataName(k).Equal(expression.Value(u.require[k])))
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.RequireAbsentOrEqual)) {
+	for _, k := range slices.Sorted(maps.Keys(u.absentOrEqual)) {
 		field := dataName(k)
-		cond = cond.And(expression.AttributeNotExists(field).Or(field.Equal(expression.Value(u.RequireAbsentOrEqual[k]))))
+		cond = cond.And(expression.AttributeNotExists(field).Or(field.Equal(expression.Value(u.absentOrEqual[k]))))
 	}
 	if u.From != "" {
 		cond = cond.And(state.Equal(expression.Value(u.From)))
@@ -412,8 +439,8 @@ func (s *DynamoStore) updateExpression(u Update, claimID string, now time.Time) 
 	if u.RestartExpiry {
 		set = set.Set(name(s.schema.ExpiresAt), expression.Value(epochSeconds(now.Add(s.opts.TTL))))
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.Data)) {
-		set = set.Set(dataName(k), expression.Value(u.Data[k]))
+	for _, k := range slices.Sorted(maps.Keys(u.data)) {
+		set = set.Set(dataName(k), expression.Value(u.data[k]))
 	}
 	return expression.NewBuilder().WithCondition(cond).WithUpdate(set).Build()
 }

@@ -1,4 +1,4 @@
-package idempotency
+package recordstore
 
 import (
 	"context"
@@ -26,9 +26,9 @@ func benchRecord() Record {
 		ID: NewID("tenant-a", "client-key-0001"), Tenant: "tenant-a", ClaimID: "0123456789abcdef0123456789abcdef",
 		Fingerprint: "8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f", State: StatePending,
 		Response: Response{Status: 201, Body: []byte(`{"uploadId":"u-1","status":"pending","upload":{"method":"PUT"}}`)},
-		Data: map[string]types.AttributeValue{
+		Data: Data{m: map[string]types.AttributeValue{
 			"object": avS("uploads/tenant-a/u-1"), "size": &types.AttributeValueMemberN{Value: "1048576"}, "content_type": avS("image/png"),
-		},
+		}},
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: time.Unix(now.Add(24*time.Hour).Unix(), 0),
 	}
 }
@@ -68,7 +68,7 @@ func BenchmarkCodec(b *testing.B) {
 // SDK's client sends a claim's PutItem.
 func TestItemWireForm(t *testing.T) {
 	rec := benchRecord()
-	rec.Data = map[string]types.AttributeValue{}
+	rec.Data = Data{}
 	var sent []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if target := r.Header.Get("X-Amz-Target"); target != "DynamoDB_20120810.PutItem" {

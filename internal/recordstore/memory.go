@@ -1,11 +1,10 @@
-package idempotency
+package recordstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"sync"
 	"time"
 )
@@ -67,7 +66,8 @@ func (m *MemoryStore) Get(_ context.Context, id ID) (Record, error) {
 
 // Update behaves as DynamoStore.Update.
 func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update) (Record, error) {
-	if err := u.check(); err != nil {
+	enc, err := u.encode()
+	if err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
 	m.mu.Lock()
@@ -85,13 +85,13 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	if u.From != "" && r.State != u.From {
 		return Record{}, updateRefusal(id, claimID, u, old, now)
 	}
-	for k, v := range u.Require {
-		if got, ok := r.Data[k]; !ok || !reflect.DeepEqual(got, v) {
+	for k, v := range enc.require {
+		if got, ok := r.Data.m[k]; !ok || !sameValue(got, v) {
 			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
-	for k, v := range u.RequireAbsentOrEqual {
-		if got, ok := r.Data[k]; ok && !reflect.DeepEqual(got, v) {
+	for k, v := range enc.absentOrEqual {
+		if got, ok := r.Data.m[k]; ok && !sameValue(got, v) {
 			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
@@ -106,7 +106,7 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	if u.RestartExpiry {
 		r.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
 	}
-	maps.Copy(r.Data, u.Data)
+	maps.Copy(r.Data.m, enc.data)
 	m.records[id] = r
 	return clone(r), nil
 }
@@ -140,7 +140,7 @@ func (m *MemoryStore) CountGroup(_ context.Context, group string, except ID) (in
 }
 
 func clone(r Record) Record {
-	r.Data = maps.Clone(r.Data)
+	r.Data = r.Data.clone()
 	r.Response.Body = append([]byte(nil), r.Response.Body...)
 	return r
 }

@@ -1,0 +1,49 @@
+package recordstore
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The memory store compares a Require value with the stored one as
+// DynamoDB's `=` does, so that a test on it passes only what DynamoDB
+// would: by type and value, not by how the value happens to be spelled.
+func TestSameValue(t *testing.T) {
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	m := func(kv map[string]types.AttributeValue) types.AttributeValue {
+		return &types.AttributeValueMemberM{Value: kv}
+	}
+	l := func(vs ...types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberL{Value: vs} }
+	cases := []struct {
+		name string
+		a, b types.AttributeValue
+		want bool
+	}{
+		{"equal strings", s("a"), s("a"), true},
+		{"other strings", s("a"), s("b"), false},
+		{"a number is not its digits", n("42"), s("42"), false},
+		{"numbers by value", n("1.0"), n("1"), true},
+		{"an exponent", n("1e2"), n("100"), true},
+		{"other numbers", n("1"), n("1.5"), false},
+		{"bytes", &types.AttributeValueMemberB{Value: []byte("x")}, &types.AttributeValueMemberB{Value: []byte("x")}, true},
+		{"booleans", &types.AttributeValueMemberBOOL{Value: true}, &types.AttributeValueMemberBOOL{Value: false}, false},
+		{"null", &types.AttributeValueMemberNULL{Value: true}, &types.AttributeValueMemberNULL{Value: true}, true},
+		{"a set in another order", &types.AttributeValueMemberSS{Value: []string{"a", "b"}}, &types.AttributeValueMemberSS{Value: []string{"b", "a"}}, true},
+		{"number sets by value", &types.AttributeValueMemberNS{Value: []string{"1", "2.0"}}, &types.AttributeValueMemberNS{Value: []string{"2", "1"}}, true},
+		{"a smaller set", &types.AttributeValueMemberSS{Value: []string{"a", "b"}}, &types.AttributeValueMemberSS{Value: []string{"a"}}, false},
+		{"lists in order", l(n("1"), n("2")), l(n("1"), n("2.0")), true},
+		{"lists out of order", l(n("1"), n("2")), l(n("2"), n("1")), false},
+		{"maps member by member", m(map[string]types.AttributeValue{"a": n("1")}), m(map[string]types.AttributeValue{"a": n("1.00")}), true},
+		{"maps with another member", m(map[string]types.AttributeValue{"a": n("1")}), m(map[string]types.AttributeValue{"b": n("1")}), false},
+	}
+	for _, tc := range cases {
+		if got := sameValue(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: sameValue = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := sameValue(tc.b, tc.a); got != tc.want {
+			t.Errorf("%s, the other way: sameValue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
