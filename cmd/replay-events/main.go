@@ -79,6 +79,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -148,12 +149,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		events = dryEvents{log: stdout}
 	}
 	r := &replayer{
-		queue: sqs.NewFromConfig(cfg), table: dynamodb.NewFromConfig(cfg),
+		queue: &sqsdrain.Reader{Client: sqs.NewFromConfig(cfg), URL: *queueURL, Visibility: visibility}, table: dynamodb.NewFromConfig(cfg),
 		publisher: &publish.Handler{
 			Events: events, Bus: *bus, Source: *source, Bucket: *bucket,
 			Schema: schema, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 		},
-		queueURL: *queueURL, tableName: *table, bucket: *bucket, schema: schema,
+		tableName: *table, bucket: *bucket, schema: schema,
 		slack: *slack, ttl: *ttl, now: time.Now, dryRun: *dryRun, skipUnreadable: *skipUnreadable, log: stdout,
 	}
 	res, err := r.run(ctx, *limit)

@@ -18,20 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/upload"
 )
-
-// QueueAPI is the part of *sqs.Client the replay uses.
-type QueueAPI interface {
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
-	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
-}
 
 // TableAPI is the part of *dynamodb.Client the replay uses.
 type TableAPI interface {
@@ -44,7 +37,6 @@ type Publisher interface {
 }
 
 var (
-	_ QueueAPI  = (*sqs.Client)(nil)
 	_ TableAPI  = (*dynamodb.Client)(nil)
 	_ Publisher = (*publish.Handler)(nil)
 )
@@ -68,10 +60,10 @@ const (
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 type replayer struct {
-	queue     QueueAPI
+	// queue is the failure queue, read with visibility.
+	queue     *sqsdrain.Reader
 	table     TableAPI
 	publisher Publisher
-	queueURL  string
 	tableName string
 	bucket    string
 	schema    recordstore.Schema
@@ -83,9 +75,8 @@ type replayer struct {
 	// skipUnreadable: -skip-unreadable (dropUnreadable).
 	skipUnreadable bool
 	log            io.Writer
-	// held are the receipt handles of the messages received and not
-	// deleted, by message id.
-	held map[string]*string
+	// held are the messages received and not deleted, by message id.
+	held map[string]sqstypes.Message
 }
 
 type result struct {
@@ -158,7 +149,7 @@ func (f *found) in(w window) bool {
 // run to see.
 func (r *replayer) run(ctx context.Context, limit int) (result, error) {
 	var res result
-	r.held = map[string]*string{}
+	r.held = map[string]sqstypes.Message{}
 	msgs, err := r.receive(ctx, limit, &res)
 	for _, g := range groups(msgs) {
 		if err != nil {
@@ -172,8 +163,8 @@ func (r *replayer) run(ctx context.Context, limit int) (result, error) {
 // release makes the messages still held visible again.
 func (r *replayer) release(ctx context.Context) error {
 	var errs []error
-	for id, handle := range r.held {
-		if _, err := r.queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &r.queueURL, ReceiptHandle: handle, VisibilityTimeout: 0}); err != nil {
+	for id, m := range r.held {
+		if err := r.queue.Release(ctx, m); err != nil {
 			errs = append(errs, fmt.Errorf("make message %s visible again: %w", id, err))
 		}
 	}
@@ -187,39 +178,24 @@ func (r *replayer) release(ctx context.Context) error {
 // others are counted and left in the queue.
 func (r *replayer) receive(ctx context.Context, limit int, res *result) ([]*message, error) {
 	var msgs []*message
-	seen := map[string]bool{}
-	for len(seen) < limit {
-		out, err := r.queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &r.queueURL, MaxNumberOfMessages: int32(min(10, limit-len(seen))),
-			WaitTimeSeconds: 1, VisibilityTimeout: int32(visibility / time.Second),
-		})
+	for m, err := range r.queue.Messages(ctx, limit) {
 		if err != nil {
 			return nil, fmt.Errorf("receive from the failure queue: %w", err)
 		}
-		fresh := 0
-		for _, m := range out.Messages {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				continue
-			}
-			seen[id], fresh = true, fresh+1
-			r.held[id] = m.ReceiptHandle
-			msg, err := r.parse(m)
-			if err != nil {
-				res.unreadable++
-				fmt.Fprintf(r.log, "message %s: %v; left in the queue\n", id, err)
-				continue
-			}
-			if msg.rec.Batch.FirstArrival.Before(r.now().Add(-r.ttl)) {
-				res.old++
-				fmt.Fprintf(r.log, "message %s: its batch arrived %s, more than %s ago: uploads of it may have expired from the table\n",
-					id, msg.rec.Batch.FirstArrival.Format(time.RFC3339), r.ttl)
-			}
-			msgs = append(msgs, msg)
+		id := aws.ToString(m.MessageId)
+		r.held[id] = m
+		msg, err := r.parse(m)
+		if err != nil {
+			res.unreadable++
+			fmt.Fprintf(r.log, "message %s: %v; left in the queue\n", id, err)
+			continue
 		}
-		if fresh == 0 {
-			break
+		if msg.rec.Batch.FirstArrival.Before(r.now().Add(-r.ttl)) {
+			res.old++
+			fmt.Fprintf(r.log, "message %s: its batch arrived %s, more than %s ago: uploads of it may have expired from the table\n",
+				id, msg.rec.Batch.FirstArrival.Format(time.RFC3339), r.ttl)
 		}
+		msgs = append(msgs, msg)
 	}
 	return msgs, nil
 }
@@ -327,7 +303,7 @@ func (r *replayer) replay(ctx context.Context, g group, res *result) error {
 				m.id(), m.rec.Batch.BatchSize, m.rec.Batch.ShardID, m.rec.Batch.StartSequenceNumber, m.rec.Batch.EndSequenceNumber,
 				m.rec.RequestContext.Condition, m.rec.RequestContext.RetryCount)
 		default:
-			if _, err := r.queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &r.queueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			if err := r.queue.Delete(ctx, m.Message); err != nil {
 				return fmt.Errorf("delete replayed message %s: %w", m.id(), err)
 			}
 			delete(r.held, m.id())

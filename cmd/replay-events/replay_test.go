@@ -30,6 +30,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -243,12 +244,12 @@ func failureOf(table string, first, last time.Time, size int) string {
 func (f *fixture) replayer(queueURL string, log io.Writer, events publish.EventBridgeAPI) *replayer {
 	f.scans.Reset()
 	return &replayer{
-		queue: f.queues, table: testenv.DynamoClient(f.dynamoURL, &f.scans),
+		queue: &sqsdrain.Reader{Client: f.queues, URL: queueURL, Visibility: visibility}, table: testenv.DynamoClient(f.dynamoURL, &f.scans),
 		publisher: &publish.Handler{
 			Events: events, Bus: f.bus, Source: api.EventSource, Bucket: f.bucket,
 			Schema: recordstore.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
 		},
-		queueURL: queueURL, tableName: f.table, bucket: f.bucket, schema: recordstore.DefaultSchema(),
+		tableName: f.table, bucket: f.bucket, schema: recordstore.DefaultSchema(),
 		slack: time.Minute, ttl: recordstore.DefaultTTL, now: f.Now, log: log,
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/onceupload/onceupload/internal/sqsdrain"
 )
 
 func main() {
@@ -50,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay-failed: AWS configuration: %v\n", err)
 		return 1
 	}
-	r := &replayer{queue: sqs.NewFromConfig(cfg), fn: lambda.NewFromConfig(cfg), queueURL: *queueURL, function: *function, dryRun: *dryRun, log: stdout}
+	r := &replayer{queue: &sqsdrain.Reader{Client: sqs.NewFromConfig(cfg), URL: *queueURL, Visibility: visibility}, fn: lambda.NewFromConfig(cfg), function: *function, dryRun: *dryRun, log: stdout}
 	res, err := r.run(ctx, *limit)
 	fmt.Fprintf(stdout, "replay-failed: %d replayed, %d failed (left in the queue), %d unreadable (left in the queue)\n", res.replayed, res.failed, res.unreadable)
 	if err != nil {

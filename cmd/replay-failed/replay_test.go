@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -83,7 +84,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	})
 	fn := lambda.NewFromConfig(testenv.AWSConfig(), func(o *lambda.Options) { o.BaseEndpoint = &finalizeURL })
 	var log bytes.Buffer
-	r := &replayer{queue: q, fn: fn, queueURL: aws.ToString(queue.QueueUrl), function: "function", log: &log}
+	r := &replayer{queue: &sqsdrain.Reader{Client: q, URL: aws.ToString(queue.QueueUrl), Visibility: visibility}, fn: fn, function: "function", log: &log}
 	res, err := r.run(ctx, 100)
 	if err != nil || res != (result{replayed: 1, unreadable: 1}) {
 		t.Fatalf("run: %+v %v\n%s", res, err, log.String())
