@@ -3,14 +3,16 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/client"
 )
 
 // The local event bus: the EventBridge PutEvents call, served so that the
@@ -27,19 +29,6 @@ type putEventsEntry struct {
 	Detail       string   `json:"Detail"`
 	EventBusName string   `json:"EventBusName"`
 	Resources    []string `json:"Resources"`
-}
-
-// Envelope is an event as EventBridge hands it to a target.
-type Envelope struct {
-	Version    string          `json:"version"`
-	ID         string          `json:"id"`
-	DetailType string          `json:"detail-type"`
-	Source     string          `json:"source"`
-	Account    string          `json:"account"`
-	Time       string          `json:"time"`
-	Region     string          `json:"region"`
-	Resources  []string        `json:"resources"`
-	Detail     json.RawMessage `json:"detail"`
 }
 
 func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
@@ -76,11 +65,11 @@ func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
 			out.FailedEntryCount++
 			continue
 		}
-		env := Envelope{
-			// A random UUID, as client.NewKey mints, is the form of
-			// EventBridge's ids.
-			Version: "0", ID: client.NewKey(), DetailType: e.DetailType, Source: e.Source, Account: localAccountID,
-			Time: time.Now().UTC().Format(time.RFC3339), Region: Region, Resources: e.Resources, Detail: json.RawMessage(e.Detail),
+		// The envelope EventBridge hands a target, its time to the second
+		// as EventBridge gives it.
+		env := events.EventBridgeEvent{
+			Version: "0", ID: newEventID(), DetailType: e.DetailType, Source: e.Source, AccountID: localAccountID,
+			Time: time.Now().UTC().Truncate(time.Second), Region: Region, Resources: e.Resources, Detail: json.RawMessage(e.Detail),
 		}
 		if env.Resources == nil {
 			env.Resources = []string{}
@@ -93,7 +82,7 @@ func (st *Stack) handleEventBus(w http.ResponseWriter, r *http.Request) {
 }
 
 // publish logs an event and hands it to Config.EventsURL.
-func (st *Stack) publish(env Envelope, bus string) {
+func (st *Stack) publish(env events.EventBridgeEvent, bus string) {
 	var d api.EventDetail
 	_ = json.Unmarshal(env.Detail, &d)
 	st.cfg.Logger.Info("event", "detailType", env.DetailType, "source", env.Source, "bus", bus, "uploadId", d.UploadID,
@@ -108,6 +97,15 @@ func (st *Stack) publish(env Envelope, bus string) {
 	}
 	st.pending.Add(1)
 	go st.post(body, env.ID)
+}
+
+// newEventID is a random (version 4) UUID, the form of EventBridge's event
+// ids.
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // post delivers one event to EventsURL until it is taken (a 2xx), with

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -28,7 +29,7 @@ import (
 type collector struct {
 	mu       sync.Mutex
 	refused  bool
-	received []Envelope
+	received []events.EventBridgeEvent
 	raw      [][]byte
 }
 
@@ -41,7 +42,7 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not yet", http.StatusServiceUnavailable)
 		return
 	}
-	var e Envelope
+	var e events.EventBridgeEvent
 	if err := json.Unmarshal(body, &e); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -50,16 +51,16 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.raw = append(c.raw, body)
 }
 
-func (c *collector) events() ([]Envelope, [][]byte) {
+func (c *collector) events() ([]events.EventBridgeEvent, [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Envelope(nil), c.received...), append([][]byte(nil), c.raw...)
+	return append([]events.EventBridgeEvent(nil), c.received...), append([][]byte(nil), c.raw...)
 }
 
 // waitEvents waits for n events, then for quiet (no more arrive for a
 // while), and returns all of them: a test of "exactly n" must not stop
 // looking the moment n are there.
-func (c *collector) waitEvents(t *testing.T, n int) ([]Envelope, [][]byte) {
+func (c *collector) waitEvents(t *testing.T, n int) ([]events.EventBridgeEvent, [][]byte) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
