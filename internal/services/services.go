@@ -307,6 +307,11 @@ const InvokePath = "/2015-03-31/functions/function/invocations"
 // StartRIE runs a bootstrap under the emulator. The emulator serves one
 // invocation at a time: callers serialize (or run several).
 func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
+	// The emulator starts the bootstrap only when the first invocation
+	// comes: without this, a missing one would fail that, not the start.
+	if info, err := os.Stat(o.Bootstrap); err != nil || info.IsDir() {
+		return nil, fmt.Errorf("start aws-lambda-rie: no bootstrap at %s", o.Bootstrap)
+	}
 	bin, err := Binary("aws-lambda-rie")
 	if err != nil {
 		return nil, err
