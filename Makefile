@@ -4,7 +4,7 @@
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
 #               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections; builds what it
-#               measures (every tool, web/dist) and fails if a selected section cannot run
+#               measures (every tool, web/dist, the bootstraps) and fails if a selected section cannot run
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
 #   also: make lint, unit (no servers), fuzz, web (lint, build, unit tests of web/), web-build (web/dist
@@ -104,11 +104,16 @@ web:
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing. It builds what it measures: the
 # Chromium sections upload through web/dist, built here from the sources
-# as they are (not a stale build). A selected section that cannot run
-# fails the run, named with its cause, instead of showing a zero.
+# as they are (not a stale build), and the cold-start section sizes the
+# bootstraps make build makes, for both architectures, and starts this
+# machine's beside the smallest Go function (the hello baseline). A
+# selected section that cannot run fails the run, named with its cause,
+# instead of showing a zero.
 bench: tools web-build
 	cd bench/peer && npm ci --no-audit --no-fund --loglevel=error
-	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+	@for arch in arm64 amd64; do $(MAKE) --no-print-directory build LAMBDA_ARCH=$$arch; done
+	CGO_ENABLED=0 GOOS=linux $(GO) build $(LAMBDA_FLAGS) -o .build/bench/hello/bootstrap ./internal/bench/testdata/hello
+	$(GO) run ./cmd/bench --bootstraps .build $(BENCH_FLAGS)
 
 # Chaos: clients upload through the local stack while faults are injected;
 # prints "chaos: R requests, F faults, U uploads, D duplicate objects,

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/testenv"
 )
 
 // maxBootstrapBytes is the size budget of each bootstrap: a bigger binary
@@ -17,14 +17,10 @@ const maxBootstrapBytes = 16_000_000
 // functions use the SDK's DynamoDB and S3 clients; this keeps what they
 // link from growing unnoticed.
 func TestBootstrapSizeBudget(t *testing.T) {
-	for _, fn := range []string{"presign", "finalize", "events"} {
+	dir := testenv.Bootstraps(t, "arm64")
+	for _, fn := range []string{"PresignFunction", "FinalizeFunction", "EventsFunction"} {
 		t.Run(fn, func(t *testing.T) {
-			t.Parallel()
-			out := filepath.Join(t.TempDir(), "bootstrap")
-			if err := services.BuildBootstrap("./"+fn, "arm64", out); err != nil {
-				t.Fatal(err)
-			}
-			info, err := os.Stat(out)
+			info, err := os.Stat(filepath.Join(dir, fn, "bootstrap"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,6 +85,7 @@ type benchLine struct {
 func main() {
 	flag.IntVar(&loadCount, "count", 1000, "requests per load run")
 	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
+	flag.StringVar(&bootstraps, "bootstraps", ".build", "where make bench built the bootstraps the cold-start section measures: make build's <arch>/<LogicalId>/bootstrap for arm64 and amd64, and bench/hello/bootstrap")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (front door and in-process functions included) here")
 	flag.Int64Var(&largeFile.size, "large-file", 1<<30, "bytes of the large-file comparison's file (0: skip the section)")
 	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
@@ -199,7 +200,7 @@ func sections(ctx context.Context, rep *report, st *devstack.Stack, calls *callc
 		}
 	}
 	if rep.ran("coldstart") {
-		if err := coldStart(ctx, rep, st, dir); err != nil {
+		if err := coldStart(ctx, rep, st); err != nil {
 			return err
 		}
 	}
@@ -292,18 +293,33 @@ func load(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount
 	return nil
 }
 
-// coldStart builds the bootstraps and starts presign cold.
-func coldStart(ctx context.Context, rep *report, st *devstack.Stack, dir string) error {
-	var err error
+// bootstraps is --bootstraps.
+var bootstraps string
+
+// coldStart measures the bootstraps make bench built (make build's, for
+// both architectures; the hello baseline for this machine's) and starts
+// presign cold.
+func coldStart(ctx context.Context, rep *report, st *devstack.Stack) error {
 	fmt.Fprintln(os.Stderr, "bench: bootstrap size and cold start")
+	built := func(path string) (int64, error) {
+		info, err := os.Stat(path)
+		if err != nil {
+			return 0, fmt.Errorf("cold start: no bootstrap at %s (make bench builds them into .build)", path)
+		}
+		return info.Size(), nil
+	}
 	for _, arch := range []string{"arm64", "amd64"} {
-		for _, fn := range []string{"presign", "finalize"} {
-			size, err := bench.BuildBootstrap("./functions/"+fn, arch, filepath.Join(dir, arch, fn, "bootstrap"))
+		for fn, logicalID := range map[string]string{"presign": "PresignFunction", "finalize": "FinalizeFunction"} {
+			size, err := built(filepath.Join(bootstraps, arch, logicalID, "bootstrap"))
 			if err != nil {
 				return err
 			}
 			rep.Sizes[fn+"/"+arch] = size
 		}
+	}
+	hello := filepath.Join(bootstraps, "bench", "hello", "bootstrap")
+	if _, err := built(hello); err != nil {
+		return err
 	}
 	event, err := os.ReadFile("events/presign-create.json")
 	if err != nil {
@@ -312,15 +328,12 @@ func coldStart(ctx context.Context, rep *report, st *devstack.Stack, dir string)
 	env := []string{"TABLE_NAME=" + st.Table, "BUCKET_NAME=" + st.Bucket, "AWS_ENDPOINT_URL_DYNAMODB=" + st.DynamoURL,
 		"AWS_ENDPOINT_URL_S3=" + st.S3URL, "S3_FORCE_PATH_STYLE=true", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret",
 		"AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_LEVEL=ERROR"}
-	host := "amd64"
-	if rep.ColdStart, err = bench.MeasureColdStart(ctx, filepath.Join(dir, host, "presign", "bootstrap"), env, event, 9, 1000); err != nil {
+	// This machine's build runs here under the emulator.
+	presign := filepath.Join(bootstraps, runtime.GOARCH, "PresignFunction", "bootstrap")
+	if rep.ColdStart, err = bench.MeasureColdStart(ctx, presign, env, event, 9, 1000); err != nil {
 		return err
 	}
-	if rep.Inits, err = bench.InitTrace(ctx, filepath.Join(dir, host, "presign", "bootstrap"), env); err != nil {
-		return err
-	}
-	hello := filepath.Join(dir, host, "hello", "bootstrap")
-	if _, err := bench.BuildBootstrap("./internal/bench/testdata/hello", host, hello); err != nil {
+	if rep.Inits, err = bench.InitTrace(ctx, presign, env); err != nil {
 		return err
 	}
 	rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000)

@@ -25,6 +25,10 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
+// The finalize bootstrap is built once (testenv.Bootstraps) and removed at
+// the end.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // The whole replay, with real parts: an upload whose S3 event finalize
 // never recorded sits in an SQS failure queue (moto's SQS) as Lambda's
 // destination record; replay-failed invokes the real finalize bootstrap
@@ -76,7 +80,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	}
 
 	// The emulator serves Lambda's Invoke API for the function "function".
-	finalizeURL := testenv.StartFunction(t, "../../functions/finalize", []string{
+	finalizeURL := testenv.StartFunction(t, "finalize", []string{
 		"TABLE_NAME=" + table, "BUCKET_NAME=" + bucket,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + dynamoEndpoint, "AWS_ENDPOINT_URL_S3=" + s3Endpoint, "S3_FORCE_PATH_STYLE=true",
 		"AWS_ACCESS_KEY_ID=" + testenv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.SecretKey, "AWS_REGION=" + testenv.Region,

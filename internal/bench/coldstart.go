@@ -17,19 +17,6 @@ import (
 	"github.com/onceupload/onceupload/internal/services"
 )
 
-// BuildBootstrap builds a function as the Makefile does, for arch
-// (services.BuildBootstrap), and returns the binary's size.
-func BuildBootstrap(pkg, arch, out string) (int64, error) {
-	if err := services.BuildBootstrap(pkg, arch, out); err != nil {
-		return 0, err
-	}
-	info, err := os.Stat(out)
-	if err != nil {
-		return 0, err
-	}
-	return info.Size(), nil
-}
-
 // ColdStart is the time from spawning the emulator with a bootstrap to the
 // first answer of an invocation, and the function's memory after many.
 type ColdStart struct {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,42 +26,9 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
-// The functions' bootstraps, built once per package run, when the first
-// test that runs them under the emulator asks, into a directory TestMain
-// removes.
-var built struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		_ = os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// bootstraps returns the directory that holds <LogicalId>/bootstrap for
-// each function, as Config.BootstrapDir wants.
-func bootstraps(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "onceupload-bootstraps-"); built.err != nil {
-			return
-		}
-		for fn, dir := range map[string]string{"PresignFunction": "presign", "FinalizeFunction": "finalize", "EventsFunction": "events"} {
-			if built.err = services.BuildBootstrap("../../functions/"+dir, "", filepath.Join(built.dir, fn, "bootstrap")); built.err != nil {
-				return
-			}
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.dir
-}
+// The bootstraps the emulator runs are built once (testenv.Bootstraps)
+// and removed at the end.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // startStack starts the template's stack, its functions under the
 // emulator if rie, else in process; each of with changes the config first.
@@ -75,7 +41,7 @@ func startStack(t *testing.T, rie bool, with ...func(*Config)) *Stack {
 	}
 	if rie {
 		testenv.RequireTools(t, "aws-lambda-rie")
-		cfg.BootstrapDir = bootstraps(t)
+		cfg.BootstrapDir = testenv.Bootstraps(t, "")
 	}
 	for _, f := range with {
 		f(&cfg)

@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -294,7 +293,8 @@ func StartVersity(ctx context.Context, o S3Options) (*Process, error) {
 // Emulator.
 type RIEOptions struct {
 	Options
-	// Bootstrap is the function's built binary.
+	// Bootstrap is the function's built binary (make build's, or in
+	// tests testenv.Bootstraps').
 	Bootstrap string
 	// Env is the function's environment (KEY=VALUE), on top of a minimal
 	// one: the host's environment is not passed through.
@@ -333,22 +333,6 @@ func StartRIE(ctx context.Context, o RIEOptions) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// BuildBootstrap builds the Lambda function in the package pkg into out as
-// the Makefile does (LAMBDA_FLAGS: -tags lambda.norpc -trimpath
-// -ldflags='-s -w', CGO_ENABLED=0, GOOS=linux) for arch; an empty arch is
-// this machine's, so the binary runs here under the emulator.
-func BuildBootstrap(pkg, arch, out string) error {
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for %s: %v\n%s", pkg, arch, err, msg)
-	}
-	return nil
 }
 
 // Pid is the server's process id.

@@ -1,5 +1,6 @@
 // Package testenv gives tests real local DynamoDB and S3 servers, each
-// started for the test that asks and stopped when it ends.
+// started for the test that asks and stopped when it ends, and the
+// functions' bootstraps (Bootstraps), built once per test binary.
 //
 // When a server's binary is missing the test is skipped, unless
 // REQUIRE_INTEGRATION=1 (set by `make test` and CI), where it fails: a
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -246,13 +248,15 @@ func (s *Shared) Stop() {
 	}
 }
 
-// Main is a TestMain for tests on shared servers: it runs the package's
-// tests, stops the servers they started, and exits with the tests' code.
+// Main is a TestMain for tests on shared servers or bootstraps: it runs
+// the package's tests, stops the servers they started, removes the
+// bootstraps they built, and exits with the tests' code.
 func Main(m *testing.M, servers ...*Shared) {
 	code := m.Run()
 	for _, s := range servers {
 		s.Stop()
 	}
+	removeBootstraps()
 	os.Exit(code)
 }
 
@@ -287,22 +291,22 @@ func PutPart(p api.SignedPart, body []byte) int {
 	return code
 }
 
-// StartFunction builds the Lambda function in the package directory pkg
-// as the Makefile does (for this machine's architecture, so it runs here)
-// and starts it under the Runtime Interface Emulator with env; it returns
-// the emulator's base URL, which serves Lambda's Invoke API for the
-// function named "function" (services.InvokePath). It is stopped when the
-// test ends.
-func StartFunction(t testing.TB, pkg string, env []string) string {
+// StartFunction starts the function of functions/<name> (presign,
+// finalize, events) under the Runtime Interface Emulator with env, its
+// bootstrap built for this machine (Bootstraps: the package's TestMain
+// must be Main); it returns the emulator's base URL, which serves
+// Lambda's Invoke API for the function named "function"
+// (services.InvokePath). It is stopped when the test ends.
+func StartFunction(t testing.TB, name string, env []string) string {
 	t.Helper()
 	RequireTools(t, "aws-lambda-rie")
-	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	if err := services.BuildBootstrap(pkg, "", bootstrap); err != nil {
-		t.Fatal(err)
+	i := slices.IndexFunc(functions, func(fn function) bool { return fn.dir == name })
+	if i < 0 {
+		t.Fatalf("StartFunction: no function %q under functions/", name)
 	}
 	p, err := services.StartRIE(context.Background(), services.RIEOptions{
-		Bootstrap: bootstrap,
-		Env:       append(env, "AWS_LAMBDA_FUNCTION_NAME="+filepath.Base(pkg), "AWS_LAMBDA_FUNCTION_TIMEOUT=10"),
+		Bootstrap: filepath.Join(Bootstraps(t, ""), functions[i].logicalID, "bootstrap"),
+		Env:       append(env, "AWS_LAMBDA_FUNCTION_NAME="+name, "AWS_LAMBDA_FUNCTION_TIMEOUT=10"),
 	})
 	need(t, err)
 	t.Cleanup(func() { _ = p.Stop() })

@@ -1,0 +1,11 @@
+package functions_test
+
+import (
+	"testing"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+)
+
+// The bootstraps the tests run and measure are built once (testenv.Bootstraps)
+// and removed at the end.
+func TestMain(m *testing.M) { testenv.Main(m) }
