@@ -11,7 +11,8 @@
 // that completes or is aborted yields an event (docs/api.md, "Events"),
 // logged as an "event" line and, if DEV_EVENTS_URL is set, POSTed there
 // as EventBridge delivers it to a target. --rie, or
-// DEV_RIE=true, runs the built bootstraps under the Runtime Interface
+// DEV_RIE=true, runs the bootstraps in BOOTSTRAP_DIR (.build/<GOARCH>,
+// where make dev has make build put them) under the Runtime Interface
 // Emulator instead of in-process: on Linux only, as the bootstraps are
 // Linux binaries. DynamoDB is dynoxide where install-tools.sh installed it,
 // else dynalite (services.StartDynamoDB).
@@ -38,7 +39,7 @@ import (
 )
 
 func main() {
-	rie := flag.Bool("rie", env("DEV_RIE", "false") == "true", "run the bootstraps in "+env("BOOTSTRAP_DIR", ".build/amd64")+" under the Lambda Runtime Interface Emulator")
+	rie := flag.Bool("rie", env("DEV_RIE", "false") == "true", "run the bootstraps in "+env("BOOTSTRAP_DIR", ".build/"+runtime.GOARCH)+" under the Lambda Runtime Interface Emulator")
 	flag.Parse()
 	if err := checkRIE(*rie, runtime.GOOS); err != nil {
 		fmt.Fprintln(os.Stderr, "dev:", err)
@@ -57,7 +58,7 @@ func main() {
 		Bucket:       env("BUCKET_NAME", "uploads-local"),
 		Origins:      strings.Split(env("ALLOWED_ORIGINS", "*"), ","),
 		RIE:          *rie,
-		BootstrapDir: env("BOOTSTRAP_DIR", ".build/amd64"),
+		BootstrapDir: env("BOOTSTRAP_DIR", ".build/"+runtime.GOARCH),
 		Env:          os.LookupEnv,
 		Logger:       logger,
 		StaticDir:    env("STATIC_DIR", "web/dist"),

@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -536,7 +537,7 @@ func (st *Stack) rieStarter(fn string, env map[string]string) func(ctx context.C
 			Bootstrap: bootstrap, Env: vars,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%s under the emulator (build it with make build LAMBDA_ARCH=amd64): %w", fn, err)
+			return nil, fmt.Errorf("%s under the emulator (build it with make build LAMBDA_ARCH=%s): %w", fn, runtime.GOARCH, err)
 		}
 		if err := st.procs.add(p); err != nil {
 			return nil, err
