@@ -215,21 +215,22 @@ func TestFaultsAfterAnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
+		to       target
 		op, url  string
 		want     error
 		attempts int
 		reason   string
 	}{
-		{"status", "http://nosuchhost.invalid:3000/uploads/u1", ErrNoSuchHost, 3, "no answer from the API (no such host)"},
-		{"put", "http://nosuchhost.invalid:9000/b/u1", ErrNoSuchHost, 3, "no answer from S3 (no such host)"},
-		{"status", "http://" + refused + "/uploads/u1", ErrConnectionRefused, 3, "no answer from the API (connection refused)"},
-		{"put part 2", "http://" + refused + "/b/u1", ErrConnectionRefused, 3, "no answer from S3 (connection refused)"},
-		{"status", untrusted.URL + "/uploads/u1", ErrCertificate, 1, ""},
-		{"put", untrusted.URL + "/b/u1", ErrCertificate, 1, ""},
+		{toAPI, "status", "http://nosuchhost.invalid:3000/uploads/u1", ErrNoSuchHost, 3, "no answer from the API (no such host)"},
+		{toStorage, "put", "http://nosuchhost.invalid:9000/b/u1", ErrNoSuchHost, 3, "no answer from S3 (no such host)"},
+		{toAPI, "status", "http://" + refused + "/uploads/u1", ErrConnectionRefused, 3, "no answer from the API (connection refused)"},
+		{toStorage, "put part 2", "http://" + refused + "/b/u1", ErrConnectionRefused, 3, "no answer from S3 (connection refused)"},
+		{toAPI, "status", untrusted.URL + "/uploads/u1", ErrCertificate, 1, ""},
+		{toStorage, "put", untrusted.URL + "/b/u1", ErrCertificate, 1, ""},
 	} {
 		count.n.Store(0)
 		before := len(reasons())
-		_, _, err := c.do(context.Background(), tc.op, func() (*http.Request, error) { return http.NewRequest(http.MethodGet, tc.url, nil) })
+		_, _, err := c.do(context.Background(), tc.to, tc.op, func() (*http.Request, error) { return http.NewRequest(http.MethodGet, tc.url, nil) })
 		var e *Error
 		got := reasons()[before:]
 		if !errors.As(err, &e) || !errors.Is(err, tc.want) || e.Attempts != tc.attempts || count.n.Load() != int32(tc.attempts) || e.Exhausted != (tc.attempts > 1) {
@@ -252,7 +253,7 @@ func TestFaultsAfterAnAnswer(t *testing.T) {
 		t.Fatalf("foreign: %v; want ErrNotOnceupload", err)
 	}
 	count.n.Store(0)
-	_, _, err := c.do(context.Background(), "status", func() (*http.Request, error) {
+	_, _, err := c.do(context.Background(), toAPI, "status", func() (*http.Request, error) {
 		return http.NewRequest(http.MethodGet, "http://"+refused+"/uploads/u1", nil)
 	})
 	if !errors.Is(err, ErrConnectionRefused) || count.n.Load() != 1 {
@@ -303,7 +304,7 @@ func TestPresignedURLsAreNeverPrinted(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 				defer cancel()
 			}
-			_, _, err := c.do(ctx, "put", func() (*http.Request, error) {
+			_, _, err := c.do(ctx, toStorage, "put", func() (*http.Request, error) {
 				return http.NewRequest(http.MethodPut, tc.url, strings.NewReader(strings.Repeat("x", 1<<16)))
 			})
 			if err == nil {
@@ -346,7 +347,7 @@ func TestBriefNamesTheInnermostCause(t *testing.T) {
 			t.Errorf("brief(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
-	if got := retryReason("create", &Error{Err: wrap("read", os.ErrDeadlineExceeded)}); got != "no answer from the API (i/o timeout)" {
+	if got := retryReason(toAPI, &Error{Err: wrap("read", os.ErrDeadlineExceeded)}); got != "no answer from the API (i/o timeout)" {
 		t.Errorf("retryReason = %q", got)
 	}
 	if got := (&Error{Op: "put part 3", Host: "b.s3.example", Err: wrap("write", syscall.ECONNRESET), Attempts: 4, Exhausted: true}).Error(); got != "put part 3: b.s3.example: connection reset by peer (gave up after 4 attempts)" {

@@ -88,10 +88,6 @@ func firstBytes(b []byte, n int) string {
 	return s + "…"
 }
 
-// isAPIOp reports whether op is a request to the API (every one but the
-// PUTs to S3's presigned URLs).
-func isAPIOp(op string) bool { return !strings.HasPrefix(op, "put") }
-
 // unreadable is the error of a 2xx whose body is not the API's JSON: most
 // likely not the API at all (a web server's page, say).
 func unreadable(op string, resp *http.Response, body []byte, err error) *Error {

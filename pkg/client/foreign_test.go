@@ -86,7 +86,7 @@ func TestS3AnswersAreNotForeign(t *testing.T) {
 		_, _ = w.Write([]byte(`<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`))
 	}))
 	defer srv.Close()
-	_, _, err := c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
+	_, _, err := c.do(context.Background(), toStorage, "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
 	if !errors.As(err, &e) || e.NotOnceupload || e.Code != "AccessDenied" {
 		t.Errorf("err = %#v", err)
 	}

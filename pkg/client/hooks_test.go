@@ -64,10 +64,10 @@ func TestOnRetry(t *testing.T) {
 		t.Errorf("OnRetry calls %+v, want %+v (waits %v)", got, want, *waits)
 	}
 	// S3's answers are S3's.
-	if r := retryReason("put part 3", &Error{StatusCode: 503, Code: "SlowDown"}); r != "S3 answered 503 SlowDown" {
+	if r := retryReason(toStorage, &Error{StatusCode: 503, Code: "SlowDown"}); r != "S3 answered 503 SlowDown" {
 		t.Errorf("reason %q", r)
 	}
-	if r := retryReason("put", &Error{Err: errors.New("reset")}); r != "no answer from S3 (reset)" {
+	if r := retryReason(toStorage, &Error{Err: errors.New("reset")}); r != "no answer from S3 (reset)" {
 		t.Errorf("reason %q", r)
 	}
 }

@@ -636,7 +636,7 @@ func (c *Client) putPart(ctx context.Context, sp api.SignedPart, body io.ReaderA
 		return &Error{Op: "put part", Message: fmt.Sprintf("part %d is outside 1..%d", n, len(plan.sums))}
 	}
 	length := plan.length(n)
-	_, _, err := c.do(ctx, fmt.Sprintf("put part %d", n), func() (*http.Request, error) {
+	_, _, err := c.do(ctx, toStorage, fmt.Sprintf("put part %d", n), func() (*http.Request, error) {
 		var r io.Reader = io.NewSectionReader(body, plan.offset(n), length)
 		if prog != nil {
 			r = prog.reader(ctx, n, r)

@@ -337,7 +337,7 @@ func TestRetryBudgetStartsWhenTheFirstAttemptEnds(t *testing.T) {
 		o.random = func() float64 { return 0.5 }
 		o.now, o.sleep = clock.now, clock.sleep
 	})
-	_, _, err := c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil) })
+	_, _, err := c.do(context.Background(), toStorage, "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil) })
 	if err != nil || calls != 2 {
 		t.Fatalf("err %v after %d attempts; want success on the retry", err, calls)
 	}
@@ -468,7 +468,7 @@ func TestUnauthorizedFollowsThePolicy(t *testing.T) {
 			w.WriteHeader(row.Status)
 		}))
 		c, _ = testClient(t, "http://api.invalid", func(o *Options) { o.Token = func(context.Context) (string, error) { return "t", nil } })
-		_, _, err = c.do(context.Background(), "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
+		_, _, err = c.do(context.Background(), toStorage, "put", func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
 		srv.Close()
 		if n != 1 || err == nil {
 			t.Errorf("S3 PUT: %d requests, %v; want 1 and an error", n, err)

@@ -136,14 +136,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // retryReason says, for people, why the attempt that ended in fail is
-// retried: "no answer from the API (i/o timeout)", "S3 answered 503
+// retried, naming its target: "no answer from the API (i/o timeout)", "S3 answered 503
 // SlowDown". A failure without an answer names its innermost cause, never
 // the URL (a presigned one carries its signature).
-func retryReason(op string, fail *Error) string {
-	who := "the API"
-	if !isAPIOp(op) {
-		who = "S3"
-	}
+func retryReason(to target, fail *Error) string {
+	who := to.who()
 	if fail.StatusCode == 0 {
 		if fail.Err == nil {
 			return "no answer from " + who

@@ -32,7 +32,7 @@ func (c *Client) Create(ctx context.Context, key string, req api.CreateRequest) 
 	if err != nil {
 		return nil, fmt.Errorf("create: %w", err)
 	}
-	resp, body, err := c.do(ctx, "create", func() (*http.Request, error) {
+	resp, body, err := c.do(ctx, toAPI, "create", func() (*http.Request, error) {
 		r, err := http.NewRequest(http.MethodPost, c.base.String()+"/uploads", bytes.NewReader(payload))
 		if err != nil {
 			return nil, err
@@ -84,7 +84,7 @@ func mismatch(u *api.Upload, req api.CreateRequest) string {
 
 // Status returns an upload's current state.
 func (c *Client) Status(ctx context.Context, uploadID string) (*api.Upload, error) {
-	resp, body, err := c.do(ctx, "status", func() (*http.Request, error) {
+	resp, body, err := c.do(ctx, toAPI, "status", func() (*http.Request, error) {
 		r, err := http.NewRequest(http.MethodGet, c.base.String()+"/uploads/"+url.PathEscape(uploadID), nil)
 		if err != nil {
 			return nil, err
@@ -159,7 +159,7 @@ func (c *Client) Put(ctx context.Context, u *api.Upload, body io.ReaderAt, size 
 	if po.Progress != nil || po.RateLimit > 0 {
 		prog = newPartProgress(size, 0, po.Progress, po.RateLimit)
 	}
-	resp, _, err := c.doUntil(ctx, "put", stored, func() (*http.Request, error) {
+	resp, _, err := c.doUntil(ctx, toStorage, "put", stored, func() (*http.Request, error) {
 		var r io.Reader = io.NewSectionReader(body, 0, size)
 		if prog != nil {
 			r = prog.reader(ctx, 1, r)

@@ -184,18 +184,43 @@ func (e *Error) FaultSentence() string {
 	return host + ": " + e.Fault.Error()
 }
 
-// do sends the request built by build, a new one per attempt so that its
-// body starts over, and retries per the policy. It returns the successful
-// response's body.
-func (c *Client) do(ctx context.Context, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
-	return c.doUntil(ctx, op, nil, build)
+// target is where a request goes. It alone decides whether the request
+// carries the API's bearer token, whether a failed answer is judged as the
+// API's (foreign or API Gateway's) and counts as the API having answered
+// (faults.go), and who a retry line names; an operation's name is for
+// messages only, so renaming one can never send the token to S3.
+type target int
+
+const (
+	// toAPI is the onceupload API at the base URL.
+	toAPI target = iota + 1 // the zero target is no API: no token goes with it
+	// toStorage is a presigned URL: S3, or what stands in for it.
+	toStorage
+)
+
+// api reports whether t is the API (and not, say, the zero target).
+func (t target) api() bool { return t == toAPI }
+
+// who names t in a retry line.
+func (t target) who() string {
+	if t.api() {
+		return "the API"
+	}
+	return "S3"
+}
+
+// do sends the request to to built by build, a new one per attempt so
+// that its body starts over, and retries per the policy. It returns the
+// successful response's body.
+func (c *Client) do(ctx context.Context, to target, op string, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+	return c.doUntil(ctx, to, op, nil, build)
 }
 
 // doUntil is do for a request that some answers besides a 2xx end (a
 // single PUT's 412: its object is stored already): when answered (if not
 // nil) says so of a response, it is returned, with its body, as a success,
 // never retried whatever CheckRetry says.
-func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Response) bool, build func() (*http.Request, error)) (*http.Response, []byte, error) {
+func (c *Client) doUntil(ctx context.Context, to target, op string, answered func(*http.Response) bool, build func() (*http.Request, error)) (*http.Response, []byte, error) {
 	var firstEnded time.Time
 	// A 401 from the API gets one repeat, at once, with a fresh token.
 	refreshed, repeats := false, 0 // repeats: with a fresh token, outside MaxAttempts
@@ -203,7 +228,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 	var lastAuth string
 	for attempt := 1; ; attempt++ {
 		req, err := build()
-		if err == nil && isAPIOp(op) {
+		if err == nil && to.api() {
 			tctx := ctx
 			if refused != nil {
 				tctx = WithFreshToken(ctx)
@@ -234,7 +259,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 			firstEnded = c.opts.now()
 		}
 		if err == nil && (resp.StatusCode < 300 || answered != nil && answered(resp)) {
-			if isAPIOp(op) {
+			if to.api() {
 				c.answered.Store(true)
 			}
 			return resp, body, nil
@@ -249,7 +274,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 		} else if err == nil {
 			fail.StatusCode = resp.StatusCode
 			fail.Code, fail.Message = describe(body)
-			if isAPIOp(op) {
+			if to.api() {
 				var msg string
 				fail.Gateway, msg, fail.NotOnceupload = classify(resp, body)
 				if fail.Gateway {
@@ -269,7 +294,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 		if c.endsAtOnce(fail.Fault) {
 			return nil, nil, fail // waiting cannot fix it
 		}
-		if err == nil && resp.StatusCode == http.StatusUnauthorized && isAPIOp(op) && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
+		if err == nil && resp.StatusCode == http.StatusUnauthorized && to.api() && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
 			// The token expired or was revoked: a fresh one may pass.
 			refreshed, refused, repeats = true, fail, 1
 			c.opts.Logger.InfoContext(ctx, "asking for a fresh token", "op", op, "attempt", attempt)
@@ -288,7 +313,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 			return nil, nil, fail
 		}
 		if c.opts.OnRetry != nil {
-			c.opts.OnRetry(op, attempt, wait, retryReason(op, fail))
+			c.opts.OnRetry(op, attempt, wait, retryReason(to, fail))
 		}
 		c.opts.Logger.InfoContext(ctx, "retrying", "op", op, "attempt", attempt, "status", fail.StatusCode, "code", fail.Code, "error", err, "wait", wait)
 		if err := c.opts.sleep(ctx, wait); err != nil {
@@ -300,7 +325,7 @@ func (c *Client) doUntil(ctx context.Context, op string, answered func(*http.Res
 
 // call sends an API request about one upload and decodes the answer.
 func (c *Client) call(ctx context.Context, op, method, suffix, uploadID string, payload []byte, out any) error {
-	resp, body, err := c.do(ctx, op, func() (*http.Request, error) {
+	resp, body, err := c.do(ctx, toAPI, op, func() (*http.Request, error) {
 		var rd io.Reader
 		if payload != nil {
 			rd = bytes.NewReader(payload)
