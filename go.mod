@@ -22,6 +22,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1
+	golang.org/x/sync v0.23.0
 	golang.org/x/term v0.48.0
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -314,52 +316,89 @@ func (c *Client) checkHeld(ctx context.Context, r io.ReaderAt, plan *partPlan, u
 // known). It returns the first read error, or ctx's cause if ctx ended;
 // nil if each stopped it.
 func hashParts(ctx context.Context, r io.ReaderAt, plan *partPlan, numbers []int, parallel int, each func(n int, sum string) bool) error {
-	inner, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var readErr error
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, min(parallel, len(numbers))) {
-		wg.Go(func() {
-			buf := make([]byte, hashBufSize)
-			for n := range work {
-				if inner.Err() != nil {
-					continue
-				}
-				sum, err := hashPart(inner, r, plan, n, buf)
-				if err != nil {
-					if inner.Err() == nil { // not stopped: a read error
-						mu.Lock()
-						readErr = cmp.Or(readErr, err)
-						mu.Unlock()
-					}
-					cancel()
-					continue
-				}
-				if !each(n, sum) {
-					cancel()
-				}
-			}
-		})
-	}
-feed:
-	for _, n := range numbers {
-		select {
-		case work <- n:
-		case <-inner.Done():
-			break feed
+	err := hashInOrder(ctx, r, plan, numbers, max(1, min(parallel, len(numbers))), nil, func(n int, sum string) error {
+		if !each(n, sum) {
+			return errEnough
 		}
+		return nil
+	})
+	if err != nil && err != errEnough && err != ctx.Err() {
+		return err // a read error
 	}
-	close(work)
-	wg.Wait()
-	switch {
-	case readErr != nil:
-		return fmt.Errorf("hash: %w", readErr)
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// errEnough is how hashParts' each stops the hashing: it has its answer.
+var errEnough = errors.New("enough parts hashed")
+
+// hashInOrder hashes the parts numbers of plan from r, handed out in
+// order (reads a disk likes), hashers at once, and gives each one's
+// SHA-256 to each, which may be called from several goroutines at once.
+// wait, if not nil, is called before each part is handed out (sendParts
+// waits there for room in its window). The first error of a read
+// ("hash: …"), of each or of wait stops the rest and is returned; else
+// ctx's error if it ended before every part was hashed.
+func hashInOrder(ctx context.Context, r io.ReaderAt, plan *partPlan, numbers []int, hashers int, wait func(context.Context) error, each func(n int, sum string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(hashers)
+	bufs := newHashBufs(hashers)
+	started := 0
+	for _, n := range numbers {
+		if (wait != nil && wait(gctx) != nil) || gctx.Err() != nil {
+			break // failed, stopped or ended: start no more
+		}
+		g.Go(func() error { return hashOne(gctx, r, plan, n, bufs, each) })
+		started++
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if started < len(numbers) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// hashOne hashes part n for hashInOrder and gives its SHA-256 to each.
+// A read that fails because the hashing stopped or ctx ended is ctx's
+// error, not a read error.
+func hashOne(ctx context.Context, r io.ReaderAt, plan *partPlan, n int, bufs hashBufs, each func(n int, sum string) error) error {
+	buf := bufs.get()
+	defer bufs.put(buf)
+	sum, err := hashPart(ctx, r, plan, n, buf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("hash: %w", err)
+	}
+	return each(n, sum)
+}
+
+// hashBufs lends hashPart's buffers to the parts being hashed: a buffer
+// for each part hashing at once, however many parts there are. Made for
+// n at once, it never holds more than n.
+type hashBufs chan []byte
+
+func newHashBufs(n int) hashBufs { return make(hashBufs, n) }
+
+func (b hashBufs) get() []byte {
+	select {
+	case buf := <-b:
+		return buf
+	default:
+		return make([]byte, hashBufSize)
+	}
+}
+
+func (b hashBufs) put(buf []byte) {
+	select {
+	case b <- buf:
+	default:
+	}
 }
 
 func joinInts(ns []int) string {
@@ -381,21 +420,21 @@ const (
 	// read again to be sent, and should still be in the page cache by
 	// then.
 	aheadBytes = 128 << 20
-	// signBatch is how many parts beyond the workers' needs may wait,
+	// signBatch is how many parts beyond the senders' needs may wait,
 	// hashed, to be signed together.
 	signBatch = 16
 )
 
-// lookAhead is how sendParts paces its stages for parallel workers and
+// lookAhead is how sendParts paces its stages for parallel senders and
 // parts of partSize.
 type lookAhead struct {
 	// window: parts hashed and not yet acknowledged by S3 (those in flight
 	// included), at most.
 	window int
-	// reserve: signed URLs the signer tries to keep ready for the workers.
+	// reserve: signed URLs the signer tries to keep ready for the senders.
 	reserve int
 	// batch: hashed parts the signer gathers into one request when the
-	// workers have URLs enough.
+	// senders have URLs enough.
 	batch int
 }
 
@@ -406,11 +445,11 @@ func newLookAhead(parallel int, partSize int64) lookAhead {
 }
 
 // signNow says whether the signer signs the pending hashed parts now, with
-// stock signed URLs waiting for the workers and done when no more parts
-// will be hashed: at once when a worker may be waiting (no stock: the
+// stock signed URLs waiting for the senders and done when no more parts
+// will be hashed: at once when a sender may be waiting (no stock: the
 // first part is signed as soon as it is hashed), when a batch is full, or
 // when the stock runs low and a few parts are pending; otherwise it waits
-// for more, since the workers have URLs.
+// for more, since the senders have URLs.
 func (la lookAhead) signNow(pending, stock int, done bool) bool {
 	switch {
 	case pending == 0:
@@ -423,15 +462,14 @@ func (la lookAhead) signNow(pending, stock int, done bool) bool {
 
 // hasherCount is how many parts sendParts hashes at once: one per part in
 // flight, up to half the cores Go may use, and never more than the parts
-// to hash. A hasher is CPU-bound, and the other half is for sending (TLS,
-// the kernel's copies): one hasher outruns what two cores can send (about
-// 1.3 GB/s of SHA-256 here, against 330 MiB/s for pre-hashed parts with
-// nothing to hash), and a second only took cycles from the sending.
+// to hash. A hasher is CPU-bound and SHA-256 runs faster than the parts
+// go out, so the other half of the cores is left for sending (TLS, the
+// kernel's copies), from which more hashers would only take cycles.
 func hasherCount(parallel, parts int) int {
 	return max(1, min(parallel, runtime.GOMAXPROCS(0)/2, parts))
 }
 
-// partJob is a signed part for a worker, with the SHA-256 its URL signs.
+// partJob is a signed part for a sender, with the SHA-256 its URL signs.
 type partJob struct {
 	sp  api.SignedPart
 	sum string
@@ -447,157 +485,183 @@ type partJob struct {
 // parts in flight would take parallel × partSize (32 MiB for 4 parts of
 // 8 MiB, more with the garbage collector's slack, and parts may be up to
 // 5 GiB), while the second read of a part read moments before comes from
-// the page cache: measured on two cores, about 2 ms per 8 MiB part,
-// against 6 ms to hash it, in an upload to the local stack that takes
-// 60 ms a part. The CLI's peak RSS for 1 GiB in 8 MiB parts is 15 MiB, and
-// does not grow with the part size.
+// the page cache: memory does not grow with the part size.
 //
-// Three stages: hashers read and hash the parts, handed out in file order
-// (reads a disk likes), at most window parts ahead of S3's
-// acknowledgements (hasherCount of them, so that hashing keeps up with
-// the parts in flight on a machine with cores to spare); a signer signs
-// the hashed parts in batches; parallel workers PUT them. The
-// signer signs what is hashed at once when no signed URL waits for the
-// workers (so the first part is signed as soon as it is hashed), and
-// otherwise gathers parts into one request (lookAhead.signNow), keeping a
-// few URLs ready so that a worker rarely waits for a sign round trip, and
-// far fewer sign requests than parts are made. Each part is retried on its
-// own; a part that fails for good stops the others and is the error.
+// Three stages, each a function of partPipeline, in one errgroup: the
+// first to fail for good cancels the others and is the error. hashAll
+// hands the parts out in file order (reads a disk likes), at most window
+// parts ahead of S3's acknowledgements, to hasherCount hashers (so that
+// hashing keeps up with the parts in flight on a machine with cores to
+// spare); signAll signs the hashed parts in batches; sendAll PUTs them,
+// parallel at a time. The signer signs what is hashed at once when no
+// signed URL waits for the senders (so the first part is signed as soon
+// as it is hashed), and otherwise gathers parts into one request
+// (lookAhead.signNow), keeping a few URLs ready so that a sender rarely
+// waits for a sign round trip, and far fewer sign requests than parts are
+// made. Each part is retried on its own.
 func (c *Client) sendParts(ctx context.Context, uploadID string, r io.ReaderAt, plan *partPlan, todo []int, parallel int, prog *partProgress) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var once sync.Once
-	var first error
-	fail := func(err error) {
-		once.Do(func() { first = err; cancel() })
-	}
 	la := newLookAhead(parallel, plan.partSize)
-	slots := make(chan struct{}, la.window)        // parts hashed and not yet acknowledged
-	hashed := make(chan api.PartToSign, la.window) // to the signer
-	jobs := make(chan partJob, la.window)          // to the workers; never full (slots)
-	took := make(chan struct{}, la.window)         // a worker took a job: the signer may need to sign
-	var wg sync.WaitGroup
-	// The hashers (hasherCount): parts are handed out in file order
-	// (reads a disk likes), each hashed by one of them.
-	numbers := make(chan int)
-	wg.Go(func() {
-		defer close(numbers)
-		for _, n := range todo {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				fail(ctx.Err()) // never a nil error with parts unsent
-				return
-			}
-			select {
-			case numbers <- n:
-			case <-ctx.Done():
-				fail(ctx.Err())
-				return
-			}
-		}
-	})
-	var hashers sync.WaitGroup
-	for range hasherCount(parallel, len(todo)) {
-		hashers.Go(func() {
-			buf := make([]byte, hashBufSize)
-			for n := range numbers {
-				sum, err := hashPart(ctx, r, plan, n, buf)
-				if err != nil {
-					if ctx.Err() != nil {
-						fail(ctx.Err())
-					} else {
-						fail(fmt.Errorf("hash: %w", err))
-					}
-					return
-				}
-				// Each part is its own element of plan.sums, and one
-				// hasher's: no lock.
-				if prev := plan.sums[n-1]; prev != "" && prev != sum {
-					fail(&Error{Op: fmt.Sprintf("hash part %d", n), Code: CodeFileChanged,
-						Message: fmt.Sprintf("part %d of the file is not what it was when it was first sent: the file changed while it was being uploaded; the upload was not completed", n)})
-					return
-				}
-				plan.sums[n-1] = sum
-				hashed <- api.PartToSign{PartNumber: n, SHA256: sum} // never blocks: a slot is held
-			}
-		})
+	p := &partPipeline{c: c, uploadID: uploadID, r: r, plan: plan, prog: prog, la: la,
+		slots:  make(chan struct{}, la.window),
+		hashed: make(chan api.PartToSign, la.window),
+		jobs:   make(chan partJob, la.window),
+		took:   make(chan struct{}, la.window),
 	}
-	wg.Go(func() {
-		hashers.Wait()
-		close(hashed)
-	})
-	wg.Go(func() { // the signer
-		defer close(jobs)
-		var pending []api.PartToSign
-		in := hashed
-		for {
-			if la.signNow(len(pending), len(jobs), in == nil) {
-				signed, err := c.SignParts(ctx, uploadID, pending)
-				if err != nil {
-					fail(err)
-					return
-				}
-				byNumber := make(map[int]api.SignedPart, len(signed))
-				for _, sp := range signed {
-					byNumber[sp.PartNumber] = sp
-				}
-				for _, p := range pending {
-					jobs <- partJob{sp: byNumber[p.PartNumber], sum: p.SHA256}
-				}
-				pending = nil
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.hashAll(ctx, todo, hasherCount(parallel, len(todo))) })
+	g.Go(func() error { return p.signAll(ctx) })
+	g.Go(func() error { return p.sendAll(ctx, len(todo), max(1, min(parallel, len(todo)))) })
+	return g.Wait()
+}
+
+// partPipeline is one sendParts: what its stages share, and the channels
+// between them.
+type partPipeline struct {
+	c        *Client
+	uploadID string
+	r        io.ReaderAt
+	plan     *partPlan
+	prog     *partProgress
+	la       lookAhead
+	slots    chan struct{}       // parts hashed and not yet acknowledged
+	hashed   chan api.PartToSign // to the signer
+	jobs     chan partJob        // to the senders; never full (slots)
+	took     chan struct{}       // a sender took a job: the signer may need to sign
+}
+
+// hashAll hashes the parts todo, hashers at once, each once the window
+// has room for it (a slot), and passes them on to the signer. Parts left
+// unhashed are always an error (ctx's if it ended).
+func (p *partPipeline) hashAll(ctx context.Context, todo []int, hashers int) error {
+	defer close(p.hashed)
+	return hashInOrder(ctx, p.r, p.plan, todo, hashers, p.takeSlot, p.passOn)
+}
+
+// takeSlot waits for room in the window of hashed parts not yet
+// acknowledged by S3; a sender frees the slot once S3 took its part.
+func (p *partPipeline) takeSlot(ctx context.Context) error {
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// passOn records part n's SHA-256 in plan (each part is its own element
+// of plan.sums, and one hasher's: no lock) and passes it on to the
+// signer. A part that hashes otherwise than when it was sent before (a
+// part found missing at completion) is the file changing.
+func (p *partPipeline) passOn(n int, sum string) error {
+	if prev := p.plan.sums[n-1]; prev != "" && prev != sum {
+		return &Error{Op: fmt.Sprintf("hash part %d", n), Code: CodeFileChanged,
+			Message: fmt.Sprintf("part %d of the file is not what it was when it was first sent: the file changed while it was being uploaded; the upload was not completed", n)}
+	}
+	p.plan.sums[n-1] = sum
+	p.hashed <- api.PartToSign{PartNumber: n, SHA256: sum} // never blocks: a slot is held
+	return nil
+}
+
+// signAll signs the hashed parts when lookAhead.signNow says so, and
+// hands them to the senders; it ends when every part is signed and
+// handed out.
+func (p *partPipeline) signAll(ctx context.Context) error {
+	defer close(p.jobs)
+	var pending []api.PartToSign
+	in := p.hashed
+	for {
+		if p.la.signNow(len(pending), len(p.jobs), in == nil) {
+			signed, err := p.c.SignParts(ctx, p.uploadID, pending)
+			if err != nil {
+				return err
+			}
+			byNumber := make(map[int]api.SignedPart, len(signed))
+			for _, sp := range signed {
+				byNumber[sp.PartNumber] = sp
+			}
+			for _, h := range pending {
+				p.jobs <- partJob{sp: byNumber[h.PartNumber], sum: h.SHA256}
+			}
+			pending = nil
+			continue
+		}
+		if in == nil {
+			return nil
+		}
+		select {
+		case h, ok := <-in:
+			if !ok {
+				in = nil
 				continue
 			}
-			if in == nil {
-				return // every part signed and handed out
-			}
-			select {
-			case p, ok := <-in:
-				if !ok {
-					in = nil
-					continue
-				}
-				pending = append(pending, p)
-			drain: // whatever else is hashed goes in the same request
-				for len(pending) < api.MaxPartsPerSign {
-					select {
-					case p, ok := <-in:
-						if !ok {
-							in = nil
-							break drain
-						}
-						pending = append(pending, p)
-					default:
+			pending = append(pending, h)
+		drain: // whatever else is hashed goes in the same request
+			for len(pending) < api.MaxPartsPerSign {
+				select {
+				case h, ok := <-in:
+					if !ok {
+						in = nil
 						break drain
 					}
-				}
-			case <-took:
-			case <-ctx.Done():
-				fail(ctx.Err())
-				return
-			}
-		}
-	})
-	for range max(1, min(parallel, len(todo))) {
-		wg.Go(func() {
-			for j := range jobs {
-				select {
-				case took <- struct{}{}:
+					pending = append(pending, h)
 				default:
+					break drain
 				}
-				if err := c.sendPart(ctx, uploadID, r, plan, j, prog); err != nil {
-					fail(err)
-					return
-				}
-				<-slots
 			}
-		})
+		case <-p.took:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	wg.Wait()
-	return first
+}
+
+// sendAll PUTs the parts the signer hands out, parallel at a time. Parts
+// left unsent are always an error (ctx's if it ended).
+func (p *partPipeline) sendAll(ctx context.Context, parts, parallel int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	started := 0
+	for range parts {
+		if gctx.Err() != nil {
+			break // failed or ended: start no more
+		}
+		g.Go(func() error { return p.send(gctx) })
+		started++
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if started < parts {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// send takes the next signed part, only once a sender is free, so that
+// those waiting in jobs are the signer's stock of URLs, and PUTs it.
+func (p *partPipeline) send(ctx context.Context) error {
+	var j partJob
+	select {
+	case next, ok := <-p.jobs:
+		if !ok {
+			return nil // the signer stopped: its error is sendParts'
+		}
+		j = next
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case p.took <- struct{}{}:
+	default:
+	}
+	if err := p.c.sendPart(ctx, p.uploadID, p.r, p.plan, j, p.prog); err != nil {
+		return err
+	}
+	<-p.slots
+	return nil
 }
 
 // sendPart PUTs one part; a refusal because its URL no longer works (see
