@@ -3,9 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -26,17 +27,17 @@ func TestTheTargetDecidesTheToken(t *testing.T) {
 		{toStorage, "create", ""},
 		{toStorage, "status", ""},
 	} {
-		var mu sync.Mutex
-		var got []string
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			got = append(got, r.Header.Get("Authorization"))
-			mu.Unlock()
-			_, _ = w.Write([]byte("{}"))
-		}))
-		c, _ := testClient(t, srv.URL, func(o *Options) { o.Token = func(context.Context) (string, error) { return "t", nil } })
-		_, _, err := c.do(context.Background(), tc.to, tc.op, func() (*http.Request, error) { return http.NewRequest(http.MethodPut, srv.URL, nil) })
-		srv.Close()
+		var got []string // RoundTrip runs in Do's goroutine: no lock
+		c, _ := testClient(t, "http://127.0.0.1:1", func(o *Options) {
+			o.Token = func(context.Context) (string, error) { return "t", nil }
+			o.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				got = append(got, r.Header.Get("Authorization"))
+				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+			})}
+		})
+		_, _, err := c.do(context.Background(), tc.to, tc.op, func() (*http.Request, error) {
+			return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil)
+		})
 		if err != nil || len(got) != 1 || got[0] != tc.wantAuth {
 			t.Errorf("to %s, %q: Authorization %q, err %v; want one request with %q", tc.to.who(), tc.op, got, err, tc.wantAuth)
 		}

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
@@ -55,46 +55,42 @@ func TestEveryOutcomeHasItsLine(t *testing.T) {
 }
 
 // declaredOutcomes are the constants of type Outcome in package upload's
-// source, so that one added there is driven through outcomeOf here.
+// source (the files its build takes), so that one added there is driven
+// through outcomeOf here.
 func declaredOutcomes(t *testing.T) []upload.Outcome {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "upload", "*.go"))
+	pkg, err := build.ImportDir(filepath.Join("..", "..", "upload"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []upload.Outcome
 	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(pkg.Dir, name), nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, decl := range f.Decls {
-			gen, ok := decl.(*ast.GenDecl)
-			if !ok || gen.Tok != token.CONST {
-				continue
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
 			}
-			for _, spec := range gen.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Outcome" {
-					continue
-				}
-				for i, name := range vs.Names {
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: Outcome %s is not a string literal: this test cannot read it", fset.Position(name.Pos()), name.Name)
-					}
-					s, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, upload.Outcome(s))
-				}
+			if typ, ok := vs.Type.(*ast.Ident); !ok || typ.Name != "Outcome" {
+				return false
 			}
-		}
+			for i, name := range vs.Names {
+				var value string
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if ok {
+					value, err = strconv.Unquote(lit.Value)
+				}
+				if !ok || err != nil {
+					t.Fatalf("%s: Outcome %s is not a string literal: this test cannot read it", fset.Position(name.Pos()), name.Name)
+				}
+				out = append(out, upload.Outcome(value))
+			}
+			return false
+		})
 	}
 	if len(out) == 0 {
 		t.Fatal("no Outcome constants found in package upload's source")
