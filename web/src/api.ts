@@ -4,6 +4,7 @@
  * with every failure turned into an {@link UploadError} that says whether a
  * retry may help. Retrying is the caller's business (see retry.ts).
  */
+import { API_CODES, type ErrorCode } from "./codes.js";
 import { UploadError, abortError } from "./errors.js";
 import type { components } from "./openapi.gen.js";
 import { type RequestState, attemptSignal, isRetryableStatus, parseRetryAfter } from "./retry.js";
@@ -56,8 +57,8 @@ export type UploadResponse = PendingUpload | PendingMultipartUpload | CompletedU
 /** Every error body of the API: `{"error": code, "message": sentence}`. */
 export type ErrorBody = Schemas["Error"];
 
-/** An error code of the API (openapi.yaml's ErrorCode). */
-export type ErrorCode = Schemas["ErrorCode"];
+/** An error code of the API (openapi.yaml's ErrorCode); codes.ts names them. */
+export type { ErrorCode };
 
 export interface ApiAnswer {
   body: UploadResponse;
@@ -289,29 +290,6 @@ function partList(res: RawAnswer): unknown[] {
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
-
-/** The API's error codes: every one of openapi.yaml's ErrorCode (tsc fails on one missing or extra). */
-export const API_CODES: ReadonlySet<string> = new Set(
-  Object.keys({
-    idempotency_key_required: true,
-    idempotency_key_invalid: true,
-    invalid_request: true,
-    unauthenticated: true,
-    not_found: true,
-    idempotency_in_progress: true,
-    upload_not_pending: true,
-    upload_completed: true,
-    parts_missing: true,
-    parts_mismatch: true,
-    request_too_large: true,
-    file_too_large: true,
-    unsupported_media_type: true,
-    idempotency_key_reuse: true,
-    too_many_uploads: true,
-    internal_error: true,
-    service_unavailable: true,
-  } satisfies Record<ErrorCode, true>),
-);
 
 /** An error code a newer server may add: lower snake_case (with a message beside it). */
 const API_CODE_SHAPE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;

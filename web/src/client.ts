@@ -25,11 +25,12 @@ import {
   type UploadResponse,
 } from "./api.js";
 import { normalizeBaseUrl } from "./baseurl.js";
+import { FILE_MISMATCH, FILE_NEEDED, NOT_FOUND, NO_SUCH_UPLOAD, PARTS_MISMATCH, PARTS_MISSING, TOO_MANY_UPLOADS, UPLOAD_ABORTED, UPLOAD_COMPLETED, UPLOAD_NOT_PENDING } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, type PartHasher, hashFile, inlinePartHasher, workerHasher, workerPool } from "./hash.js";
 import { partCount, partRange, sendParts } from "./parts.js";
 import { printable } from "./text.js";
-import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, TOO_MANY_UPLOADS, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
+import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore, foldRecords } from "./store.js";
 import { type PutOutcome, type PutTransport, StorageReach, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
 
@@ -366,9 +367,9 @@ export class UploadClient {
         outcome = ans.body.status === "completed" ? "completed" : "aborted";
       } catch (e) {
         const err = toUploadError(e);
-        if (err.code === "upload_completed") outcome = "completed";
+        if (err.code === UPLOAD_COMPLETED) outcome = "completed";
         // Expired on the server already: nothing is left to delete.
-        else if (err.code !== "not_found") throw err;
+        else if (err.code !== NOT_FOUND) throw err;
       }
     }
     await this.remove(key);
@@ -428,7 +429,7 @@ export class UploadClient {
         await save({ phase: "hashing", error: undefined });
         const { sha256 } = await this.hash(blob, opts);
         if (rec.sha256 && rec.sha256 !== sha256) {
-          throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${printable(rec.filename)}": its content differs from the file picked first.` });
+          throw new UploadError({ kind: "file", code: FILE_MISMATCH, retryable: true, message: `This is not the same "${printable(rec.filename)}": its content differs from the file picked first.` });
         }
         await save({ sha256, file: rec.file ?? (blob.size <= this.keepFileBytes ? blob : undefined) });
         this.picked.set(key, blob);
@@ -612,9 +613,9 @@ export class UploadClient {
           return done.body;
         } catch (e) {
           const err = toUploadError(e);
-          if (err.code === "parts_mismatch") throw partsMismatch(err, rec.filename);
+          if (err.code === PARTS_MISMATCH) throw partsMismatch(err, rec.filename);
           // The storage lacks parts we thought sent (or lost them): list, send, complete again.
-          if (err.code !== "parts_missing" || round >= MAX_COMPLETE_ROUNDS) throw err;
+          if (err.code !== PARTS_MISSING || round >= MAX_COMPLETE_ROUNDS) throw err;
           await save({ phase: "uploading" });
         }
       }
@@ -623,7 +624,7 @@ export class UploadClient {
       // The API says the upload is no longer pending, or the storage no
       // longer knows it: completed meanwhile (another tab, an earlier complete
       // whose answer was lost), or discarded.
-      if (err.code !== "upload_not_pending" && !(err.kind === "storage" && err.code === "NoSuchUpload")) throw err;
+      if (err.code !== UPLOAD_NOT_PENDING && !(err.kind === "storage" && err.code === NO_SUCH_UPLOAD)) throw err;
       const now = await retry((ctx) => this.api.get(upload.uploadId, ctx), this.retryOptions("complete", opts));
       if (now.body.status === "completed") return now.body;
       throw discarded();
@@ -672,13 +673,13 @@ export class UploadClient {
   private fileFor(rec: UploadRecord, picked?: Blob): Blob {
     if (picked) {
       if (picked.size !== rec.size) {
-        throw new UploadError({ kind: "file", code: "file_mismatch", retryable: true, message: `This is not the same "${printable(rec.filename)}": it has ${picked.size} bytes, not ${rec.size}.` });
+        throw new UploadError({ kind: "file", code: FILE_MISMATCH, retryable: true, message: `This is not the same "${printable(rec.filename)}": it has ${picked.size} bytes, not ${rec.size}.` });
       }
       return picked;
     }
     const blob = rec.file ?? this.picked.get(rec.key);
     if (blob) return blob;
-    throw new UploadError({ kind: "file", code: "file_needed", retryable: true, message: `Choose "${printable(rec.filename)}" again to resume: the browser did not keep a copy of it.` });
+    throw new UploadError({ kind: "file", code: FILE_NEEDED, retryable: true, message: `Choose "${printable(rec.filename)}" again to resume: the browser did not keep a copy of it.` });
   }
 
   /** The whole file's SHA-256 (a single PUT's file: a multipart upload hashes its parts as they are sent). */
@@ -796,7 +797,7 @@ function partsMismatch(err: UploadError, filename: string): UploadError {
 }
 
 function discarded(): UploadError {
-  return new UploadError({ kind: "state", code: "upload_aborted", message: "This upload was discarded." });
+  return new UploadError({ kind: "state", code: UPLOAD_ABORTED, message: "This upload was discarded." });
 }
 
 /** The server's upload must be the one asked for (same size and content, and the same parts). */

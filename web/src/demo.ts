@@ -5,7 +5,7 @@
 import { normalizeBaseUrl } from "./baseurl.js";
 import { describeError, UploadError, toUploadError } from "./errors.js";
 import { type Step, UploadClient, type UploadEvent } from "./client.js";
-import { TOO_MANY_UPLOADS } from "./retry.js";
+import { TOO_MANY_UPLOADS } from "./codes.js";
 import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
 import { printable } from "./text.js";
 

@@ -3,7 +3,7 @@
  * {@link UploadError}: `kind` says where it happened, `retryable` whether
  * trying again later (Resume) can help, and `message` is a sentence for people.
  */
-import { TOO_MANY_UPLOADS } from "./retry.js";
+import { PROBABLY_CORS, TOO_MANY_UPLOADS } from "./codes.js";
 
 /** Where an upload failed. */
 export type UploadErrorKind =
@@ -132,15 +132,6 @@ export function toUploadError(e: unknown, fallback: UploadErrorKind = "state"): 
   const message = e instanceof Error ? e.message : String(e);
   return new UploadError({ kind: fallback, message, cause: e });
 }
-
-/**
- * The code of a storage request that never got an answer from this page,
- * taken for a CORS refusal (kind "network"; see `StorageReach` in
- * transport.ts): a page cannot see a CORS failure as such, but every PUT
- * of the run failed at once with no status, before the storage took a
- * byte or answered anything, right after the API answered.
- */
-export const PROBABLY_CORS = "probably_cors";
 
 /**
  * The message, then the code and status in brackets, saying the status once:

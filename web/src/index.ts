@@ -13,7 +13,8 @@
  */
 export { UploadClient, DEFAULT_COMPLETION, DEFAULT_PUT_POLICY, DEFAULT_MULTIPART_BYTES, DEFAULT_PART_BYTES, MAX_PARTS, choosePartSize } from "./client.js";
 export type { UploadClientOptions, UploadEvent, RunOptions, ResumeOptions, CompletionPolicy, Step } from "./client.js";
-export { Api, apiError, parseUpload, classifyAnswer, describeAnswer, API_CODES } from "./api.js";
+export { Api, apiError, parseUpload, classifyAnswer, describeAnswer } from "./api.js";
+export { API_CODES, TOO_MANY_UPLOADS, CONDITIONAL_REQUEST_CONFLICT } from "./codes.js";
 export type {
   ApiOptions,
   Authorization,
@@ -41,8 +42,6 @@ export {
   parseRetryAfter,
   isRetryableStatus,
   RETRYABLE_STATUSES,
-  TOO_MANY_UPLOADS,
-  CONDITIONAL_REQUEST_CONFLICT,
   DEFAULT_POLICY,
   systemClock,
   browserNetwork,

@@ -12,6 +12,7 @@
  * file is caught before any of its bytes are sent.
  */
 import type { Api, PartInstructions, StoredPart } from "./api.js";
+import { FILE_MISMATCH } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
 import type { PartHasher } from "./hash.js";
 import { printable } from "./text.js";
@@ -332,7 +333,7 @@ function matchesExpected(input: SendPartsInput, n: number, sha256: string): bool
 function notThisFile(filename: string, partNumber: number, what: string): UploadError {
   return new UploadError({
     kind: "file",
-    code: "file_mismatch",
+    code: FILE_MISMATCH,
     retryable: true,
     message: `This is not the same "${printable(filename)}": its part ${partNumber} differs from ${what}.`,
   });

@@ -16,6 +16,7 @@
  * Time, randomness and the network's state are injected ({@link Clock},
  * `random`, {@link Network}) so that tests run on a virtual clock.
  */
+import { CONDITIONAL_REQUEST_CONFLICT, IDEMPOTENCY_IN_PROGRESS, REQUEST_TIMEOUT, TOO_MANY_UPLOADS } from "./codes.js";
 import { UploadError, abortError } from "./errors.js";
 
 /** Wall time and waiting. Tests pass a fake. */
@@ -115,26 +116,11 @@ export const DEFAULT_POLICY: RetryPolicy = {
 /** Statuses that may succeed when repeated; 0 is no answer at all. A code can change that either way: see {@link isRetryableStatus}. */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([0, 408, 425, 429, 500, 502, 503, 504]);
 
-/**
- * The API's 429 to a multipart create: the tenant holds as many unfinished
- * multipart uploads as the server allows. Never retried: time frees no
- * place, only one of them completing or being aborted does. Nothing was
- * created, so the same create may be made again once one has.
- */
-export const TOO_MANY_UPLOADS = "too_many_uploads";
-
-/**
- * S3's 409 to a PUT with `If-None-Match: *` (a single PUT's URL signs it)
- * that raced another PUT of the same object. Retried: the retry is stored
- * (200) or finds the object stored by the other one (412, see `putOutcome`).
- */
-export const CONDITIONAL_REQUEST_CONFLICT = "ConditionalRequestConflict";
-
 /** Error codes that make a status retryable (the API's `error`, or S3's `<Code>`). */
 const RETRYABLE_CODES: ReadonlyMap<number, ReadonlySet<string>> = new Map([
-  [409, new Set(["idempotency_in_progress", CONDITIONAL_REQUEST_CONFLICT])],
+  [409, new Set([IDEMPOTENCY_IN_PROGRESS, CONDITIONAL_REQUEST_CONFLICT])],
   // S3's answer to an upload connection that stalled.
-  [400, new Set(["RequestTimeout"])],
+  [400, new Set([REQUEST_TIMEOUT])],
 ]);
 
 /** Error codes that make a retryable status final. */

@@ -4,7 +4,8 @@
  * given, except Content-Length, which the browser sets from the body (and
  * forbids scripts to set).
  */
-import { PROBABLY_CORS, UploadError, abortError } from "./errors.js";
+import { CHANGED_BYTES_CODES, EXPIRED_TOKEN, PROBABLY_CORS } from "./codes.js";
+import { UploadError, abortError } from "./errors.js";
 import { Unretried, isRetryableStatus } from "./retry.js";
 
 export interface PutRequest {
@@ -129,7 +130,7 @@ export function putOutcome(res: Pick<PutResponse, "status">, createOnly: boolean
  * expired first). A fresh URL cures both.
  */
 export function urlNoLongerWorks(err: { status?: number; code?: string }): boolean {
-  return err.status === 403 || (err.status === 400 && err.code === "ExpiredToken");
+  return err.status === 403 || (err.status === 400 && err.code === EXPIRED_TOKEN);
 }
 
 /**
@@ -139,7 +140,7 @@ export function urlNoLongerWorks(err: { status?: number; code?: string }): boole
 export function storageError(res: PutResponse): UploadError {
   const code = /<Code>([^<]*)<\/Code>/.exec(res.text)?.[1];
   const message = /<Message>([^<]*)<\/Message>/.exec(res.text)?.[1];
-  if (res.status === 400 && code && ["BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest", "IncompleteBody"].includes(code)) {
+  if (res.status === 400 && code && CHANGED_BYTES_CODES.has(code)) {
     return new UploadError({
       kind: "file",
       status: res.status,

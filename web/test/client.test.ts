@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type UploadEvent } from "../src/client.js";
-import { PROBABLY_CORS, describeError } from "../src/errors.js";
+import { PROBABLY_CORS } from "../src/codes.js";
+import { describeError } from "../src/errors.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
 import { FakeServer, json, makeFile, sha256hex } from "./fakes.js";
