@@ -27,7 +27,7 @@ import {
 import { normalizeBaseUrl } from "./baseurl.js";
 import { FILE_MISMATCH, FILE_NEEDED, NOT_FOUND, NO_SUCH_UPLOAD, PARTS_MISMATCH, PARTS_MISSING, TOO_MANY_UPLOADS, UPLOAD_ABORTED, UPLOAD_COMPLETED, UPLOAD_NOT_PENDING } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import { DEFAULT_HASH_CHUNK, type FileHashes, type Hasher, type PartHasher, hashFile, inlinePartHasher, workerHasher, workerPool } from "./hash.js";
+import { DEFAULT_HASH_CHUNK, type FileHashes, type HashedIn, type Hasher, type PartHasher, inlinePartHasher, onPage, workerHasher, workerPool } from "./hash.js";
 import { partCount, partRange, sendParts } from "./parts.js";
 import { printable } from "./text.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
@@ -42,6 +42,18 @@ export type UploadEvent =
   | { type: "phase"; phase: Phase; record: UploadRecord }
   /** Hashing a file for a single PUT (multipart uploads have no such pass). */
   | { type: "hash-progress"; loaded: number; total: number }
+  /**
+   * Where the file was hashed (a single PUT: once its SHA-256 is known), or
+   * where this run's parts are (multipart: once the first part's is known,
+   * and again if that changes): "worker" in a Web Worker started from
+   * {@link UploadClientOptions.hashWorkerUrl}, "page" on the page's own
+   * thread. "page" where workers were expected means the worker script did
+   * not start (a wrong hashWorkerUrl, or a Content-Security-Policy without
+   * worker-src for it): uploads work, the page is less responsive while a
+   * large file is hashed. Not sent by a hasher or partHasher of your own
+   * that does not say.
+   */
+  | { type: "hashed-in"; where: HashedIn }
   /**
    * Resuming a multipart upload with the file picked again: the parts the
    * storage holds are hashed from it and compared (bytes hashed of theirs).
@@ -117,15 +129,28 @@ export interface UploadClientOptions {
   partConcurrency?: number;
   hashChunkBytes?: number;
   /**
+   * Where the page serves the hashing worker, the package's
+   * `hash-worker.js` (`@onceupload/web/hash-worker.js`): a bundler such as
+   * esbuild neither copies it nor rewrites the URL the client would find it
+   * at, so an application's build copies the file among its assets and
+   * gives its URL here (relative URLs are the page's). Default: beside this
+   * module (`new URL("./hash-worker.js", import.meta.url)`), which is right
+   * for the module served as it is shipped, and for bundlers that copy what
+   * that expression names (webpack 5, Vite). Where the worker cannot start,
+   * files are hashed on the page's thread (a console warning, and the
+   * "hashed-in" event, say so).
+   */
+  hashWorkerUrl?: string | URL;
+  /**
    * Hashes picked files for a single PUT. Default: in a Web Worker
-   * (hash-worker.js, next to this module), or on the page's thread where
-   * there are no workers.
+   * ({@link hashWorkerUrl}), or on the page's thread where there are no
+   * workers.
    */
   hasher?: Hasher;
   /**
    * Makes the part hasher of one multipart run (closed when it ends).
-   * Default: a pool of {@link hashWorkers} Web Workers (hash-worker.js), or
-   * the page's thread where there are no workers.
+   * Default: a pool of {@link hashWorkers} Web Workers ({@link hashWorkerUrl}),
+   * or the page's thread where there are no workers.
    */
   partHasher?: () => PartHasher;
   /** Hashing workers of a multipart upload. Default: min(navigator.hardwareConcurrency, partConcurrency). */
@@ -229,12 +254,11 @@ export class UploadClient {
     this.partBytes = opts.partBytes ?? DEFAULT_PART_BYTES;
     this.partConcurrency = Math.max(1, opts.partConcurrency ?? 4);
     this.hashChunkBytes = opts.hashChunkBytes ?? DEFAULT_HASH_CHUNK;
-    this.hasher = opts.hasher ?? (typeof Worker === "function" ? workerHasher(new URL("./hash-worker.js", import.meta.url)) : hashFile);
+    const workerUrl = typeof Worker === "function" && (!opts.hasher || !opts.partHasher) ? (opts.hashWorkerUrl ?? besideThisModule()) : undefined;
+    this.hasher = opts.hasher ?? (workerUrl ? workerHasher(workerUrl) : onPage);
     const workers = Math.max(1, opts.hashWorkers ?? Math.min(globalThis.navigator?.hardwareConcurrency || 2, this.partConcurrency));
     const chunkBytes = this.hashChunkBytes;
-    this.partHasher =
-      opts.partHasher ??
-      (typeof Worker === "function" ? () => workerPool({ url: new URL("./hash-worker.js", import.meta.url), size: workers, chunkBytes }) : () => inlinePartHasher(chunkBytes));
+    this.partHasher = opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes }) : () => inlinePartHasher(chunkBytes));
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }
@@ -524,7 +548,7 @@ export class UploadClient {
     opts: RunOptions,
   ): Promise<CompletedUpload> {
     // Started now, so that the workers load while the upload is created.
-    const hasher = this.partHasher();
+    const hasher = tellWhere(this.partHasher(), opts);
     // A new upload holds no parts: its first parts are hashed while it is
     // created, so that the first PUT starts as soon as it exists.
     const early = new Map<number, Promise<string>>();
@@ -685,11 +709,13 @@ export class UploadClient {
   /** The whole file's SHA-256 (a single PUT's file: a multipart upload hashes its parts as they are sent). */
   private async hash(blob: Blob, opts: RunOptions): Promise<FileHashes> {
     try {
-      return await this.hasher(blob, {
+      const hashes = await this.hasher(blob, {
         chunkBytes: this.hashChunkBytes,
         signal: opts.signal,
         onProgress: (loaded, total) => emit(opts, { type: "hash-progress", loaded, total }),
       });
+      if (hashes.hashedIn) emit(opts, { type: "hashed-in", where: hashes.hashedIn });
+      return hashes;
     } catch (e) {
       if (opts.signal?.aborted) throw abortError(opts.signal);
       if (e instanceof UploadError) throw e;
@@ -765,6 +791,39 @@ export class UploadClient {
       await this.clock.sleep(delay, opts.signal);
     }
   }
+}
+
+/**
+ * hash-worker.js beside this module, or undefined where import.meta.url is
+ * no URL (a bundle that is not an ES module): then files are hashed on the
+ * page's thread, unless hashWorkerUrl says where the worker is. The
+ * expression stays literal so that webpack 5 and Vite, which copy the file
+ * it names, find it.
+ */
+function besideThisModule(): URL | undefined {
+  try {
+    return new URL("./hash-worker.js", import.meta.url);
+  } catch {
+    console.warn("onceupload: no hashWorkerUrl and no import.meta.url to find hash-worker.js beside this module: hashing on the page's thread");
+    return undefined;
+  }
+}
+
+/** Wraps a run's part hasher to send "hashed-in" when it first says where it hashes, and when that changes. */
+function tellWhere(hasher: PartHasher, opts: RunOptions): PartHasher {
+  let told: HashedIn | undefined;
+  return {
+    async hash(part, signal) {
+      const sha256 = await hasher.hash(part, signal);
+      const where = hasher.hashedIn;
+      if (where && where !== told) {
+        told = where;
+        emit(opts, { type: "hashed-in", where });
+      }
+      return sha256;
+    },
+    close: () => hasher.close(),
+  };
 }
 
 /** A fresh Idempotency-Key: a random UUID (36 visible ASCII characters). */

@@ -530,6 +530,10 @@ class Row {
       case "hash-progress":
         this.setProgress(e.loaded, e.total);
         break;
+      case "hashed-in":
+        // Where the file (or its parts) was hashed: the page's thread means the worker did not start.
+        this.li.dataset.hashedIn = e.where;
+        break;
       case "verify-progress":
         // Resuming with the file picked again: the parts stored are checked against it first.
         this.setStatus("Checking the parts stored against this file…");

@@ -27,7 +27,15 @@ export interface FileHashes {
   sha256: string;
   /** Each part's SHA-256 (hex), in order; present when partBytes was given. */
   parts?: string[];
+  /** Where they were computed, when the hasher knows ({@link workerHasher} says). */
+  hashedIn?: HashedIn;
 }
+
+/**
+ * Where a hash was computed: in a Web Worker, or on the page's own thread
+ * (where a large file's hashing competes with the page for it).
+ */
+export type HashedIn = "worker" | "page";
 
 /** Hashes a file: on this thread ({@link hashFile}) or in a worker ({@link workerHasher}). */
 export type Hasher = (blob: Blob, opts: HashOptions) => Promise<FileHashes>;
@@ -97,7 +105,7 @@ export function workerHasher(url: string | URL): Hasher {
         worker = new Worker(url);
       } catch (e) {
         console.warn("onceupload: no hashing worker, hashing on the page's thread", e);
-        return resolve(hashFile(blob, opts));
+        return resolve(onPage(blob, opts));
       }
       let started = false;
       const finish = () => {
@@ -115,7 +123,7 @@ export function workerHasher(url: string | URL): Hasher {
         if (m.type === "progress") opts.onProgress?.(m.loaded, m.total);
         else if (m.type === "done") {
           finish();
-          resolve(m.hashes);
+          resolve({ ...m.hashes, hashedIn: "worker" });
         } else {
           finish();
           reject(new UploadError({ kind: "file", message: m.message }));
@@ -126,11 +134,16 @@ export function workerHasher(url: string | URL): Hasher {
         finish();
         if (started) return reject(new UploadError({ kind: "file", message: `Hashing failed: ${e.message}` }));
         console.warn("onceupload: the hashing worker did not start, hashing on the page's thread", e.message);
-        resolve(hashFile(blob, opts));
+        resolve(onPage(blob, opts));
       };
       const job: HashJob = { blob, chunkBytes: opts.chunkBytes, partBytes: opts.partBytes };
       worker.postMessage(job);
     });
+}
+
+/** {@link hashFile} on this thread, saying so. */
+export async function onPage(blob: Blob, opts: HashOptions): Promise<FileHashes> {
+  return { ...(await hashFile(blob, opts)), hashedIn: "page" };
 }
 
 /**
@@ -141,6 +154,12 @@ export interface PartHasher {
   hash(part: Blob, signal?: AbortSignal): Promise<string>;
   /** Stops the jobs under way and waiting (they reject as aborted) and the workers. */
   close(): void;
+  /**
+   * Where its parts are hashed, once it knows: "worker" after one of its
+   * workers answered, "page" once it hashes on this thread (workers could
+   * not start). Undefined before, or when it does not say.
+   */
+  readonly hashedIn?: HashedIn;
 }
 
 /** Hashes parts on the calling thread, one at a time (where there are no workers, and in tests). */
@@ -148,6 +167,7 @@ export function inlinePartHasher(chunkBytes = DEFAULT_HASH_CHUNK): PartHasher {
   let closed = new AbortController();
   let tail: Promise<unknown> = Promise.resolve();
   return {
+    hashedIn: "page",
     hash(part, signal) {
       const stop = closed.signal;
       const run = async () => {
@@ -247,6 +267,10 @@ class WorkerPool implements PartHasher {
     const make = opts.newWorker ?? ((url: string | URL) => new Worker(url) as unknown as WorkerLike);
     this.start = () => make(opts.url);
     for (let i = 0; i < this.size && !this.inline; i++) this.spawn();
+  }
+
+  get hashedIn(): HashedIn | undefined {
+    return this.inline ? "page" : this.answered ? "worker" : undefined;
   }
 
   hash(part: Blob, signal?: AbortSignal): Promise<string> {
