@@ -275,6 +275,7 @@ type row struct {
 	Status     string   `json:"status"`
 	Progress   float64  `json:"progress"`
 	Buttons    []string `json:"buttons"`
+	HashedIn   string   `json:"hashedIn"` // the client's "hashed-in" event, as the row keeps it: worker or page
 }
 
 type stored struct {
@@ -491,6 +492,13 @@ func headerList(v string) []string {
 // scenarios.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessServing(t, "dist")
+}
+
+// newHarnessServing starts the local stack serving the page built in
+// static (TestBrowserPackage's scratch application).
+func newHarnessServing(t *testing.T, static string) *harness {
+	t.Helper()
 	node := prerequisites(t)
 	// CORS narrowed to another site, as ALLOWED_ORIGINS=https://good.example
 	// make dev does: the demo, served at the API's address, is allowed all
@@ -499,7 +507,7 @@ func newHarness(t *testing.T) *harness {
 	// origin the bucket leaves out.
 	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
-		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: "dist",
+		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: static,
 		Origins: []string{"https://good.example"},
 	})
 	if err != nil {
@@ -526,6 +534,10 @@ func TestBrowser(t *testing.T) {
 		}
 		if len(res.Posts) != 1 || r.Replay != "false" {
 			t.Errorf("creates %d (replay %q), want one first-time create", len(res.Posts), r.Replay)
+		}
+		// The client hashes on the page's thread when the worker does not start, and still uploads.
+		if r.HashedIn != "worker" {
+			t.Errorf("the file was hashed in %q, want worker (data-hashed-in)", r.HashedIn)
 		}
 		for _, want := range []string{"Preparing…", "Creating upload…", "Uploading…", "Completed"} {
 			if !hasStatus(res, "", regexp.MustCompile("^"+regexp.QuoteMeta(want)+"$")) {

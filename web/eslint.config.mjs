@@ -1,8 +1,9 @@
 // npm run lint: ESLint's recommended rules and typescript-eslint's
 // type-checked ones, with the types of tsconfig.test.json (the sources and
-// the hashing worker, the unit tests, the browser scenarios, the scripts and
-// this file), plus a few rules for promise and union mistakes that tsc lets
-// through. A file outside that tsconfig is a parse error here: add it there.
+// the hashing worker, the demo, the unit tests, the browser scenarios, the
+// scripts and this file), plus a few rules for promise and union mistakes
+// that tsc lets through. A file outside that tsconfig is a parse error
+// here: add it there.
 import js from "@eslint/js";
 import { defineConfig } from "eslint/config";
 import tseslint from "typescript-eslint";
@@ -38,6 +39,17 @@ export default defineConfig(
       // A @deprecated API (ours or a dependency's) is named, with its replacement, when used.
       "@typescript-eslint/no-deprecated": "error",
       eqeqeq: ["error", "smart"],
+    },
+  },
+  {
+    // The demo is an application of the package: the public entry is all it
+    // may import (what it lacks there, the entry lacks).
+    files: ["demo/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ regex: "^(?!@onceupload/web$)", message: "The demo imports @onceupload/web (the package's public entry) only." }] },
+      ],
     },
   },
   {

@@ -1,11 +1,12 @@
-// npm run build: type-checks src/ and writes dist/
-//   dist/index.html, dist/demo.js   the demo page (served by `make dev` at /)
-//   dist/hash-worker.js             the hashing worker, next to demo.js
-//   dist/lib/onceupload.js          the client as one ES module, for web apps
-//   dist/lib/hash-worker.js         its hashing worker (loaded from beside onceupload.js)
+// npm run build (and npm pack's prepack): type-checks src/ and writes dist/
+//   dist/lib/onceupload.js          the package's entry, one ES module (hash-wasm left to the application's bundler)
+//   dist/lib/hash-worker.js         its hashing worker, a classic script with hash-wasm in it
 //   dist/lib/*.d.ts                 its type declarations
+//   dist/index.html, dist/demo.js, dist/assets/hash-worker.js
+//                                   the demo page, built from the package as an application (demo/build.mjs)
+// npm pack ships dist/lib only (package.json's "files").
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,35 +14,29 @@ import * as esbuild from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const dist = join(root, "dist");
+const lib = join(dist, "lib");
 const require = createRequire(import.meta.url);
 
 rmSync(dist, { recursive: true, force: true });
-mkdirSync(join(dist, "lib"), { recursive: true });
+mkdirSync(lib, { recursive: true });
 
 // Type check, and the declarations of the library.
 const tsc = require.resolve("typescript/bin/tsc");
-execFileSync(
-  process.execPath,
-  [tsc, "-p", join(root, "tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--outDir", join(dist, "lib")],
-  { stdio: "inherit" },
-);
-rmSync(join(dist, "lib", "demo.d.ts"), { force: true });
-rmSync(join(dist, "lib", "hash-worker.d.ts"), { force: true });
+execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--outDir", lib], { stdio: "inherit" });
+rmSync(join(lib, "hash-worker.d.ts"), { force: true });
 
 const common = {
   bundle: true,
-  format: /** @type {const} */ ("esm"),
   // Browsers with crypto.randomUUID, IndexedDB blobs and Web Locks (optional).
   target: ["chrome100", "firefox100", "safari15.4"],
   sourcemap: /** @type {const} */ ("linked"),
   legalComments: /** @type {const} */ ("linked"),
   logLevel: /** @type {const} */ ("warning"),
 };
-await esbuild.build({ ...common, entryPoints: [join(root, "src", "demo.ts")], outfile: join(dist, "demo.js"), minify: true });
-await esbuild.build({ ...common, entryPoints: [join(root, "src", "index.ts")], outfile: join(dist, "lib", "onceupload.js") });
-// A classic worker script (an IIFE), which every browser above can start.
-for (const dir of [dist, join(dist, "lib")]) {
-  await esbuild.build({ ...common, format: "iife", entryPoints: [join(root, "src", "hash-worker.ts")], outfile: join(dir, "hash-worker.js"), minify: true });
-}
-copyFileSync(join(root, "index.html"), join(dist, "index.html"));
-console.log("built", dist);
+// Not minified: an application's bundler minifies it with the rest, and reads it in a stack trace.
+await esbuild.build({ ...common, format: "esm", entryPoints: [join(root, "src", "index.ts")], outfile: join(lib, "onceupload.js"), external: ["hash-wasm"] });
+// A classic worker script (an IIFE), which every browser above can start, and no bundler needs to touch.
+await esbuild.build({ ...common, format: "iife", entryPoints: [join(root, "src", "hash-worker.ts")], outfile: join(lib, "hash-worker.js"), minify: true });
+console.log("built", lib);
+
+execFileSync(process.execPath, [join(root, "demo", "build.mjs")], { stdio: "inherit" });

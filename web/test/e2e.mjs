@@ -237,6 +237,7 @@ function rows(page) {
         storageKey: el.dataset.storageKey ?? "",
         phase: el.dataset.phase ?? "",
         replay: el.dataset.replay ?? "",
+        hashedIn: el.dataset.hashedIn ?? "",
         status: el.querySelector(".status")?.textContent ?? "",
         progress: /** @type {HTMLProgressElement} */ (el.querySelector("progress")).value,
         buttons: [...el.querySelectorAll("button")].map((b) => b.getAttribute("aria-label") ?? b.textContent ?? ""),

@@ -1,16 +1,30 @@
 /**
  * The demo page: pick or drop files, watch each one upload, resume what a
  * reload interrupted. The API base URL is the page's origin, or `?api=URL`.
+ * An application of the package like any other: it imports
+ * @onceupload/web's public entry only, and its build (build.mjs) copies the
+ * hashing worker to assets/, which HASH_WORKER tells the client.
  */
-import { normalizeBaseUrl } from "./baseurl.js";
-import { describeError, UploadError, toUploadError } from "./errors.js";
-import { type Step, UploadClient, type UploadEvent } from "./client.js";
-import { TOO_MANY_UPLOADS } from "./codes.js";
-import { ACTIVE_PHASES, IndexedDBStore, MemoryStore, type UploadRecord } from "./store.js";
-import { printable } from "./text.js";
+import {
+  ACTIVE_PHASES,
+  IndexedDBStore,
+  MemoryStore,
+  type Step,
+  TOO_MANY_UPLOADS,
+  UploadClient,
+  UploadError,
+  type UploadEvent,
+  type UploadRecord,
+  describeError,
+  normalizeBaseUrl,
+  printable,
+  toUploadError,
+} from "@onceupload/web";
 
 /** Uploads that run at once; the others wait their turn (their keys are minted and stored already). */
 const CONCURRENCY = 3;
+/** Where build.mjs puts the package's hash-worker.js, beside demo.js. */
+const HASH_WORKER = new URL("./assets/hash-worker.js", import.meta.url);
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const list = $<HTMLUListElement>("uploads");
@@ -706,13 +720,13 @@ function main() {
   // The client, once we know whether IndexedDB works here. Files picked
   // before that wait for it.
   const ready: Promise<UploadClient> = (async () => {
-    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore(), authorization });
+    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore(), authorization, hashWorkerUrl: HASH_WORKER });
     let stored: UploadRecord[];
     try {
       stored = await client.pending();
     } catch (e) {
       showNotice(`This browser cannot keep uploads across reloads here (${toUploadError(e).message}).`);
-      return new UploadClient({ apiBase: base, store: new MemoryStore(), authorization });
+      return new UploadClient({ apiBase: base, store: new MemoryStore(), authorization, hashWorkerUrl: HASH_WORKER });
     }
     // Oldest at the bottom: rows are prepended. Completed ones first, below the unfinished.
     const pendingKeys = new Set(stored.map((r) => r.key));
