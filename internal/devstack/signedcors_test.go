@@ -13,22 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
-
-// newMultipartOnly is S3 as far as creating a multipart upload: enough for
-// the service to sign parts.
-type newMultipartOnly struct{ upload.ObjectAPI }
-
-func (newMultipartOnly) CreateMultipartUpload(context.Context, *s3.CreateMultipartUploadInput, ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	return &s3.CreateMultipartUploadOutput{UploadId: aws.String("s3-upload-1")}, nil
-}
 
 // signedHeaders are the headers the service tells a client to send with
 // its PUTs, signed by the SDK's presigner: a single PUT's, then a part's.
@@ -36,7 +28,7 @@ func signedHeaders(t *testing.T) map[string]map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	client := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
-	svc := upload.New(recordstore.NewMemoryStore(), upload.NewPresigner(client, "uploads-test"), newMultipartOnly{},
+	svc := upload.New(recordstore.NewMemoryStore(), upload.NewPresigner(client, "uploads-test"), &s3fake.Client{},
 		upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 30},
 		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	sum := strings.Repeat("ab", 32)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -69,18 +70,12 @@ func BenchmarkReplay(b *testing.B) {
 	}
 }
 
-// storedObjects is S3 holding every upload's object, of the bench body's
-// size: Finalize's HeadObject answered in memory.
-type storedObjects struct{ upload.ObjectAPI }
-
-func (storedObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return &s3.HeadObjectOutput{ContentLength: aws.Int64(48213), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)}, nil
-}
-
-// BenchmarkFinalize records one S3 object (the store and S3 in memory).
+// BenchmarkFinalize records one S3 object (the store and S3 in memory:
+// the bucket holds every upload's object, of the bench body's size).
 func BenchmarkFinalize(b *testing.B) {
 	svc, store := benchService(b)
-	finalizer := upload.New(store, nil, storedObjects{}, upload.Config{Bucket: "bench-bucket", Prefix: "uploads/"},
+	stored := &s3fake.Client{}
+	finalizer := upload.New(store, nil, stored, upload.Config{Bucket: "bench-bucket", Prefix: "uploads/"},
 		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	ctx := context.Background()
 	req, _ := api.DecodeCreateRequest(benchBody)
@@ -91,6 +86,7 @@ func BenchmarkFinalize(b *testing.B) {
 			b.Fatal(err)
 		}
 		keys = append(keys, "uploads/"+r.UploadID)
+		stored.Put(keys[i], s3.HeadObjectOutput{ContentLength: aws.Int64(48213), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)})
 	}
 	b.ReportAllocs()
 	i := 0

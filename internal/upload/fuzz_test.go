@@ -29,10 +29,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -315,23 +315,16 @@ func FuzzParseUploadID(f *testing.F) {
 	})
 }
 
-// heldObject is an S3 bucket holding at most one object: size bytes at key
-// (none when key is ""); its multipart methods are not used.
-type heldObject struct {
-	ObjectAPI
-	key  string
-	size int64
-}
+var _ ObjectAPI = (*s3fake.Client)(nil)
 
-func (h heldObject) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	if h.key == "" || aws.ToString(in.Key) != h.key {
-		return nil, &s3types.NotFound{}
+// heldObject is an S3 bucket holding at most one object: size bytes at
+// key (none when key is "", which S3 cannot hold).
+func heldObject(key string, size int64) *s3fake.Client {
+	c := &s3fake.Client{}
+	if key != "" {
+		c.Put(key, s3.HeadObjectOutput{ContentLength: aws.Int64(size), ETag: aws.String(`"etag"`)})
 	}
-	return &s3.HeadObjectOutput{ContentLength: aws.Int64(h.size), ETag: aws.String(`"etag"`)}, nil
-}
-
-func (heldObject) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
+	return c
 }
 
 // The one live upload of FuzzFinalizeObjectKey: tenant-a's key
@@ -390,7 +383,7 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string, size int64, sameBucket bool) {
 		ctx := context.Background()
 		for _, prefix := range fuzzFinalizePrefixes {
-			svc, store, uploadID := newFinalizeFixture(t, presigner, prefix, heldObject{key: key, size: size})
+			svc, store, uploadID := newFinalizeFixture(t, presigner, prefix, heldObject(key, size))
 			if uploadID != live {
 				t.Fatalf("live upload id %s, want %s", uploadID, live)
 			}
@@ -427,7 +420,7 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 				}
 			}
 
-			svc, store, _ = newFinalizeFixture(t, presigner, prefix, heldObject{})
+			svc, store, _ = newFinalizeFixture(t, presigner, prefix, &s3fake.Client{})
 			if outcome, err := svc.Finalize(ctx, obj); err != nil || outcome != OutcomeSkipped {
 				t.Fatalf("prefix %q: Finalize(%s %q, %d) of an object S3 does not hold = %s, %v; want skipped", prefix, bucket, key, size, outcome, err)
 			}

@@ -16,28 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
-
-// liveBucket is an S3 bucket holding the live upload's object, of its
-// claimed size, and nothing else.
-type liveBucket struct{ upload.ObjectAPI } // multipart methods unused here
-
-func (liveBucket) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	if aws.ToString(in.Key) != fuzzLiveKey {
-		return nil, &types.NotFound{}
-	}
-	return &s3.HeadObjectOutput{ContentLength: aws.Int64(fuzzLiveSize), ETag: aws.String(`"e"`)}, nil
-}
-
-func (liveBucket) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
-}
 
 // The live upload of the fuzz service: tenant-a's key
 // fuzz-finalize-key-0001, 1234 bytes, random half 0xab…, so seed events
@@ -49,14 +34,17 @@ const (
 )
 
 // liveService is the real upload service on an in-memory store (which is
-// never unavailable) with one pending upload, whose object S3 holds.
+// never unavailable) with one pending upload, whose object, of its claimed
+// size, is all the bucket holds.
 func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	t.Helper()
+	liveBucket := &s3fake.Client{}
+	liveBucket.Put(fuzzLiveKey, s3.HeadObjectOutput{ContentLength: aws.Int64(fuzzLiveSize), ETag: aws.String(`"e"`)})
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
 	store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock })
 	cfg := upload.Config{Bucket: fuzzBucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
-	svc := upload.New(store, presigner, liveBucket{}, cfg, func(o *upload.Options) {
+	svc := upload.New(store, presigner, liveBucket, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16)), quiet()
 	})
 	reply, err := svc.Create(context.Background(), "tenant-a", "fuzz-finalize-key-0001", api.CreateRequest{
