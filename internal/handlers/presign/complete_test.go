@@ -20,15 +20,19 @@ import (
 func TestCompleteBody(t *testing.T) {
 	sum, _ := hex.DecodeString(digest)
 	// S3 holds the one part of multipartPhoto, whose SHA-256 is digest.
-	held := fakeObjects{parts: []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(48213), ETag: aws.String(`"x"`),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum))}}}
+	held := types.Part{PartNumber: aws.Int32(1), Size: aws.Int64(48213), ETag: aws.String(`"x"`),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum))}
 	declare := func(n int, sha string) string {
 		return `{"parts":[{"partNumber":` + string(rune('0'+n)) + `,"sha256":"` + sha + `"}]}`
 	}
 	wrong := strings.Repeat("0", 64)
 	complete := func(body string, base64Encoded bool) func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
 		return func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
-			req := onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, body)
+			u := f.created(t, multipartPhoto)
+			if err := f.s3.PutPart(u.StorageKey, held); err != nil {
+				t.Fatal(err)
+			}
+			req := onUpload("POST", "/complete", u.UploadID, body)
 			if base64Encoded {
 				req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(body)), true
 			}
@@ -56,7 +60,7 @@ func TestCompleteBody(t *testing.T) {
 		{"sha256 not hex", complete(`{"sha256":"`+strings.Repeat("z", 64)+`"}`, false), 400, api.CodeInvalidRequest, "sha256 must be 64 hex characters", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixtureWith(t, nil, held)
+			f := newFixture(t, nil)
 			resp, outcome := f.measured(t, tc.request(t, f))
 			if code := checkResponse(t, resp); resp.StatusCode != tc.status || code != tc.code || !strings.Contains(resp.Body, tc.message) {
 				t.Fatalf("%d %q %s, want %d %q saying %q", resp.StatusCode, code, resp.Body, tc.status, tc.code, tc.message)
@@ -74,7 +78,7 @@ func TestCompleteBody(t *testing.T) {
 // A multipart create may leave sha256 out: 201 without it, and the same
 // key with sha256 is another request (422).
 func TestMultipartCreateWithoutSHA256(t *testing.T) {
-	f := newFixtureWith(t, nil, fakeObjects{})
+	f := newFixture(t, nil)
 	without := strings.Replace(multipartPhoto, `,"sha256":"`+digest+`"`, "", 1)
 	created := f.do(t, post(key, without))
 	wantStatus(t, created, 201, "")

@@ -21,10 +21,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -54,16 +53,6 @@ func (f fakePresigner) PresignPutObject(_ context.Context, in *upload.PresignInp
 			"Content-Type": {in.ContentType}, "X-Amz-Checksum-Sha256": {in.ChecksumSHA256},
 		},
 	}, nil
-}
-
-// noObjects: no object exists in S3.
-type noObjects struct{ upload.ObjectAPI } // multipart methods unused here
-
-func (noObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &types.NotFound{}
-}
-func (noObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
 }
 
 // counterReader gives distinct, repeatable upload ids.
@@ -96,15 +85,10 @@ type fixture struct {
 	store   *recordstore.MemoryStore
 	svc     *upload.Service
 	clock   *testenv.Clock
+	s3      *s3fake.Client // empty: a test puts what S3 holds
 }
 
 func newFixture(t *testing.T, store recordstore.Store) *fixture {
-	t.Helper()
-	return newFixtureWith(t, store, noObjects{})
-}
-
-// newFixtureWith is newFixture with objects as S3.
-func newFixtureWith(t *testing.T, store recordstore.Store, objects upload.ObjectAPI) *fixture {
 	t.Helper()
 	clock := testenv.NewClock(t0)
 	mem := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock.Now })
@@ -114,10 +98,11 @@ func newFixtureWith(t *testing.T, store recordstore.Store, objects upload.Object
 	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	objects := &s3fake.Client{}
 	svc := upload.New(store, fakePresigner{clock: clock}, objects, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = clock.Now, &counterReader{}, logger
 	})
-	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, clock: clock}
+	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, clock: clock, s3: objects}
 }
 
 const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

@@ -18,10 +18,10 @@ import (
 // replay, a single PUT and another tenant are answered as always, and the
 // refused key creates once a place frees.
 func TestTooManyUploads(t *testing.T) {
-	f := newFixtureWith(t, nil, fakeObjects{})
+	f := newFixture(t, nil)
 	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}, MaxPendingMultipart: 1}
-	f.svc = upload.New(f.store, fakePresigner{clock: f.clock}, fakeObjects{}, cfg, func(o *upload.Options) {
+	f.svc = upload.New(f.store, fakePresigner{clock: f.clock}, f.s3, cfg, func(o *upload.Options) {
 		o.Now, o.Random, o.Logger = f.clock.Now, &counterReader{}, slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	f.handler.Service = f.svc

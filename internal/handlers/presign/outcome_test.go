@@ -18,40 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
-// fakeObjects is S3 with at most one object (any key) and the parts of
-// any multipart upload; multipart uploads are created and aborted at will.
-type fakeObjects struct {
-	object *s3.HeadObjectOutput // nil: no object
-	parts  []types.Part
-}
-
-func (f fakeObjects) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	if f.object == nil {
-		return nil, &types.NotFound{}
-	}
-	head := *f.object
-	return &head, nil
-}
-func (fakeObjects) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
-}
-func (fakeObjects) CreateMultipartUpload(context.Context, *s3.CreateMultipartUploadInput, ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	return &s3.CreateMultipartUploadOutput{UploadId: aws.String("s3-upload-1")}, nil
-}
-func (f fakeObjects) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	return &s3.ListPartsOutput{Parts: f.parts, IsTruncated: aws.Bool(false)}, nil
-}
-func (fakeObjects) CompleteMultipartUpload(context.Context, *s3.CompleteMultipartUploadInput, ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	return nil, errors.New("fakeObjects: CompleteMultipartUpload is not expected in these tests")
-}
-func (fakeObjects) AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadInput, ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
-	return &s3.AbortMultipartUploadOutput{}, nil
-}
+var _ upload.ObjectAPI = (*s3fake.Client)(nil)
 
 // multipartPhoto is photo as a multipart upload: one part.
 var multipartPhoto = strings.TrimSuffix(photo, "}") + `,"partSize":5242880}`
@@ -88,15 +61,17 @@ func (f *fixture) finalized(t *testing.T, u api.Upload) {
 }
 
 // finalizedAt records u's object, announced as stored at at. Finalize asks
-// S3 before it records anything, so it runs on a service whose S3 holds
-// the object (and the fixture's store).
+// S3 before it records anything, so the object is put in the fixture's S3
+// first; it runs on a service of its own over the fixture's store, whose
+// clock stands for at.
 func (f *fixture) finalizedAt(t *testing.T, u api.Upload, at time.Time) {
 	t.Helper()
-	head := &s3.HeadObjectOutput{ContentLength: aws.Int64(u.Bytes), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)}
+	head := s3.HeadObjectOutput{ContentLength: aws.Int64(u.Bytes), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)}
 	if u.Multipart != nil {
 		head.ChecksumSHA256 = aws.String("bm90IGEgcmVhbCBjaGVja3N1bQ==-1")
 	}
-	svc := upload.New(f.store, nil, fakeObjects{object: head}, upload.Config{Bucket: "uploads-test", Prefix: "uploads/"},
+	f.s3.Put(u.StorageKey, head)
+	svc := upload.New(f.store, nil, f.s3, upload.Config{Bucket: "uploads-test", Prefix: "uploads/"},
 		func(o *upload.Options) { o.Now, o.Logger = f.clock.Now, slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	outcome, err := svc.Finalize(context.Background(), upload.ObjectCreated{
 		Bucket: "uploads-test", Key: u.StorageKey, Size: u.Bytes, ETag: "d41d8cd98f00b204e9800998ecf8427e",
@@ -132,9 +107,8 @@ func (f *fixture) measured(t *testing.T, req events.APIGatewayV2HTTPRequest) (ev
 func TestOutcomes(t *testing.T) {
 	unavailable := fmt.Errorf("claim x: %w: %w", recordstore.ErrUnavailable, errors.New("throttled"))
 	cases := []struct {
-		name    string
-		objects upload.ObjectAPI  // nil: noObjects
-		store   recordstore.Store // nil: the fixture's memory store
+		name  string
+		store recordstore.Store // nil: the fixture's memory store
 		// request sets the scene and returns the request under test.
 		request    func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest
 		status     int
@@ -153,18 +127,18 @@ func TestOutcomes(t *testing.T) {
 		{name: "status", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return get(f.created(t, photo).UploadID, "user-1")
 		}, status: 200, outcome: telemetry.OutcomeServed},
-		{name: "status that finds the object in S3", objects: fakeObjects{object: &s3.HeadObjectOutput{
-			ContentLength: aws.Int64(48213), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`),
-		}}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
-			return get(f.created(t, photo).UploadID, "user-1")
+		{name: "status that finds the object in S3", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+			u := f.created(t, photo)
+			f.s3.Put(u.StorageKey, s3.HeadObjectOutput{ContentLength: aws.Int64(48213), ETag: aws.String(`"d41d8cd98f00b204e9800998ecf8427e"`)})
+			return get(u.UploadID, "user-1")
 		}, status: 200, outcome: telemetry.OutcomeHealed},
-		{name: "list parts", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "list parts", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("GET", "/parts", f.created(t, multipartPhoto).UploadID, "")
 		}, status: 200, outcome: telemetry.OutcomeServed},
-		{name: "abort", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "abort", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("DELETE", "", f.created(t, multipartPhoto).UploadID, "")
 		}, status: 200, outcome: telemetry.OutcomeServed},
-		{name: "complete a completed upload", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "complete a completed upload", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, multipartPhoto)
 			f.finalized(t, u)
 			return onUpload("POST", "/complete", u.UploadID, "")
@@ -220,33 +194,36 @@ func TestOutcomes(t *testing.T) {
 			}
 			return get(u.UploadID, "user-1")
 		}, status: 409, code: api.CodeInProgress, retryAfter: "1", outcome: telemetry.OutcomeInProgress},
-		{name: "sign parts of a completed upload", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "sign parts of a completed upload", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, multipartPhoto)
 			f.finalized(t, u)
 			return onUpload("POST", "/parts", u.UploadID, signOnePart)
 		}, status: 409, code: api.CodeUploadNotPending, outcome: telemetry.OutcomeInvalid},
-		{name: "list parts of a completed upload", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "list parts of a completed upload", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, multipartPhoto)
 			f.finalized(t, u)
 			return onUpload("GET", "/parts", u.UploadID, "")
 		}, status: 409, code: api.CodeUploadNotPending, outcome: telemetry.OutcomeInvalid},
-		{name: "complete an aborted upload", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "complete an aborted upload", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, multipartPhoto)
 			wantStatus(t, f.do(t, onUpload("DELETE", "", u.UploadID, "")), 200, "")
 			return onUpload("POST", "/complete", u.UploadID, "")
 		}, status: 409, code: api.CodeUploadNotPending, outcome: telemetry.OutcomeInvalid},
-		{name: "abort a completed upload", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "abort a completed upload", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, multipartPhoto)
 			f.finalized(t, u)
 			return onUpload("DELETE", "", u.UploadID, "")
 		}, status: 409, code: api.CodeUploadCompleted, outcome: telemetry.OutcomeInvalid},
-		{name: "complete with no part in S3", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "complete with no part in S3", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, "")
 		}, status: 409, code: api.CodePartsMissing, outcome: telemetry.OutcomeInvalid},
-		{name: "complete with a part of the wrong size", objects: fakeObjects{parts: []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(48212), ETag: aws.String(`"x"`)}}},
-			request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
-				return onUpload("POST", "/complete", f.created(t, multipartPhoto).UploadID, "")
-			}, status: 409, code: api.CodePartsMissing, outcome: telemetry.OutcomeInvalid},
+		{name: "complete with a part of the wrong size", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+			u := f.created(t, multipartPhoto)
+			if err := f.s3.PutPart(u.StorageKey, types.Part{PartNumber: aws.Int32(1), Size: aws.Int64(48212), ETag: aws.String(`"x"`)}); err != nil {
+				t.Fatal(err)
+			}
+			return onUpload("POST", "/complete", u.UploadID, "")
+		}, status: 409, code: api.CodePartsMissing, outcome: telemetry.OutcomeInvalid},
 		{name: "sign parts of a single PUT", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("POST", "/parts", f.created(t, photo).UploadID, signOnePart)
 		}, status: 400, code: api.CodeInvalidRequest, outcome: telemetry.OutcomeInvalid},
@@ -259,7 +236,7 @@ func TestOutcomes(t *testing.T) {
 		{name: "abort a single PUT", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("DELETE", "", f.created(t, photo).UploadID, "")
 		}, status: 400, code: api.CodeInvalidRequest, outcome: telemetry.OutcomeInvalid},
-		{name: "sign parts with a bad body", objects: fakeObjects{}, request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
+		{name: "sign parts with a bad body", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			return onUpload("POST", "/parts", f.created(t, multipartPhoto).UploadID, `{"parts":[]}`)
 		}, status: 400, code: api.CodeInvalidRequest, outcome: telemetry.OutcomeInvalid},
 		{name: "store unavailable", store: failingStore{err: unavailable}, request: func(*testing.T, *fixture) events.APIGatewayV2HTTPRequest {
@@ -279,11 +256,7 @@ func TestOutcomes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			objects := tc.objects
-			if objects == nil {
-				objects = noObjects{}
-			}
-			f := newFixtureWith(t, tc.store, objects)
+			f := newFixture(t, tc.store)
 			resp, outcome := f.measured(t, tc.request(t, f))
 			if code := checkResponse(t, resp); resp.StatusCode != tc.status || code != tc.code {
 				t.Fatalf("%d %q, want %d %q; body %s", resp.StatusCode, code, tc.status, tc.code, resp.Body)
