@@ -15,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -56,20 +58,23 @@ func TestTodaysItemsBehave(t *testing.T) {
 	steps := []struct {
 		from, to string
 		at       time.Duration // after base
-		run      func(t *testing.T, svc *upload.Service, objects *bucket, uploadID string)
+		run      func(t *testing.T, svc *upload.Service, objects *s3fake.Client, uploadID string)
 	}{
-		{"single PUT, pending", "single PUT, completed", time.Minute, func(t *testing.T, svc *upload.Service, objects *bucket, uploadID string) {
-			objects.objects["uploads/"+uploadID] = singleObject(objects.clock.Now())
-			if got, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: "uploads-golden", Key: "uploads/" + uploadID, Time: objects.clock.Now()}); err != nil || got != upload.OutcomeCompleted {
+		{"single PUT, pending", "single PUT, completed", time.Minute, func(t *testing.T, svc *upload.Service, objects *s3fake.Client, uploadID string) {
+			objects.Put("uploads/"+uploadID, singleObject(objects.Now()))
+			if got, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: "uploads-golden", Key: "uploads/" + uploadID, Time: objects.Now()}); err != nil || got != upload.OutcomeCompleted {
 				t.Fatalf("finalize = %q, %v", got, err)
 			}
 		}},
-		{"multipart, pending in the tenant's group", "multipart, completed", 2 * time.Minute, func(t *testing.T, svc *upload.Service, _ *bucket, uploadID string) {
+		{"multipart, pending in the tenant's group", "multipart, completed", 2 * time.Minute, func(t *testing.T, svc *upload.Service, objects *s3fake.Client, uploadID string) {
+			createdAtS3(t, objects, "uploads/"+uploadID)
+			putParts(t, objects, "uploads/"+uploadID)
 			if _, err := svc.Complete(ctx, "tenant-golden", uploadID, api.CompleteRequest{SHA256: fileSum}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"multipart, aborting", "multipart, aborted", 33 * time.Minute, func(t *testing.T, svc *upload.Service, _ *bucket, uploadID string) {
+		{"multipart, aborting", "multipart, aborted", 33 * time.Minute, func(t *testing.T, svc *upload.Service, objects *s3fake.Client, uploadID string) {
+			createdAtS3(t, objects, "uploads/"+uploadID)
 			if _, err := svc.Abort(ctx, "tenant-golden", uploadID); err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +89,7 @@ func TestTodaysItemsBehave(t *testing.T) {
 			}
 			clock := testenv.NewClock(base.Add(step.at))
 			store := recordstore.NewDynamoStore(client, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
-			objects := &bucket{clock: clock, objects: map[string]s3.HeadObjectOutput{}}
+			objects := newBucket(clock)
 			svc := upload.New(store, presigner{clock}, objects, goldenConfig, func(o *upload.Options) {
 				o.Now, o.Random, o.Logger = clock.Now, rand.NewChaCha8([32]byte{}), quiet
 			})
@@ -126,6 +131,15 @@ func TestTodaysItemsBehave(t *testing.T) {
 			t.Fatalf("order-2 while its claim's lease runs: %v after %d runs, want ErrInProgress", err, runs)
 		}
 	})
+}
+
+// createdAtS3 is the S3 multipart upload at key of an item written before
+// this run, as its create made it: newBucket names it as the item does.
+func createdAtS3(t *testing.T, b *s3fake.Client, key string) {
+	t.Helper()
+	if _, err := b.CreateMultipartUpload(context.Background(), &s3.CreateMultipartUploadInput{Key: &key, ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // readShapes reads testdata/items.json, the last item of each name.

@@ -31,6 +31,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -93,7 +94,7 @@ func TestGoldenItems(t *testing.T) {
 	table := testenv.NewTable(t, direct)
 	rec := &recorder{next: testenv.DynamoClient(endpoint, nil)}
 	clock := testenv.NewClock(base)
-	objects := &bucket{clock: clock, objects: map[string]s3.HeadObjectOutput{}}
+	objects := newBucket(clock)
 	g := &golden{t: t, client: direct, table: table, rec: rec}
 
 	store := recordstore.NewDynamoStore(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
@@ -116,7 +117,7 @@ func TestGoldenItems(t *testing.T) {
 	}
 	// stored puts the object of a single PUT in the bucket, as S3 would
 	// after the client's PUT.
-	stored := func(uploadID string) { objects.objects[cfg.Prefix+uploadID] = singleObject(clock.Now()) }
+	stored := func(uploadID string) { objects.Put(cfg.Prefix+uploadID, singleObject(clock.Now())) }
 	finalize := func(uploadID string, want upload.Outcome) {
 		t.Helper()
 		got, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: cfg.Bucket, Key: cfg.Prefix + uploadID, Time: clock.Now()})
@@ -145,11 +146,13 @@ func TestGoldenItems(t *testing.T) {
 	finalize(put, upload.OutcomeDuplicate)
 
 	g.step("create a multipart upload without the file's sha256")
-	objects.onCreate = func(key string) {
-		g.snapshot("multipart create, in progress with its lease", strings.TrimPrefix(key, cfg.Prefix))
+	objects.Hooks.CreateMultipartUpload = func(ctx context.Context, in *s3.CreateMultipartUploadInput, next s3fake.Next[s3.CreateMultipartUploadInput, s3.CreateMultipartUploadOutput]) (*s3.CreateMultipartUploadOutput, error) {
+		g.snapshot("multipart create, in progress with its lease", strings.TrimPrefix(aws.ToString(in.Key), cfg.Prefix))
+		return next(ctx, in)
 	}
 	mp := create("key-multipart-complete", multipart)
-	objects.onCreate = nil
+	objects.Hooks.CreateMultipartUpload = nil
+	putParts(t, objects, cfg.Prefix+mp)
 	g.snapshot("multipart, pending in the tenant's group", mp)
 	g.step("complete it, declaring the file's sha256")
 	clock.Advance(time.Minute)
@@ -169,19 +172,24 @@ func TestGoldenItems(t *testing.T) {
 	}
 	g.snapshot("multipart, pending, renewed", ab)
 	g.step("abort it")
-	objects.onAbort = func(key string) { g.snapshot("multipart, aborting", strings.TrimPrefix(key, cfg.Prefix)) }
+	objects.Hooks.AbortMultipartUpload = func(ctx context.Context, in *s3.AbortMultipartUploadInput, next s3fake.Next[s3.AbortMultipartUploadInput, s3.AbortMultipartUploadOutput]) (*s3.AbortMultipartUploadOutput, error) {
+		g.snapshot("multipart, aborting", strings.TrimPrefix(aws.ToString(in.Key), cfg.Prefix))
+		return next(ctx, in)
+	}
 	if _, err := svc.Abort(ctx, tenant, ab); err != nil {
 		t.Fatal(err)
 	}
-	objects.onAbort = nil
+	objects.Hooks.AbortMultipartUpload = nil
 	g.snapshot("multipart, aborted", ab)
 
 	g.step("a multipart create that S3 refuses: the claim is released")
-	objects.failCreate = true
+	objects.Hooks.CreateMultipartUpload = func(context.Context, *s3.CreateMultipartUploadInput, s3fake.Next[s3.CreateMultipartUploadInput, s3.CreateMultipartUploadOutput]) (*s3.CreateMultipartUploadOutput, error) {
+		return nil, s3fake.APIError("CreateMultipartUpload", http.StatusNotFound, &s3types.NoSuchBucket{})
+	}
 	if _, err := svc.Create(ctx, tenant, "key-multipart-refused", multipart); err == nil {
 		t.Fatal("a create S3 refused succeeded")
 	}
-	objects.failCreate = false
+	objects.Hooks.CreateMultipartUpload = nil
 
 	g.step("a single PUT whose event comes after its record expired")
 	late := create("key-single-put-late", single)
@@ -505,60 +513,33 @@ func (p presigner) PresignUploadPart(_ context.Context, in *upload.PresignInput)
 	return p.sign(in), nil
 }
 
-// bucket is S3 as the service sees it: the objects put in it, one
-// multipart upload at a time whose parts are all there, and hooks that
-// read the table while a create or an abort is at S3.
-type bucket struct {
-	clock      *testenv.Clock
-	objects    map[string]s3.HeadObjectOutput
-	onCreate   func(key string)
-	onAbort    func(key string)
-	failCreate bool
-}
-
-var _ upload.ObjectAPI = (*bucket)(nil)
-
-func (b *bucket) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	if head, ok := b.objects[aws.ToString(in.Key)]; ok {
-		return &head, nil
+// newBucket is S3 as the service sees it, with the golden run's names and
+// answers: upload ids from their keys, the clock's time, and S3's answer
+// to the one complete (the object it makes keeps the fake's own ETag and
+// checksum), so that the items hold the same on every run.
+func newBucket(clock *testenv.Clock) *s3fake.Client {
+	b := &s3fake.Client{Now: clock.Now, UploadID: func(key string) string { return "s3-upload-" + key[len("uploads/"):][:8] }}
+	b.Hooks.CompleteMultipartUpload = func(ctx context.Context, in *s3.CompleteMultipartUploadInput, next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
+		out, err := next(ctx, in)
+		if err == nil {
+			out.ETag, out.ChecksumSHA256 = aws.String(`"etag-multipart-3"`), aws.String("Y29tcG9zaXRlLXNoYTI1Ng==-3")
+		}
+		return out, err
 	}
-	return nil, &s3types.NotFound{}
+	return b
 }
 
-func (b *bucket) DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return &s3.DeleteObjectOutput{}, nil
-}
-
-func (b *bucket) CreateMultipartUpload(_ context.Context, in *s3.CreateMultipartUploadInput, _ ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	if b.failCreate {
-		return nil, &s3types.NoSuchBucket{}
-	}
-	if b.onCreate != nil {
-		b.onCreate(aws.ToString(in.Key))
-	}
-	return &s3.CreateMultipartUploadOutput{UploadId: aws.String("s3-upload-" + aws.ToString(in.Key)[len("uploads/"):][:8])}, nil
-}
-
-func (b *bucket) ListParts(_ context.Context, in *s3.ListPartsInput, _ ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	sizes := []int64{5 << 20, 5 << 20, 1 << 20}
-	out := &s3.ListPartsOutput{IsTruncated: aws.Bool(false)}
-	for i, size := range sizes {
+// putParts puts the golden multipart upload's parts in the upload at key,
+// as the client's part PUTs would: 5, 5 and 1 MiB.
+func putParts(t *testing.T, b *s3fake.Client, key string) {
+	t.Helper()
+	for i, size := range []int64{5 << 20, 5 << 20, 1 << 20} {
 		sum := sha256.Sum256([]byte{byte(i)})
-		out.Parts = append(out.Parts, s3types.Part{
+		if err := b.PutPart(key, s3types.Part{
 			PartNumber: aws.Int32(int32(i + 1)), Size: aws.Int64(size), ETag: aws.String(fmt.Sprintf(`"etag-part-%d"`, i+1)),
 			ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
-		})
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return out, nil
-}
-
-func (b *bucket) CompleteMultipartUpload(context.Context, *s3.CompleteMultipartUploadInput, ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	return &s3.CompleteMultipartUploadOutput{ETag: aws.String(`"etag-multipart-3"`), ChecksumSHA256: aws.String("Y29tcG9zaXRlLXNoYTI1Ng==-3")}, nil
-}
-
-func (b *bucket) AbortMultipartUpload(_ context.Context, in *s3.AbortMultipartUploadInput, _ ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
-	if b.onAbort != nil {
-		b.onAbort(aws.ToString(in.Key))
-	}
-	return &s3.AbortMultipartUploadOutput{}, nil
 }
