@@ -82,3 +82,26 @@ func TestHooks(t *testing.T) {
 		t.Errorf("the upload the hook renamed the answer of: %v", err)
 	}
 }
+
+// Wrap puts the same hooks around another client's calls, and lets the
+// calls without one through.
+func TestWrap(t *testing.T) {
+	ctx := context.Background()
+	inner := &s3fake.Client{}
+	inner.Put("k", s3.HeadObjectOutput{ETag: aws.String(`"e"`)})
+	heads := 0
+	w := s3fake.Wrap(inner, s3fake.Hooks{HeadObject: func(ctx context.Context, in *s3.HeadObjectInput, next s3fake.Next[s3.HeadObjectInput, s3.HeadObjectOutput]) (*s3.HeadObjectOutput, error) {
+		heads++
+		return next(ctx, in)
+	}})
+	if head, err := w.HeadObject(ctx, &s3.HeadObjectInput{Key: aws.String("k")}); err != nil || aws.ToString(head.ETag) != `"e"` || heads != 1 {
+		t.Errorf("head through the hook: %v %v, %d calls", head, err, heads)
+	}
+	if _, err := w.DeleteObject(ctx, &s3.DeleteObjectInput{Key: aws.String("k")}); err != nil {
+		t.Fatal(err)
+	}
+	var notFound *types.NotFound
+	if _, err := w.HeadObject(ctx, &s3.HeadObjectInput{Key: aws.String("k")}); !errors.As(err, &notFound) || heads != 2 {
+		t.Errorf("head after the delete let through: %v, %d calls", err, heads)
+	}
+}

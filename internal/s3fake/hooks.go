@@ -26,3 +26,56 @@ type Hooks struct {
 	CompleteMultipartUpload Hook[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]
 	AbortMultipartUpload    Hook[s3.AbortMultipartUploadInput, s3.AbortMultipartUploadOutput]
 }
+
+// Wrap returns next with hooks standing around its calls: a test's faults
+// on a real S3 server, as on the fake.
+func Wrap(next API, hooks Hooks) API { return &wrapped{next: next, hooks: hooks} }
+
+type wrapped struct {
+	next  API
+	hooks Hooks
+}
+
+func (w *wrapped) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
+	return around(ctx, w.hooks.HeadObject, in, func(ctx context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
+		return w.next.HeadObject(ctx, in, optFns...)
+	})
+}
+
+func (w *wrapped) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return around(ctx, w.hooks.DeleteObject, in, func(ctx context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
+		return w.next.DeleteObject(ctx, in, optFns...)
+	})
+}
+
+func (w *wrapped) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
+	return around(ctx, w.hooks.CreateMultipartUpload, in, func(ctx context.Context, in *s3.CreateMultipartUploadInput) (*s3.CreateMultipartUploadOutput, error) {
+		return w.next.CreateMultipartUpload(ctx, in, optFns...)
+	})
+}
+
+func (w *wrapped) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
+	return around(ctx, w.hooks.ListParts, in, func(ctx context.Context, in *s3.ListPartsInput) (*s3.ListPartsOutput, error) {
+		return w.next.ListParts(ctx, in, optFns...)
+	})
+}
+
+func (w *wrapped) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
+	return around(ctx, w.hooks.CompleteMultipartUpload, in, func(ctx context.Context, in *s3.CompleteMultipartUploadInput) (*s3.CompleteMultipartUploadOutput, error) {
+		return w.next.CompleteMultipartUpload(ctx, in, optFns...)
+	})
+}
+
+func (w *wrapped) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
+	return around(ctx, w.hooks.AbortMultipartUpload, in, func(ctx context.Context, in *s3.AbortMultipartUploadInput) (*s3.AbortMultipartUploadOutput, error) {
+		return w.next.AbortMultipartUpload(ctx, in, optFns...)
+	})
+}
+
+// around calls next through h, or straight when there is no h.
+func around[In, Out any](ctx context.Context, h Hook[In, Out], in *In, next Next[In, Out]) (*Out, error) {
+	if h == nil {
+		return next(ctx, in)
+	}
+	return h(ctx, in, next)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -300,27 +301,6 @@ func TestCompleteRecordsSHA256(t *testing.T) {
 	}
 }
 
-// finalizeDuringComplete delivers the object's S3 event, and lets finalize
-// record it, before S3's answer to CompleteMultipartUpload reaches the
-// service; lose also loses that answer.
-type finalizeDuringComplete struct {
-	upload.ObjectAPI
-	finalize func(out *s3.CompleteMultipartUploadOutput)
-	lose     bool
-}
-
-func (f finalizeDuringComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	out, err := f.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
-	if err != nil {
-		return out, err
-	}
-	f.finalize(out)
-	if f.lose {
-		return nil, errors.New("connection reset: the answer was lost")
-	}
-	return out, nil
-}
-
 // When the object's event is recorded before the complete call returns
 // (finalize wins the race), or the complete's answer is lost and the
 // retry finds the object, every answer is the same body, sha256 given at
@@ -335,8 +315,16 @@ func TestFinalizeWinsTheRaceWithACompleteSHA256(t *testing.T) {
 			u := e.createWithout(t, key, f)
 			whole := sha256.Sum256(f.data)
 			sum := hex.EncodeToString(whole[:])
+			// The object's S3 event is delivered, and finalize records
+			// it, before S3's answer to CompleteMultipartUpload reaches the
+			// service; lose also loses that answer.
 			var finalized []byte
-			racing := e.withObjects(finalizeDuringComplete{ObjectAPI: e.objectsClient, lose: lose, finalize: func(out *s3.CompleteMultipartUploadOutput) {
+			racing := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{CompleteMultipartUpload: func(ctx context.Context, in *s3.CompleteMultipartUploadInput,
+				next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
+				out, err := next(ctx, in)
+				if err != nil {
+					return out, err
+				}
 				outcome, err := e.svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: int64(len(f.data)), ETag: aws.ToString(out.ETag), Time: time.Now(), Multipart: true})
 				if err != nil || outcome != upload.OutcomeCompleted {
 					t.Errorf("the event: %v %v", outcome, err)
@@ -346,7 +334,11 @@ func TestFinalizeWinsTheRaceWithACompleteSHA256(t *testing.T) {
 					t.Errorf("status after the event: %v", err)
 				}
 				finalized = st.Body
-			}})
+				if lose {
+					return nil, errors.New("connection reset: the answer was lost")
+				}
+				return out, nil
+			}}))
 			req := api.CompleteRequest{Parts: f.declaration(), SHA256: sum}
 			done, err := racing.Complete(ctx, "tenant", u.UploadID, req)
 			if lose {
@@ -372,24 +364,6 @@ func TestFinalizeWinsTheRaceWithACompleteSHA256(t *testing.T) {
 	}
 }
 
-// partReplacedAtComplete sends another part in place of the upload's part
-// 1 just before CompleteMultipartUpload, once: S3 then refuses the
-// complete (InvalidPart), as it does when a client re-sends a part between
-// the service's list and its complete.
-type partReplacedAtComplete struct {
-	upload.ObjectAPI
-	replace func()
-	done    *bool
-}
-
-func (p partReplacedAtComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	if !*p.done {
-		*p.done = true
-		p.replace()
-	}
-	return p.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
-}
-
 // The first sha256 recorded by a complete stays even when S3 then refuses
 // that complete: a later complete with another one is a 400 and stores
 // nothing; one with the same, or none, completes with the first.
@@ -401,10 +375,19 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	whole, otherWhole := sha256.Sum256(f.data), sha256.Sum256(other.data)
 	sum, otherSum := hex.EncodeToString(whole[:]), hex.EncodeToString(otherWhole[:])
 
+	// Another part is sent in place of the upload's part 1 just before
+	// CompleteMultipartUpload, once: S3 then refuses the complete
+	// (InvalidPart), as it does when a client re-sends a part between the
+	// service's list and its complete.
 	var replaced bool
-	racing := e.withObjects(partReplacedAtComplete{ObjectAPI: e.objectsClient, done: &replaced, replace: func() {
-		e.sendParts(t, u.UploadID, other, 1)
-	}})
+	racing := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{CompleteMultipartUpload: func(ctx context.Context, in *s3.CompleteMultipartUploadInput,
+		next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
+		if !replaced {
+			replaced = true
+			e.sendParts(t, u.UploadID, other, 1)
+		}
+		return next(ctx, in)
+	}}))
 	_, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sum})
 	if !errors.Is(err, recordstore.ErrUnavailable) {
 		t.Fatalf("complete refused by S3 (a part replaced): %v, want a retryable error", err)
@@ -440,33 +423,6 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	}
 }
 
-// completesMeet holds each ListParts until two have come (both completes
-// have read the record), and CompleteMultipartUpload until one of the
-// completes has returned.
-type completesMeet struct {
-	upload.ObjectAPI
-	listed        chan struct{}
-	bothListed    chan struct{}
-	firstReturned chan struct{}
-}
-
-func (m completesMeet) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	m.listed <- struct{}{}
-	select {
-	case <-m.bothListed:
-	case <-time.After(10 * time.Second):
-	}
-	return m.ObjectAPI.ListParts(ctx, in, optFns...)
-}
-
-func (m completesMeet) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	select {
-	case <-m.firstReturned:
-	case <-time.After(10 * time.Second):
-	}
-	return m.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
-}
-
 // Two completes with different sha256s, both having read the upload
 // before either recorded its own: the first recorded wins and completes;
 // the other is a 400, never a 200 with a sha256 it did not give.
@@ -477,8 +433,28 @@ func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
 	u := e.createWithout(t, "key-complete-sha-race", f)
 	sums := [2]string{strings.Repeat("a", 64), strings.Repeat("b", 64)}
 
-	meet := completesMeet{ObjectAPI: e.objectsClient, listed: make(chan struct{}, 2), bothListed: make(chan struct{}), firstReturned: make(chan struct{})}
-	racing := e.withObjects(meet)
+	// S3 holds each ListParts until two have come (both completes have
+	// read the record), and CompleteMultipartUpload until one of the
+	// completes has returned.
+	listed, bothListed, firstReturned := make(chan struct{}, 2), make(chan struct{}), make(chan struct{})
+	racing := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{
+		ListParts: func(ctx context.Context, in *s3.ListPartsInput, next s3fake.Next[s3.ListPartsInput, s3.ListPartsOutput]) (*s3.ListPartsOutput, error) {
+			listed <- struct{}{}
+			select {
+			case <-bothListed:
+			case <-time.After(10 * time.Second):
+			}
+			return next(ctx, in)
+		},
+		CompleteMultipartUpload: func(ctx context.Context, in *s3.CompleteMultipartUploadInput,
+			next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
+			select {
+			case <-firstReturned:
+			case <-time.After(10 * time.Second):
+			}
+			return next(ctx, in)
+		},
+	}))
 	var results [2]upload.Result
 	var errs [2]error
 	var first sync.Once
@@ -486,17 +462,17 @@ func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
 	for i := range sums {
 		wg.Go(func() {
 			results[i], errs[i] = racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sums[i]})
-			first.Do(func() { close(meet.firstReturned) })
+			first.Do(func() { close(firstReturned) })
 		})
 	}
 	for range sums {
 		select {
-		case <-meet.listed:
+		case <-listed:
 		case <-time.After(10 * time.Second):
 			t.Error("the two completes did not both list the parts")
 		}
 	}
-	close(meet.bothListed)
+	close(bothListed)
 	wg.Wait()
 
 	winner := -1
@@ -527,19 +503,6 @@ func TestConcurrentCompletesWithDifferentSHA256s(t *testing.T) {
 	}
 }
 
-// checksumless answers CompleteMultipartUpload without the object's
-// checksum, as Versity Gateway answers a Complete that repeats one already
-// done (two completes of one upload racing).
-type checksumless struct{ upload.ObjectAPI }
-
-func (c checksumless) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	out, err := c.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
-	if out != nil {
-		out.ChecksumSHA256, out.ChecksumType = nil, ""
-	}
-	return out, err
-}
-
 // A Complete answered without a checksum still records the object's
 // composite: the completed body of an upload in parts always has
 // compositeSha256, which clients check against their parts. (Before, the
@@ -549,7 +512,18 @@ func TestCompleteAnsweredWithoutChecksum(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	u := e.createWithout(t, "key-checksumless-complete", f) // its parts sent
-	done, err := e.withObjects(checksumless{e.objectsClient}).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration()})
+	// S3 answers CompleteMultipartUpload without the object's checksum, as
+	// Versity Gateway answers a Complete that repeats one already done (two
+	// completes of one upload racing).
+	checksumless := s3fake.Wrap(e.objectsClient, s3fake.Hooks{CompleteMultipartUpload: func(ctx context.Context, in *s3.CompleteMultipartUploadInput,
+		next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
+		out, err := next(ctx, in)
+		if out != nil {
+			out.ChecksumSHA256, out.ChecksumType = nil, ""
+		}
+		return out, err
+	}})
+	done, err := e.withObjects(checksumless).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -476,20 +477,6 @@ func TestConcurrentCreatesOneUpload(t *testing.T) {
 	}
 }
 
-// replacingObjects stores the right bytes right after finalize's check
-// reads the wrong ones: the window between that check and its delete.
-type replacingObjects struct {
-	upload.ObjectAPI
-	replace func()
-	once    sync.Once
-}
-
-func (r *replacingObjects) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	out, err := r.ObjectAPI.HeadObject(ctx, in, optFns...)
-	r.once.Do(r.replace)
-	return out, err
-}
-
 // A correct object that lands between finalize's check of a wrong-size
 // object and its delete survives: the delete is conditional on the checked
 // ETag. (A URL never overwrites, so the replacement is written by someone
@@ -507,12 +494,19 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: strings.NewReader("short")}); err != nil {
 		t.Fatal(err)
 	}
-	racing := &replacingObjects{ObjectAPI: e.objectsClient, replace: func() {
-		if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: bytes.NewReader(content), ContentType: aws.String("text/plain")}); err != nil {
-			t.Errorf("the right bytes: %v", err)
-		}
-	}}
-	svc := e.withObjects(racing)
+	// The right bytes are stored right after finalize's check reads the
+	// wrong ones: the window between that check and its delete.
+	var once sync.Once
+	svc := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{HeadObject: func(ctx context.Context, in *s3.HeadObjectInput,
+		next s3fake.Next[s3.HeadObjectInput, s3.HeadObjectOutput]) (*s3.HeadObjectOutput, error) {
+		out, err := next(ctx, in)
+		once.Do(func() {
+			if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: &u.StorageKey, Body: bytes.NewReader(content), ContentType: aws.String("text/plain")}); err != nil {
+				t.Errorf("the right bytes: %v", err)
+			}
+		})
+		return out, err
+	}}))
 	out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: e.bucket, Key: u.StorageKey, Size: 5, ETag: "x", Time: e.Now()})
 	if err != nil || out != upload.OutcomeRejected {
 		t.Fatalf("Finalize = %s, %v; want rejected", out, err)

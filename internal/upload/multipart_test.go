@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -434,19 +436,6 @@ func TestConcurrentMultipartCreates(t *testing.T) {
 	}
 }
 
-// slowObjects holds CreateMultipartUpload until released, as a function
-// that stalls (or dies) between its claim and its answer.
-type slowObjects struct {
-	upload.ObjectAPI
-	entered, release chan struct{}
-}
-
-func (s *slowObjects) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	s.entered <- struct{}{}
-	<-s.release
-	return s.ObjectAPI.CreateMultipartUpload(ctx, in, optFns...)
-}
-
 // While a create holds the claim in progress, the key answers 409 with
 // Retry-After; once its lease runs out, a retry takes the claim over; and
 // the stalled create, resuming late, gives up its S3 upload instead of
@@ -455,14 +444,21 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
-	slow := &slowObjects{ObjectAPI: e.objectsClient, entered: make(chan struct{}), release: make(chan struct{})}
-	stalled := e.withObjects(slow)
+	// S3 holds the create until released, as a function that stalls (or
+	// dies) between its claim and its answer.
+	entered, release := make(chan struct{}), make(chan struct{})
+	stalled := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{CreateMultipartUpload: func(ctx context.Context, in *s3.CreateMultipartUploadInput,
+		next s3fake.Next[s3.CreateMultipartUploadInput, s3.CreateMultipartUploadOutput]) (*s3.CreateMultipartUploadOutput, error) {
+		entered <- struct{}{}
+		<-release
+		return next(ctx, in)
+	}}))
 	done := make(chan error, 1)
 	go func() {
 		_, err := stalled.Create(ctx, "tenant", "key-lease-takeover1", f.req)
 		done <- err
 	}()
-	<-slow.entered
+	<-entered
 	_, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
 	var inProgress *recordstore.InProgressError
 	if !errors.As(err, &inProgress) || inProgress.RetryAfter < time.Second || inProgress.RetryAfter > 30*time.Second {
@@ -473,7 +469,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	if err != nil || taken.Effect != upload.EffectCreated {
 		t.Fatalf("after the lease: %v %s", err, taken.Effect)
 	}
-	close(slow.release)
+	close(release)
 	if err := <-done; !errors.As(err, &inProgress) {
 		t.Fatalf("the stalled create resumed: %v, want in progress (another request holds the key)", err)
 	}
@@ -588,14 +584,15 @@ func TestSignPartsRefusals(t *testing.T) {
 
 // midComplete shows S3 as another request's Complete leaves it while it
 // works: the multipart upload already gone, the object not there yet.
-type midComplete struct{ upload.ObjectAPI }
-
-func (midComplete) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	return nil, &types.NoSuchUpload{}
-}
-
-func (midComplete) HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return nil, &types.NotFound{}
+func midComplete(objects upload.ObjectAPI) upload.ObjectAPI {
+	return s3fake.Wrap(objects, s3fake.Hooks{
+		ListParts: func(context.Context, *s3.ListPartsInput, s3fake.Next[s3.ListPartsInput, s3.ListPartsOutput]) (*s3.ListPartsOutput, error) {
+			return nil, s3fake.APIError("ListParts", http.StatusNotFound, &types.NoSuchUpload{})
+		},
+		HeadObject: func(context.Context, *s3.HeadObjectInput, s3fake.Next[s3.HeadObjectInput, s3.HeadObjectOutput]) (*s3.HeadObjectOutput, error) {
+			return nil, s3fake.APIError("HeadObject", http.StatusNotFound, &types.NotFound{})
+		},
+	})
 }
 
 // A Complete (or a list) that finds the S3 upload gone and no object yet is
@@ -606,7 +603,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-mid-complete-01", f)
-	racing := e.withObjects(midComplete{e.objectsClient})
+	racing := e.withObjects(midComplete(e.objectsClient))
 	for name, call := range map[string]func() error{
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
@@ -629,7 +626,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	}
 	cfg := e.cfg
 	cfg.AbortIncompleteAfter = 30 * time.Minute
-	lifecycle := upload.New(e.store, e.signer, midComplete{e.objectsClient}, cfg, func(o *upload.Options) {
+	lifecycle := upload.New(e.store, e.signer, midComplete(e.objectsClient), cfg, func(o *upload.Options) {
 		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
@@ -654,17 +651,6 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	}
 }
 
-// abortDuringComplete records an abort while S3 completes the upload.
-type abortDuringComplete struct {
-	upload.ObjectAPI
-	abort func()
-}
-
-func (a abortDuringComplete) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	a.abort()
-	return a.ObjectAPI.CompleteMultipartUpload(ctx, in, optFns...)
-}
-
 // When an abort is recorded while S3 completes the upload, the record
 // stays aborted and the object S3 made is removed: aborted means no object.
 func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
@@ -673,11 +659,14 @@ func TestCompleteRacingAnAbortLeavesNoObject(t *testing.T) {
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-complete-abort1", f)
 	id, _ := upload.ParseUploadID(u.UploadID)
-	racing := e.withObjects(abortDuringComplete{e.objectsClient, func() {
+	// An abort is recorded while S3 completes the upload.
+	racing := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{CompleteMultipartUpload: func(ctx context.Context, in *s3.CompleteMultipartUploadInput,
+		next s3fake.Next[s3.CompleteMultipartUploadInput, s3.CompleteMultipartUploadOutput]) (*s3.CompleteMultipartUploadOutput, error) {
 		if _, err := e.store.Update(ctx, id, u.UploadID, recordstore.Update{State: recordstore.StateAborted}); err != nil {
 			t.Errorf("record the abort: %v", err)
 		}
-	}})
+		return next(ctx, in)
+	}}))
 	if _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
 		t.Fatalf("complete that raced an abort: %v, want not pending", err)
 	}
@@ -759,41 +748,6 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 	}
 }
 
-// pagedParts asks S3 for one part per ListParts page, so that every
-// listing pages, and counts the pages.
-type pagedParts struct {
-	upload.ObjectAPI
-	pages int
-}
-
-func (p *pagedParts) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	p.pages++
-	one := *in
-	one.MaxParts = aws.Int32(1)
-	return p.ObjectAPI.ListParts(ctx, &one, optFns...)
-}
-
-// stuckMarker answers every page as truncated, with the same marker. It
-// counts the pages, and refuses to answer more than maxStuckPages, so a
-// listing that loops fails at once rather than when the test times out.
-type stuckMarker struct {
-	upload.ObjectAPI
-	pages int
-}
-
-const maxStuckPages = 10
-
-func (s *stuckMarker) ListParts(context.Context, *s3.ListPartsInput, ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	s.pages++
-	if s.pages > maxStuckPages {
-		return nil, fmt.Errorf("ListParts asked for page %d of a listing that repeats its marker", s.pages)
-	}
-	return &s3.ListPartsOutput{
-		Parts:       []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(partSize)}},
-		IsTruncated: aws.Bool(true), NextPartNumberMarker: aws.String("1"),
-	}, nil
-}
-
 // The service reads every page of S3's part list (S3 pages at 1,000 parts;
 // here at one), and a server that repeats its marker cannot make it loop.
 func TestPartsAreListedAcrossPages(t *testing.T) {
@@ -801,8 +755,16 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	e := multipartEnv(t)
 	f := newBigFile(t, 11<<20)
 	u := e.sendAll(t, "key-paged-list-0001", f)
-	paged := &pagedParts{ObjectAPI: e.objectsClient}
-	svc := e.withObjects(paged)
+	// S3 is asked for one part per ListParts page, so that every listing
+	// pages; the pages are counted.
+	pages := 0
+	svc := e.withObjects(s3fake.Wrap(e.objectsClient, s3fake.Hooks{ListParts: func(ctx context.Context, in *s3.ListPartsInput,
+		next s3fake.Next[s3.ListPartsInput, s3.ListPartsOutput]) (*s3.ListPartsOutput, error) {
+		pages++
+		one := *in
+		one.MaxParts = aws.Int32(1)
+		return next(ctx, &one)
+	}}))
 
 	listed, err := svc.ListParts(ctx, "tenant", u.UploadID)
 	if err != nil {
@@ -810,8 +772,8 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	}
 	var list api.PartList
 	_ = json.Unmarshal(listed.Body, &list)
-	if len(list.Parts) != 3 || paged.pages != 3 {
-		t.Fatalf("listed %d parts in %d pages, want 3 in 3: %s", len(list.Parts), paged.pages, listed.Body)
+	if len(list.Parts) != 3 || pages != 3 {
+		t.Fatalf("listed %d parts in %d pages, want 3 in 3: %s", len(list.Parts), pages, listed.Body)
 	}
 	done, err := svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
 	if err != nil || decode(t, done.Body).Status != api.StatusCompleted {
@@ -819,9 +781,24 @@ func TestPartsAreListedAcrossPages(t *testing.T) {
 	}
 
 	stuck := e.sendAll(t, "key-paged-list-0002", f)
-	looping := &stuckMarker{ObjectAPI: e.objectsClient}
+	// S3 answers every page as truncated, with the same marker, and
+	// refuses to answer more than maxStuckPages, so that a listing that
+	// loops fails at once rather than when the test times out.
+	const maxStuckPages = 10
+	pages = 0
+	looping := s3fake.Wrap(e.objectsClient, s3fake.Hooks{ListParts: func(context.Context, *s3.ListPartsInput,
+		s3fake.Next[s3.ListPartsInput, s3.ListPartsOutput]) (*s3.ListPartsOutput, error) {
+		pages++
+		if pages > maxStuckPages {
+			return nil, fmt.Errorf("ListParts asked for page %d of a listing that repeats its marker", pages)
+		}
+		return &s3.ListPartsOutput{
+			Parts:       []types.Part{{PartNumber: aws.Int32(1), Size: aws.Int64(partSize)}},
+			IsTruncated: aws.Bool(true), NextPartNumberMarker: aws.String("1"),
+		}, nil
+	}})
 	if _, err := e.withObjects(looping).ListParts(ctx, "tenant", stuck.UploadID); err != nil {
-		t.Fatalf("a repeated marker: %v (%d pages asked)", err, looping.pages)
+		t.Fatalf("a repeated marker: %v (%d pages asked)", err, pages)
 	}
 }
 
