@@ -37,43 +37,33 @@ type wrapped struct {
 }
 
 func (w *wrapped) HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	return around(ctx, w.hooks.HeadObject, in, func(ctx context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
-		return w.next.HeadObject(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.HeadObject, in, API.HeadObject, optFns)
 }
 
 func (w *wrapped) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return around(ctx, w.hooks.DeleteObject, in, func(ctx context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
-		return w.next.DeleteObject(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.DeleteObject, in, API.DeleteObject, optFns)
 }
 
 func (w *wrapped) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	return around(ctx, w.hooks.CreateMultipartUpload, in, func(ctx context.Context, in *s3.CreateMultipartUploadInput) (*s3.CreateMultipartUploadOutput, error) {
-		return w.next.CreateMultipartUpload(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.CreateMultipartUpload, in, API.CreateMultipartUpload, optFns)
 }
 
 func (w *wrapped) ListParts(ctx context.Context, in *s3.ListPartsInput, optFns ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	return around(ctx, w.hooks.ListParts, in, func(ctx context.Context, in *s3.ListPartsInput) (*s3.ListPartsOutput, error) {
-		return w.next.ListParts(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.ListParts, in, API.ListParts, optFns)
 }
 
 func (w *wrapped) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	return around(ctx, w.hooks.CompleteMultipartUpload, in, func(ctx context.Context, in *s3.CompleteMultipartUploadInput) (*s3.CompleteMultipartUploadOutput, error) {
-		return w.next.CompleteMultipartUpload(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.CompleteMultipartUpload, in, API.CompleteMultipartUpload, optFns)
 }
 
 func (w *wrapped) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
-	return around(ctx, w.hooks.AbortMultipartUpload, in, func(ctx context.Context, in *s3.AbortMultipartUploadInput) (*s3.AbortMultipartUploadOutput, error) {
-		return w.next.AbortMultipartUpload(ctx, in, optFns...)
-	})
+	return through(ctx, w, w.hooks.AbortMultipartUpload, in, API.AbortMultipartUpload, optFns)
 }
 
-// around calls next through h, or straight when there is no h.
-func around[In, Out any](ctx context.Context, h Hook[In, Out], in *In, next Next[In, Out]) (*Out, error) {
+// through calls op on w's client with optFns, through h when there is one.
+func through[In, Out any](ctx context.Context, w *wrapped, h Hook[In, Out], in *In,
+	op func(API, context.Context, *In, ...func(*s3.Options)) (*Out, error), optFns []func(*s3.Options)) (*Out, error) {
+	next := func(ctx context.Context, in *In) (*Out, error) { return op(w.next, ctx, in, optFns...) }
 	if h == nil {
 		return next(ctx, in)
 	}

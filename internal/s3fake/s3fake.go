@@ -34,9 +34,9 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// API is the part of the SDK's S3 client the upload service calls
-// (upload.ObjectAPI, restated here because upload's own tests import this
-// package).
+// API is the part of the SDK's S3 client the upload service calls:
+// upload.ObjectAPI, restated here because upload's own tests import this
+// package; those tests hold the two the same.
 type API interface {
 	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
@@ -122,10 +122,7 @@ func (c *Client) now() time.Time {
 // ChecksumMode ENABLED; a 404 without a body (*types.NotFound) when there
 // is none.
 func (c *Client) HeadObject(ctx context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	if h := c.Hooks.HeadObject; h != nil {
-		return h(ctx, in, c.headObject)
-	}
-	return c.headObject(ctx, in)
+	return call(ctx, c, c.Hooks.HeadObject, in, (*Client).headObject)
 }
 
 func (c *Client) headObject(_ context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
@@ -142,10 +139,7 @@ func (c *Client) headObject(_ context.Context, in *s3.HeadObjectInput) (*s3.Head
 // object is NoSuchKey and another ETag PreconditionFailed; without, a
 // missing object is no error.
 func (c *Client) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	if h := c.Hooks.DeleteObject; h != nil {
-		return h(ctx, in, c.deleteObject)
-	}
-	return c.deleteObject(ctx, in)
+	return call(ctx, c, c.Hooks.DeleteObject, in, (*Client).deleteObject)
 }
 
 func (c *Client) deleteObject(_ context.Context, in *s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error) {
@@ -203,10 +197,7 @@ func (c *Client) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*
 
 // CreateMultipartUpload begins a multipart upload at in.Key.
 func (c *Client) CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, _ ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error) {
-	if h := c.Hooks.CreateMultipartUpload; h != nil {
-		return h(ctx, in, c.createMultipartUpload)
-	}
-	return c.createMultipartUpload(ctx, in)
+	return call(ctx, c, c.Hooks.CreateMultipartUpload, in, (*Client).createMultipartUpload)
 }
 
 func (c *Client) createMultipartUpload(_ context.Context, in *s3.CreateMultipartUploadInput) (*s3.CreateMultipartUploadOutput, error) {
@@ -256,10 +247,7 @@ func (c *Client) UploadPart(_ context.Context, in *s3.UploadPartInput, _ ...func
 // ListParts answers a page of the upload's parts in part order, from after
 // PartNumberMarker, MaxParts of them (1,000 by default, as S3).
 func (c *Client) ListParts(ctx context.Context, in *s3.ListPartsInput, _ ...func(*s3.Options)) (*s3.ListPartsOutput, error) {
-	if h := c.Hooks.ListParts; h != nil {
-		return h(ctx, in, c.listParts)
-	}
-	return c.listParts(ctx, in)
+	return call(ctx, c, c.Hooks.ListParts, in, (*Client).listParts)
 }
 
 func (c *Client) listParts(_ context.Context, in *s3.ListPartsInput) (*s3.ListPartsOutput, error) {
@@ -299,10 +287,7 @@ func (c *Client) listParts(_ context.Context, in *s3.ListPartsInput) (*s3.ListPa
 // (PreconditionFailed, the upload left in progress); a gone upload is
 // NoSuchUpload.
 func (c *Client) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, _ ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error) {
-	if h := c.Hooks.CompleteMultipartUpload; h != nil {
-		return h(ctx, in, c.completeMultipartUpload)
-	}
-	return c.completeMultipartUpload(ctx, in)
+	return call(ctx, c, c.Hooks.CompleteMultipartUpload, in, (*Client).completeMultipartUpload)
 }
 
 func (c *Client) completeMultipartUpload(_ context.Context, in *s3.CompleteMultipartUploadInput) (*s3.CompleteMultipartUploadOutput, error) {
@@ -360,10 +345,7 @@ func (c *Client) completeMultipartUpload(_ context.Context, in *s3.CompleteMulti
 // AbortMultipartUpload discards the upload and its parts; a gone upload is
 // NoSuchUpload.
 func (c *Client) AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, _ ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
-	if h := c.Hooks.AbortMultipartUpload; h != nil {
-		return h(ctx, in, c.abortMultipartUpload)
-	}
-	return c.abortMultipartUpload(ctx, in)
+	return call(ctx, c, c.Hooks.AbortMultipartUpload, in, (*Client).abortMultipartUpload)
 }
 
 func (c *Client) abortMultipartUpload(_ context.Context, in *s3.AbortMultipartUploadInput) (*s3.AbortMultipartUploadOutput, error) {
@@ -374,6 +356,14 @@ func (c *Client) abortMultipartUpload(_ context.Context, in *s3.AbortMultipartUp
 	}
 	delete(c.uploads, aws.ToString(in.UploadId))
 	return &s3.AbortMultipartUploadOutput{}, nil
+}
+
+// call runs op on c, through h when there is one.
+func call[In, Out any](ctx context.Context, c *Client, h Hook[In, Out], in *In, op func(*Client, context.Context, *In) (*Out, error)) (*Out, error) {
+	if h == nil {
+		return op(c, ctx, in)
+	}
+	return h(ctx, in, func(ctx context.Context, in *In) (*Out, error) { return op(c, ctx, in) })
 }
 
 // upload is the upload in progress with id at key, or S3's NoSuchUpload.
