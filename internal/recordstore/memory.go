@@ -101,7 +101,7 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 		r.Group = ""
 	}
 	if u.Response != nil {
-		r.Response = Response{Status: u.Response.Status, Body: append([]byte(nil), u.Response.Body...)}
+		r.Response = Response{Body: append([]byte(nil), u.Response.Body...)}
 	}
 	if u.RestartExpiry {
 		r.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)

@@ -66,10 +66,11 @@ const (
 // (internal/upload's "aborting"): the store treats any state other than these
 // like StatePending.
 
-// Response is a recorded answer: a status code and a compact JSON body.
+// Response is a recorded answer: a compact JSON body. It holds no status
+// code: the caller chooses how to answer (internal/upload returns results
+// and the presign handler picks the HTTP status).
 type Response struct {
-	Status int
-	Body   []byte
+	Body []byte
 }
 
 // Record is one claim of a key.

@@ -21,8 +21,9 @@ import (
 // persistence layer rename (its keyAttr, sortKeyAttr, staticPkValue,
 // expiryAttr, inProgressExpiryAttr, statusAttr, dataAttr and
 // validationKeyAttr). The other attributes keep fixed names: tenant,
-// claim_id, response_status, data (a map of the caller's own fields),
-// created_at and updated_at.
+// claim_id, data (a map of the caller's own fields), created_at and
+// updated_at; response_status is reserved too (an update that records a
+// response removes it, and nothing writes it).
 type Schema struct {
 	// PartitionKey is the table's partition key, a string attribute.
 	// Defaults to "pk".
@@ -191,7 +192,6 @@ func (s *schema) idAttr() string {
 type fixedAttrs struct {
 	Tenant    string `dynamodbav:"tenant"`
 	ClaimID   string `dynamodbav:"claim_id"`
-	Status    int    `dynamodbav:"response_status,omitempty"`
 	CreatedAt int64  `dynamodbav:"created_at"`
 	UpdatedAt int64  `dynamodbav:"updated_at"`
 }
@@ -200,7 +200,7 @@ type fixedAttrs struct {
 // the ones the Schema names, and the caller's Data as a map.
 func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(fixedAttrs{
-		Tenant: r.Tenant, ClaimID: r.ClaimID, Status: r.Response.Status,
+		Tenant: r.Tenant, ClaimID: r.ClaimID,
 		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(),
 	})
 	if err != nil {
@@ -270,7 +270,7 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 	}
 	r := Record{
 		ID: ID(id), Tenant: fixed.Tenant, ClaimID: fixed.ClaimID, Fingerprint: str(s.Fingerprint, false),
-		State: State(str(s.State, false)), Response: Response{Status: fixed.Status},
+		State:     State(str(s.State, false)),
 		CreatedAt: time.UnixMilli(fixed.CreatedAt), UpdatedAt: time.UnixMilli(fixed.UpdatedAt),
 		ExpiresAt: time.Unix(num(s.ExpiresAt, false), 0), Data: Data{m: map[string]types.AttributeValue{}},
 	}

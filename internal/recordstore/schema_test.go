@@ -59,7 +59,7 @@ func TestStoredItems(t *testing.T) {
 			},
 			completed: map[string]string{
 				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
-				"created_at": "N", "updated_at": "N", "expires_at": "N", "response_status": "N", "response_body": "S",
+				"created_at": "N", "updated_at": "N", "expires_at": "N", "response_body": "S",
 			},
 		},
 		{
@@ -71,7 +71,7 @@ func TestStoredItems(t *testing.T) {
 			},
 			completed: map[string]string{
 				"PK": "S", "SK": "S", "tenant": "S", "claim_id": "S", "validation": "S", "status": "S", "data": "M",
-				"created_at": "N", "updated_at": "N", "expiration": "N", "response_status": "N", "result": "S",
+				"created_at": "N", "updated_at": "N", "expiration": "N", "result": "S",
 			},
 		},
 	}
@@ -104,7 +104,7 @@ func TestStoredItems(t *testing.T) {
 				t.Errorf("claimed data = %#v, want the map %#v", item["data"], wantData)
 			}
 			if _, err := store.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateCompleted, Response: &recordstore.Response{Status: 200, Body: []byte(`{}`)}, RestartExpiry: true,
+				State: recordstore.StateCompleted, Response: &recordstore.Response{Body: []byte(`{}`)}, RestartExpiry: true,
 			}); err != nil {
 				t.Fatal(err)
 			}

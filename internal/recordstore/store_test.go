@@ -110,7 +110,7 @@ func isS(d recordstore.Data, name, want string) bool {
 func pending(id recordstore.ID, claim, fp, body string) recordstore.Record {
 	return recordstore.Record{
 		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StatePending,
-		Response: recordstore.Response{Status: 201, Body: []byte(body)},
+		Response: recordstore.Response{Body: []byte(body)},
 		Data:     mustData(map[string]any{"size": "42", "object": "uploads/x"}),
 	}
 }
@@ -243,14 +243,14 @@ func TestStoreConformance(t *testing.T) {
 			id := recordstore.NewID("tenant-a", "key-record")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StatePending, Response: &recordstore.Response{Status: 201, Body: []byte(`{"ok":true}`)},
+				State: recordstore.StatePending, Response: &recordstore.Response{Body: []byte(`{"ok":true}`)},
 				Data: map[string]any{"upload": "u-1"},
 			})
 			if err != nil || got.State != recordstore.StatePending || !got.LeaseExpiresAt.IsZero() || !isS(got.Data, "upload", "u-1") {
 				t.Fatalf("Update = %+v, %v", got, err)
 			}
 			res := mustClaim(t, st, inProgress(id, "c2", "fp"))
-			if !res.Replayed || string(res.Record.Response.Body) != `{"ok":true}` || res.Record.Response.Status != 201 {
+			if !res.Replayed || string(res.Record.Response.Body) != `{"ok":true}` {
 				t.Fatalf("replay after record = %+v", res)
 			}
 		},
@@ -297,7 +297,7 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("claim while %s = %+v, want a replay of it", aborting, res)
 			}
 			got, err = st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateAborted, Response: &recordstore.Response{Status: 200, Body: []byte(`{"status":"aborted"}`)},
+				State: recordstore.StateAborted, Response: &recordstore.Response{Body: []byte(`{"status":"aborted"}`)},
 			})
 			if err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("to aborted: %+v, %v", got, err)
@@ -310,7 +310,7 @@ func TestStoreConformance(t *testing.T) {
 					t.Fatalf("aborted -> %s: %v, want ErrAborted with the record", next, err)
 				}
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateAborted || got.Response.Status != 200 {
+			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("Get after refused updates = %+v, %v; want the aborted record unchanged", got, err)
 			}
 			if res := mustClaim(t, st, pending(id, "c3", "fp", `{}`)); !res.Replayed || res.Record.State != recordstore.StateAborted ||

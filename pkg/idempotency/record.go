@@ -38,11 +38,10 @@ const (
 	StateCompleted = State(recordstore.StateCompleted)
 )
 
-// Response is a recorded answer: a compact JSON body, and a status code
-// for a store's caller that has one.
+// Response is a recorded answer: a compact JSON body (MakeIdempotent's
+// handler's result).
 type Response struct {
-	Status int
-	Body   []byte
+	Body []byte
 }
 
 // Record is one claim of a key, as the store holds it.

@@ -11,9 +11,9 @@ import "github.com/onceupload/onceupload/internal/recordstore"
 // persistence layer rename (its keyAttr, sortKeyAttr, staticPkValue,
 // expiryAttr, inProgressExpiryAttr, statusAttr, dataAttr and
 // validationKeyAttr). The other attributes keep fixed names: tenant,
-// claim_id, response_status, data, created_at and updated_at, and group,
-// which a completion removes (the upload service's records, on the same
-// engine, keep a group there until they finish).
+// claim_id, data, created_at and updated_at; response_status and group are
+// reserved, and a completion removes both (the upload service's records, on
+// the same engine, keep a group there until they finish).
 type Schema struct {
 	// PartitionKey is the table's partition key, a string attribute.
 	// Defaults to "pk".
