@@ -78,7 +78,6 @@ func newFixture(t *testing.T) *fixture {
 	f.svc = upload.New(store, upload.NewPresigner(f.s3, f.bucket), f.s3,
 		upload.Config{Bucket: f.bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 64 << 20},
 		func(o *upload.Options) {
-			o.Now = f.Now
 			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		})
 

@@ -87,7 +87,6 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if p := c.Upload.Prefix; !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "/") {
 		errs = append(errs, fmt.Errorf("UPLOAD_PREFIX=%q: want a prefix such as uploads/ (ending in /, not starting with /)", p))
 	}
-	c.Upload.KeyTTL = c.IdempotencyTTL
 	if c.Upload.PresignTTL > c.IdempotencyTTL && c.IdempotencyTTL > 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("PRESIGN_TTL=%s is longer than IDEMPOTENCY_TTL=%s: every URL expires with its claim, so URLs last at most %s",
 			c.Upload.PresignTTL, c.IdempotencyTTL, c.IdempotencyTTL))

@@ -19,7 +19,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{KeyTTL: 24 * time.Hour, AbortIncompleteAfter: 2 * 24 * time.Hour,
+	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 24 * time.Hour, Upload: upload.Config{AbortIncompleteAfter: 2 * 24 * time.Hour,
 		Bucket: "b", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 53687091200000, MaxPendingMultipart: 100,
 	}}
 	if !reflect.DeepEqual(got, want) {
@@ -37,7 +37,7 @@ func TestLoadOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{KeyTTL: 72 * time.Hour, AbortIncompleteAfter: 7 * 24 * time.Hour,
+	want := Config{MetricsNamespace: "onceupload", Table: "t", IdempotencyTTL: 72 * time.Hour, AllowAnonymous: true, Upload: upload.Config{AbortIncompleteAfter: 7 * 24 * time.Hour,
 		Bucket: "b", Prefix: "in/", PresignTTL: 5 * time.Minute, MaxUploadBytes: 1 << 20, MaxPendingMultipart: 0,
 		AllowedContentTypes: []string{"image/*", "application/pdf"},
 	}}
@@ -72,8 +72,8 @@ func TestPresignLongerThanKeysWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Upload.KeyTTL != 5*time.Second || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "PRESIGN_TTL=15m0s is longer than IDEMPOTENCY_TTL=5s") {
-		t.Fatalf("KeyTTL %s, warnings %q", c.Upload.KeyTTL, c.Warnings)
+	if c.IdempotencyTTL != 5*time.Second || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "PRESIGN_TTL=15m0s is longer than IDEMPOTENCY_TTL=5s") {
+		t.Fatalf("IdempotencyTTL %s, warnings %q", c.IdempotencyTTL, c.Warnings)
 	}
 	env["IDEMPOTENCY_TTL"] = "24h"
 	if c, err := Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || len(c.Warnings) != 0 {

@@ -55,7 +55,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // goldenConfig is the service's configuration in the golden run.
 var goldenConfig = upload.Config{
-	Bucket: "uploads-golden", Prefix: "uploads/", PresignTTL: 15 * time.Minute, KeyTTL: ttl,
+	Bucket: "uploads-golden", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 	MaxUploadBytes: 1 << 30, MaxPendingMultipart: 10,
 }
 
@@ -100,7 +100,7 @@ func TestGoldenItems(t *testing.T) {
 	store := recordstore.NewDynamoStore(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
 	cfg := goldenConfig
 	svc := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
-		o.Now, o.Random, o.Logger = clock.Now, rand.NewChaCha8([32]byte{}), quiet
+		o.Random, o.Logger = rand.NewChaCha8([32]byte{}), quiet
 	})
 	const tenant = "tenant-golden"
 	single := api.CreateRequest{Filename: "report.pdf", ContentType: "application/pdf", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}

@@ -37,6 +37,13 @@ type Store interface {
 	Get(ctx context.Context, id ID) (Record, error)
 	Update(ctx context.Context, id ID, claimID string, u Update) (Record, error)
 	Release(ctx context.Context, id ID, claimID string) error
+	// TTL is how long a record lives after its claim, and after an update
+	// that restarts its expiry (Options.TTL).
+	TTL() time.Duration
+	// Now is the store's clock (Options.Now): the time expiry and leases
+	// are judged by, so a caller that compares times with a record's reads
+	// this one.
+	Now() time.Time
 }
 
 var _ Store = (*DynamoStore)(nil)
@@ -91,6 +98,12 @@ func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) 
 	opts := newOptions(optFns)
 	return &DynamoStore{client: client, table: table, opts: opts, schema: newSchema(opts.Schema)}
 }
+
+// TTL is Options.TTL.
+func (s *DynamoStore) TTL() time.Duration { return s.opts.TTL }
+
+// Now is Options.Now's time.
+func (s *DynamoStore) Now() time.Time { return s.opts.Now() }
 
 func newOptions(optFns []func(*Options)) Options {
 	o := Options{TTL: DefaultTTL, Lease: DefaultLease, Now: time.Now}

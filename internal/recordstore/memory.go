@@ -29,6 +29,12 @@ func NewMemoryStore(optFns ...func(*Options)) *MemoryStore {
 	return &MemoryStore{opts: newOptions(optFns), records: map[ID]Record{}}
 }
 
+// TTL behaves as DynamoStore.TTL.
+func (m *MemoryStore) TTL() time.Duration { return m.opts.TTL }
+
+// Now behaves as DynamoStore.Now.
+func (m *MemoryStore) Now() time.Time { return m.opts.Now() }
+
 // Len returns how many records are stored, live or expired.
 func (m *MemoryStore) Len() int {
 	m.mu.Lock()

@@ -64,7 +64,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 // request, a replay of the create included, answers with it.
 func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
 	done, err := s.update(ctx, rec, recordstore.Update{
-		State: recordstore.StateAborted, Data: fields{CompletedAt: s.opts.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
+		State: recordstore.StateAborted, Data: fields{CompletedAt: s.store.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
 	})
 	switch {
 	case errors.Is(err, recordstore.ErrNotFound):

@@ -177,7 +177,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	// chose: no HeadObject needed.
 	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, ObjectCreated{
 		Bucket: s.cfg.Bucket, Key: u.StorageKey, Size: u.Bytes, ETag: aws.ToString(out.ETag),
-		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.opts.Now(),
+		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.store.Now(),
 	}, nil)
 	return completion(rec, done, outcome, err)
 }

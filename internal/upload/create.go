@@ -51,7 +51,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	// Everything the record holds is computed before the one put, so no
 	// record ever exists without its response. The URL expires no later
 	// than the claim will.
-	body, urlExpires, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.cfg.KeyTTL))
+	body, urlExpires, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.store.TTL()))
 	if err != nil {
 		return Result{}, err
 	}
@@ -104,7 +104,7 @@ func (s *Service) replayBody(ctx context.Context, rec stored) ([]byte, error) {
 	if rec.multipart() {
 		return rec.Response.Body, nil // no URL in it: parts are signed on request
 	}
-	if expires, err := time.Parse(timeFormat, rec.URLExpires); err == nil && s.opts.Now().Before(expires) {
+	if expires, err := time.Parse(timeFormat, rec.URLExpires); err == nil && s.store.Now().Before(expires) {
 		return rec.Response.Body, nil
 	}
 	body, _, err := s.pendingBody(ctx, rec.upload(), s.urlLifetime(rec.ExpiresAt))

@@ -195,7 +195,7 @@ func keyHash(key string) string {
 func (s *Service) objectFromHead(key string, head *s3.HeadObjectOutput) (ObjectCreated, []string) {
 	obj := ObjectCreated{Bucket: s.cfg.Bucket, Key: key, Size: aws.ToInt64(head.ContentLength), ETag: aws.ToString(head.ETag), Time: aws.ToTime(head.LastModified)}
 	if obj.Time.IsZero() {
-		obj.Time = s.opts.Now()
+		obj.Time = s.store.Now()
 	}
 	// A composite checksum reads "base64-N"; base64 has no '-'. A single
 	// PUT's is the file's own SHA-256, which its body already states.

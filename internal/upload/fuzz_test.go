@@ -348,7 +348,7 @@ func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string, object
 	store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock })
 	cfg := Config{Bucket: fuzzFinalizeBucket, Prefix: prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := New(store, presigner, objects, cfg, func(o *Options) {
-		o.Now, o.Random = clock, bytes.NewReader(bytes.Repeat([]byte{0xab}, 16))
+		o.Random = bytes.NewReader(bytes.Repeat([]byte{0xab}, 16))
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	reply, err := svc.Create(context.Background(), fuzzFinalizeTenant, fuzzFinalizeKey,

@@ -62,7 +62,7 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	store := recordstore.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
-	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20, KeyTTL: time.Hour}
+	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
@@ -71,7 +71,6 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	presigner := upload.NewPresigner(e.objectsClient, e.bucket)
 	e.store, e.cfg, e.signer = store, cfg, presigner
 	e.svc = upload.New(store, presigner, e.objectsClient, cfg, func(o *upload.Options) {
-		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	return e
@@ -190,7 +189,6 @@ func TestPresignedPutOnRealS3(t *testing.T) {
 // withPresigner is the env's service presigning with presigner.
 func (e *env) withPresigner(presigner upload.Presigner) *upload.Service {
 	return upload.New(e.store, presigner, e.objectsClient, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 }

@@ -142,7 +142,7 @@ func TestLoweredLimit(t *testing.T) {
 	cfg := e.cfg
 	cfg.MaxPendingMultipart = 2
 	e.svc = upload.New(e.store, e.signer, e.objectsClient, cfg, func(o *upload.Options) {
-		o.Now, o.Logger = e.Now, slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	for range 3 {
 		e.refused(t, "tenant", "key-lowered-d-0001", f)
@@ -172,7 +172,7 @@ func TestLimitNeedsACountingStore(t *testing.T) {
 	e := limitedEnv(t, 2)
 	f := newBigFile(t, 6<<20)
 	svc := upload.New(uncountable{e.store}, e.signer, e.objectsClient, e.cfg, func(o *upload.Options) {
-		o.Now, o.Logger = e.Now, slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	_, err := svc.Create(ctx, "tenant", "key-uncountable-01", f.req)
 	if err == nil || errors.Is(err, upload.ErrTooManyUploads) || errors.Is(err, recordstore.ErrUnavailable) {

@@ -121,7 +121,7 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 			return Result{}, invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, u.Multipart.PartCount)
 		}
 	}
-	if rec.ExpiresAt.Sub(s.opts.Now()) < s.cfg.KeyTTL/2 {
+	if rec.ExpiresAt.Sub(s.store.Now()) < s.store.TTL()/2 {
 		renewed, err := s.store.Update(ctx, rec.ID, rec.ClaimID, recordstore.Update{
 			State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true,
 		})
@@ -207,7 +207,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.opts.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.store.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
 		return s.markAborted(ctx, rec)
 	case isNoSuchKey(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})

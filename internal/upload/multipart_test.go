@@ -116,7 +116,6 @@ func (e *env) sendAll(t *testing.T, key string, f bigFile) api.Upload {
 // withObjects is the env's service over other S3 behaviour.
 func (e *env) withObjects(objects upload.ObjectAPI) *upload.Service {
 	return upload.New(e.store, e.signer, objects, e.cfg, func(o *upload.Options) {
-		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 }
@@ -634,7 +633,6 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 	cfg := e.cfg
 	cfg.AbortIncompleteAfter = 30 * time.Minute
 	lifecycle := upload.New(e.store, e.signer, midComplete(e.objectsClient), cfg, func(o *upload.Options) {
-		o.Now = e.Now
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	// Before that age, the status of an upload without an object is pending.

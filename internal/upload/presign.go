@@ -149,6 +149,6 @@ func presignedExpiry(rawURL string) (time.Time, error) {
 // past the claim's expiry, so no URL outlives the record that knows it.
 // SigV4 counts whole seconds, at least one.
 func (s *Service) urlLifetime(claimExpires time.Time) time.Duration {
-	left := claimExpires.Sub(s.opts.Now()).Truncate(time.Second)
+	left := claimExpires.Sub(s.store.Now()).Truncate(time.Second)
 	return max(min(s.cfg.PresignTTL, left), time.Second)
 }

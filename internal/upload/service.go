@@ -43,14 +43,11 @@ type Config struct {
 	// Prefix starts every object key; finalize ignores objects outside it.
 	Prefix string
 	// PresignTTL is the lifetime of a presigned URL; no URL outlives its
-	// claim, whatever this says.
+	// claim, whatever this says. A claim lives the store's TTL.
 	PresignTTL time.Duration
-	// KeyTTL is how long a key's record lives (give the store the same).
-	// Defaults to 24 hours.
-	KeyTTL time.Duration
 	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
-	// it began S3 aborts an unfinished multipart upload. Defaults to KeyTTL
-	// in whole days plus one, as the template's rule.
+	// it began S3 aborts an unfinished multipart upload. Defaults to the
+	// store's TTL in whole days plus one, as the template's rule.
 	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
@@ -78,10 +75,9 @@ func (c *Config) allows(mediaType string) bool {
 	return false
 }
 
-// Options tune a Service.
+// Options tune a Service. Its clock is its store's (recordstore.Store.Now),
+// so that the times it compares with a record's expiry are the store's.
 type Options struct {
-	// Now is the clock. Defaults to time.Now; give the store the same one.
-	Now func() time.Time
 	// Random feeds upload ids. Defaults to crypto/rand.Reader.
 	Random io.Reader
 	// Logger receives one line per decision. Defaults to slog.Default().
@@ -98,18 +94,16 @@ type Service struct {
 	opts      Options
 }
 
-// New returns a Service.
+// New returns a Service on store: a key lives the store's TTL, and the
+// service tells time by the store's clock.
 func New(store recordstore.Store, presigner Presigner, objects ObjectAPI, cfg Config, optFns ...func(*Options)) *Service {
-	o := Options{Now: time.Now, Random: rand.Reader, Logger: slog.Default()}
+	o := Options{Random: rand.Reader, Logger: slog.Default()}
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	if cfg.KeyTTL <= 0 {
-		cfg.KeyTTL = recordstore.DefaultTTL
-	}
 	if cfg.AbortIncompleteAfter <= 0 {
 		const day = 24 * time.Hour
-		cfg.AbortIncompleteAfter = (cfg.KeyTTL+day-1)/day*day + day
+		cfg.AbortIncompleteAfter = (store.TTL()+day-1)/day*day + day
 	}
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }

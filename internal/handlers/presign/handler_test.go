@@ -79,6 +79,8 @@ func (f failingStore) Update(context.Context, recordstore.ID, string, recordstor
 	return recordstore.Record{}, f.err
 }
 func (f failingStore) Release(context.Context, recordstore.ID, string) error { return f.err }
+func (f failingStore) TTL() time.Duration                                    { return recordstore.DefaultTTL }
+func (f failingStore) Now() time.Time                                        { return t0 }
 
 type fixture struct {
 	handler *Handler
@@ -100,7 +102,7 @@ func newFixture(t *testing.T, store recordstore.Store) *fixture {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	objects := &s3fake.Client{}
 	svc := upload.New(store, fakePresigner{clock: clock}, objects, cfg, func(o *upload.Options) {
-		o.Now, o.Random, o.Logger = clock.Now, &counterReader{}, logger
+		o.Random, o.Logger = &counterReader{}, logger
 	})
 	return &fixture{handler: &Handler{Service: svc, Logger: logger}, store: mem, svc: svc, clock: clock, s3: objects}
 }

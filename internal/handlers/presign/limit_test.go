@@ -22,7 +22,7 @@ func TestTooManyUploads(t *testing.T) {
 	cfg := upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute,
 		MaxUploadBytes: 1 << 20, AllowedContentTypes: []string{"image/*", "application/pdf"}, MaxPendingMultipart: 1}
 	f.svc = upload.New(f.store, fakePresigner{clock: f.clock}, f.s3, cfg, func(o *upload.Options) {
-		o.Now, o.Random, o.Logger = f.clock.Now, &counterReader{}, slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Random, o.Logger = &counterReader{}, slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	f.handler.Service = f.svc
 

@@ -72,7 +72,7 @@ func (f *fixture) finalizedAt(t *testing.T, u api.Upload, at time.Time) {
 	}
 	f.s3.Put(u.StorageKey, head)
 	svc := upload.New(f.store, nil, f.s3, upload.Config{Bucket: "uploads-test", Prefix: "uploads/"},
-		func(o *upload.Options) { o.Now, o.Logger = f.clock.Now, slog.New(slog.NewTextHandler(io.Discard, nil)) })
+		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	outcome, err := svc.Finalize(context.Background(), upload.ObjectCreated{
 		Bucket: "uploads-test", Key: u.StorageKey, Size: u.Bytes, ETag: "d41d8cd98f00b204e9800998ecf8427e",
 		Time: at, Multipart: u.Multipart != nil,
