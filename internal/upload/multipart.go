@@ -207,7 +207,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.store.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter):
+	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.lifecycleAborted(rec)):
 		return s.markAborted(ctx, rec)
 	case isNoSuchKey(err):
 		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
@@ -217,6 +217,13 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 	obj, foreign := s.objectFromHead(rec.ObjectKey, head)
 	done, outcome, err := s.recordCompletion(ctx, rec.ID, rec.ClaimID, obj, foreign)
 	return completion(rec, done, outcome, err)
+}
+
+// lifecycleAborted reports whether the bucket's rule has aborted rec's S3
+// upload by now, if it was not completed: the upload is older than the
+// rule's age.
+func (s *Service) lifecycleAborted(rec stored) bool {
+	return s.cfg.AbortIncompleteAfter > 0 && s.store.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter
 }
 
 // ownMultipart returns the tenant's multipart upload, or singlePut when the

@@ -46,8 +46,9 @@ type Config struct {
 	// claim, whatever this says. A claim lives the store's TTL.
 	PresignTTL time.Duration
 	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
-	// it began S3 aborts an unfinished multipart upload. Defaults to the
-	// store's TTL in whole days plus one, as the template's rule.
+	// it began S3 aborts an unfinished multipart upload (internal/config
+	// reads it, and holds its default). Zero is a bucket without the rule:
+	// no multipart upload is taken for aborted by its age.
 	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted.
 	MaxUploadBytes int64
@@ -100,10 +101,6 @@ func New(store recordstore.Store, presigner Presigner, objects ObjectAPI, cfg Co
 	o := Options{Random: rand.Reader, Logger: slog.Default()}
 	for _, fn := range optFns {
 		fn(&o)
-	}
-	if cfg.AbortIncompleteAfter <= 0 {
-		const day = 24 * time.Hour
-		cfg.AbortIncompleteAfter = (store.TTL()+day-1)/day*day + day
 	}
 	return &Service{store: store, presigner: presigner, objects: objects, cfg: cfg, opts: o}
 }

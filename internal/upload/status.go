@@ -40,7 +40,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNoSuchKey(err) && rec.multipart() && s.store.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter:
+	case isNoSuchKey(err) && rec.multipart() && s.lifecycleAborted(rec):
 		// No object, and the bucket's rule has aborted the S3 upload by now.
 		return s.markAborted(ctx, rec)
 	case err != nil:
