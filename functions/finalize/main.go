@@ -18,7 +18,7 @@ import (
 func main() {
 	logger := lambdacontext.NewLogger()
 	slog.SetDefault(logger)
-	svc, cfg, err := wiring.Service(context.Background(), os.LookupEnv, logger)
+	svc, cfg, err := wiring.Finalize(context.Background(), os.LookupEnv, logger)
 	if err != nil {
 		logger.Error("finalize: cannot start", "error", err)
 		os.Exit(1)

@@ -18,7 +18,7 @@ import (
 func main() {
 	logger := lambdacontext.NewLogger()
 	slog.SetDefault(logger)
-	svc, cfg, err := wiring.Service(context.Background(), os.LookupEnv, logger)
+	svc, cfg, err := wiring.Presign(context.Background(), os.LookupEnv, logger)
 	if err != nil {
 		logger.Error("presign: cannot start", "error", err)
 		os.Exit(1)

@@ -56,7 +56,7 @@ func MeasureRoundTrips(ctx context.Context, dynamoURL, table, s3URL, bucket stri
 	var calls, s3Calls callcount.Counter
 	env := map[string]string{"TABLE_NAME": table, "BUCKET_NAME": bucket, "S3_FORCE_PATH_STYLE": "true"}
 	local := services.AWSConfig()
-	svc, _, err := wiring.Service(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	svc, _, err := wiring.Presign(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		slog.New(slog.NewTextHandler(io.Discard, nil)),
 		wiring.Local(dynamoURL, s3URL, local.Credentials, local.Region, calls.Middleware),
 		func(o *wiring.Options) {

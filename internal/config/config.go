@@ -1,5 +1,10 @@
 // Package config reads the functions' settings from environment variables,
-// with defaults, and reports every invalid value at start-up.
+// and is the only reader of them (the SDK reads its own AWS_* variables).
+// Each function loads its section (LoadPresign, LoadFinalize, LoadEvents):
+// the variables that function uses, with their defaults, every invalid
+// value reported at once. internal/wiring builds the clients from what it
+// returns. The settings are plain values, so this package links no AWS
+// client.
 package config
 
 import (
@@ -9,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -23,105 +27,214 @@ const (
 	MaxPendingMultipartCap = 10000
 )
 
-// Config is everything a function needs besides AWS clients.
-type Config struct {
-	// Table is the idempotency table (TABLE_NAME, required).
-	Table string
-	// IdempotencyTTL is how long a key is kept (IDEMPOTENCY_TTL, default 24h).
-	IdempotencyTTL time.Duration
+// Presign is the presign function's section.
+type Presign struct {
+	Service
 	// AllowAnonymous lets requests without a principal act as the tenant
 	// "anonymous" (ALLOW_ANONYMOUS, default false).
 	AllowAnonymous bool
-	// Upload holds BUCKET_NAME (required), UPLOAD_PREFIX (default
-	// "uploads/"), PRESIGN_TTL (default 15m), MAX_UPLOAD_BYTES (default
-	// 53687091200000, S3's largest object; a single PUT is capped at 5 GiB
-	// whatever the setting), ALLOWED_CONTENT_TYPES (comma
-	// list, "image/*" wildcards; empty allows any valid type),
-	// MAX_PENDING_MULTIPART_PER_TENANT (default 100; 0 sets no cap) and
-	// ABORT_INCOMPLETE_DAYS (default a day past IDEMPOTENCY_TTL, counted in
-	// whole days).
-	Upload upload.Config
+}
+
+// Finalize is the finalize function's section.
+type Finalize struct {
+	Service
+}
+
+// Service is what the upload service needs, in the presign and finalize
+// functions alike.
+type Service struct {
+	// Table is the idempotency table (TABLE_NAME, required).
+	Table string
+	// IdempotencyTTL is how long a key is kept (IDEMPOTENCY_TTL, default
+	// 24h): the record store's TTL, which the service takes from it.
+	IdempotencyTTL time.Duration
+	// S3ForcePathStyle addresses the bucket in the URL's path rather than
+	// its host name, for local S3 servers (S3_FORCE_PATH_STYLE, default
+	// false).
+	S3ForcePathStyle bool
+	// Upload is the upload service's configuration.
+	Upload Upload
 	// MetricsNamespace is the CloudWatch namespace of the functions'
 	// metrics (METRICS_NAMESPACE, default "onceupload").
 	MetricsNamespace string
-	// Warnings are settings that work but may surprise; main logs them.
+	// Warnings are settings that work but may surprise; wiring logs them.
 	Warnings []string
 }
 
-// Load reads the configuration through lookup (os.LookupEnv in main). It
-// returns every problem found, not just the first.
-func Load(lookup func(string) (string, bool)) (Config, error) {
-	var errs []error
-	get := func(name, def string) string {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
-			return strings.TrimSpace(v)
-		}
-		return def
-	}
-	required := func(name string) string {
-		v := get(name, "")
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-		return v
-	}
-	duration := func(name, def string) time.Duration {
-		v := get(name, def)
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive Go duration such as %s", name, v, def))
-		}
-		return d
-	}
+// Upload is upload.Config field for field, which wiring converts it to:
+// the compiler keeps the two alike, and this package need not link the
+// service and its S3 client.
+type Upload struct {
+	// Bucket receives the uploads (BUCKET_NAME, required).
+	Bucket string
+	// Prefix starts every object key (UPLOAD_PREFIX, default "uploads/").
+	Prefix string
+	// PresignTTL is a presigned URL's longest life (PRESIGN_TTL, default
+	// 15m, at most 7 days).
+	PresignTTL time.Duration
+	// AbortIncompleteAfter is the bucket's rule aborting unfinished
+	// multipart uploads (ABORT_INCOMPLETE_DAYS, in whole days; default a
+	// day past IDEMPOTENCY_TTL).
+	AbortIncompleteAfter time.Duration
+	// MaxUploadBytes is the largest size accepted (MAX_UPLOAD_BYTES,
+	// default 53687091200000, S3's largest object; a single PUT is capped
+	// at 5 GiB whatever the setting).
+	MaxUploadBytes int64
+	// MaxPendingMultipart caps each tenant's unfinished multipart uploads
+	// (MAX_PENDING_MULTIPART_PER_TENANT, default 100; 0 sets no cap).
+	MaxPendingMultipart int
+	// AllowedContentTypes are the media types accepted
+	// (ALLOWED_CONTENT_TYPES, a comma list with "image/*" wildcards; empty
+	// allows any valid type).
+	AllowedContentTypes []string
+}
 
-	c := Config{
-		MetricsNamespace: get("METRICS_NAMESPACE", "onceupload"),
-		Table:            required("TABLE_NAME"),
-		IdempotencyTTL:   duration("IDEMPOTENCY_TTL", "24h"),
-		Upload: upload.Config{
-			Bucket:     required("BUCKET_NAME"),
-			Prefix:     get("UPLOAD_PREFIX", "uploads/"),
-			PresignTTL: duration("PRESIGN_TTL", "15m"),
+// Events is the events function's section.
+type Events struct {
+	// Bucket is the upload bucket, which the events name (BUCKET_NAME,
+	// required).
+	Bucket string
+	// Bus is the event bus's name or ARN (EVENT_BUS_NAME, default
+	// "default": the account's).
+	Bus string
+	// Source is the events' source (EVENT_SOURCE, default api.EventSource;
+	// AWS keeps sources starting with "aws." for itself).
+	Source string
+}
+
+// LoadPresign reads the presign function's section through lookup
+// (os.LookupEnv in main), returning every problem found, not just the
+// first.
+func LoadPresign(lookup func(string) (string, bool)) (Presign, error) {
+	r := reader{lookup: lookup}
+	c := Presign{Service: r.service()}
+	c.AllowAnonymous = r.boolean("ALLOW_ANONYMOUS")
+	return result(c, &r)
+}
+
+// LoadFinalize reads the finalize function's section, as LoadPresign.
+func LoadFinalize(lookup func(string) (string, bool)) (Finalize, error) {
+	r := reader{lookup: lookup}
+	return result(Finalize{Service: r.service()}, &r)
+}
+
+// LoadEvents reads the events function's section, as LoadPresign: the
+// bucket the events name, and where they go.
+func LoadEvents(lookup func(string) (string, bool)) (Events, error) {
+	r := reader{lookup: lookup}
+	c := Events{Bucket: r.required("BUCKET_NAME"), Bus: r.get("EVENT_BUS_NAME", "default"), Source: r.get("EVENT_SOURCE", api.EventSource)}
+	if strings.HasPrefix(c.Source, "aws.") {
+		r.fail("EVENT_SOURCE=%q: sources starting with \"aws.\" are AWS's own", c.Source)
+	}
+	return result(c, &r)
+}
+
+// result is c, or the zero section and every problem r found.
+func result[T any](c T, r *reader) (T, error) {
+	if len(r.errs) > 0 {
+		var zero T
+		return zero, fmt.Errorf("invalid configuration: %w", errors.Join(r.errs...))
+	}
+	return c, nil
+}
+
+// reader reads variables, each with its default, and keeps every problem.
+type reader struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf(format, args...))
+}
+
+// get is the variable's value, trimmed, or def if it is unset or blank.
+func (r *reader) get(name, def string) string {
+	if v, ok := r.lookup(name); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return def
+}
+
+func (r *reader) required(name string) string {
+	v := r.get(name, "")
+	if v == "" {
+		r.fail("%s is required", name)
+	}
+	return v
+}
+
+func (r *reader) duration(name, def string) time.Duration {
+	v := r.get(name, def)
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail("%s=%q: want a positive Go duration such as %s", name, v, def)
+	}
+	return d
+}
+
+// boolean reads a switch that is off unless set.
+func (r *reader) boolean(name string) bool {
+	v := r.get(name, "false")
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail("%s=%q: want true or false", name, v)
+	}
+	return b
+}
+
+// service reads the upload service's settings.
+func (r *reader) service() Service {
+	c := Service{
+		MetricsNamespace: r.get("METRICS_NAMESPACE", "onceupload"),
+		Table:            r.required("TABLE_NAME"),
+		IdempotencyTTL:   r.duration("IDEMPOTENCY_TTL", "24h"),
+		S3ForcePathStyle: r.boolean("S3_FORCE_PATH_STYLE"),
+		Upload: Upload{
+			Bucket:     r.required("BUCKET_NAME"),
+			Prefix:     r.get("UPLOAD_PREFIX", "uploads/"),
+			PresignTTL: r.duration("PRESIGN_TTL", "15m"),
 		},
 	}
-	if p := c.Upload.Prefix; !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "/") {
-		errs = append(errs, fmt.Errorf("UPLOAD_PREFIX=%q: want a prefix such as uploads/ (ending in /, not starting with /)", p))
+	u := &c.Upload
+	if p := u.Prefix; !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "/") {
+		r.fail("UPLOAD_PREFIX=%q: want a prefix such as uploads/ (ending in /, not starting with /)", p)
 	}
-	if c.Upload.PresignTTL > c.IdempotencyTTL && c.IdempotencyTTL > 0 {
+	if u.PresignTTL > c.IdempotencyTTL && c.IdempotencyTTL > 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("PRESIGN_TTL=%s is longer than IDEMPOTENCY_TTL=%s: every URL expires with its claim, so URLs last at most %s",
-			c.Upload.PresignTTL, c.IdempotencyTTL, c.IdempotencyTTL))
+			u.PresignTTL, c.IdempotencyTTL, c.IdempotencyTTL))
 	}
-	if c.Upload.PresignTTL > 7*24*time.Hour {
-		errs = append(errs, fmt.Errorf("PRESIGN_TTL=%s: SigV4 presigned URLs last at most 7 days", c.Upload.PresignTTL))
+	if u.PresignTTL > 7*24*time.Hour {
+		r.fail("PRESIGN_TTL=%s: SigV4 presigned URLs last at most 7 days", u.PresignTTL)
 	}
 
-	maxBytes := get("MAX_UPLOAD_BYTES", strconv.FormatInt(api.MaxMultipartBytes, 10))
+	maxBytes := r.get("MAX_UPLOAD_BYTES", strconv.FormatInt(api.MaxMultipartBytes, 10))
 	n, err := strconv.ParseInt(maxBytes, 10, 64)
 	if err != nil || n < 1 || n > api.MaxMultipartBytes {
-		errs = append(errs, fmt.Errorf("MAX_UPLOAD_BYTES=%q: want a whole number from 1 to %d (10,000 parts of 5 GiB)", maxBytes, int64(api.MaxMultipartBytes)))
+		r.fail("MAX_UPLOAD_BYTES=%q: want a whole number from 1 to %d (10,000 parts of 5 GiB)", maxBytes, int64(api.MaxMultipartBytes))
 	}
-	c.Upload.MaxUploadBytes = n
+	u.MaxUploadBytes = n
 
-	for _, t := range strings.Split(get("ALLOWED_CONTENT_TYPES", ""), ",") {
+	for _, t := range strings.Split(r.get("ALLOWED_CONTENT_TYPES", ""), ",") {
 		t = strings.ToLower(strings.TrimSpace(t))
 		if t == "" {
 			continue
 		}
 		typ, sub, ok := strings.Cut(t, "/")
 		if !ok || typ == "" || sub == "" || strings.ContainsAny(sub, "/;") || typ == "*" && sub != "*" {
-			errs = append(errs, fmt.Errorf("ALLOWED_CONTENT_TYPES: %q is not a type/subtype or type/*", t))
+			r.fail("ALLOWED_CONTENT_TYPES: %q is not a type/subtype or type/*", t)
 			continue
 		}
-		c.Upload.AllowedContentTypes = append(c.Upload.AllowedContentTypes, t)
+		u.AllowedContentTypes = append(u.AllowedContentTypes, t)
 	}
 
 	// Each tenant's multipart uploads that are neither completed, aborted
 	// nor expired; 0 sets no cap (and then no create counts them).
-	pendingMax := get("MAX_PENDING_MULTIPART_PER_TENANT", strconv.Itoa(DefaultMaxPendingMultipart))
+	pendingMax := r.get("MAX_PENDING_MULTIPART_PER_TENANT", strconv.Itoa(DefaultMaxPendingMultipart))
 	if n, err := strconv.Atoi(pendingMax); err != nil || n < 0 || n > MaxPendingMultipartCap {
-		errs = append(errs, fmt.Errorf("MAX_PENDING_MULTIPART_PER_TENANT=%q: want a whole number from 0 (no cap) to %d", pendingMax, MaxPendingMultipartCap))
+		r.fail("MAX_PENDING_MULTIPART_PER_TENANT=%q: want a whole number from 0 (no cap) to %d", pendingMax, MaxPendingMultipartCap)
 	} else {
-		c.Upload.MaxPendingMultipart = n
+		u.MaxPendingMultipart = n
 	}
 
 	// The bucket aborts unfinished multipart uploads this many days after
@@ -132,23 +245,14 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	// whole number of days that covers IDEMPOTENCY_TTL, plus one: a day for
 	// an active upload (which signing keeps alive) to finish in.
 	minDays := max(1, int((c.IdempotencyTTL+24*time.Hour-1)/(24*time.Hour)))
-	days := get("ABORT_INCOMPLETE_DAYS", strconv.Itoa(minDays+1))
+	days := r.get("ABORT_INCOMPLETE_DAYS", strconv.Itoa(minDays+1))
 	if d, err := strconv.Atoi(days); err != nil || d < 1 {
-		errs = append(errs, fmt.Errorf("ABORT_INCOMPLETE_DAYS=%q: want a whole number of days, at least 1", days))
+		r.fail("ABORT_INCOMPLETE_DAYS=%q: want a whole number of days, at least 1", days)
 	} else if limit := time.Duration(d) * 24 * time.Hour; c.IdempotencyTTL > limit {
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS to at least %d (%d leaves an active upload a day more)",
-			c.IdempotencyTTL, d, minDays, minDays+1))
+		r.fail("IDEMPOTENCY_TTL=%s is longer than the bucket keeps unfinished multipart uploads (ABORT_INCOMPLETE_DAYS=%d): raise ABORT_INCOMPLETE_DAYS to at least %d (%d leaves an active upload a day more)",
+			c.IdempotencyTTL, d, minDays, minDays+1)
 	} else {
-		c.Upload.AbortIncompleteAfter = limit
+		u.AbortIncompleteAfter = limit
 	}
-
-	anon := get("ALLOW_ANONYMOUS", "false")
-	c.AllowAnonymous, err = strconv.ParseBool(anon)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("ALLOW_ANONYMOUS=%q: want true or false", anon))
-	}
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
-	}
-	return c, nil
+	return c
 }

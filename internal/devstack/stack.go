@@ -34,7 +34,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
@@ -44,6 +43,7 @@ import (
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
+	"github.com/onceupload/onceupload/internal/wiring/publisher"
 )
 
 // Local credentials and region, fixed so anyone can script against the stack.
@@ -473,22 +473,21 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 	} else {
 		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 		local := services.AWSConfig()
-		svc, cfg, err := wiring.Service(ctx, lookup, st.cfg.Logger,
+		// One service for every instance: the presign section holds the
+		// finalize one.
+		svc, cfg, err := wiring.Presign(ctx, lookup, st.cfg.Logger,
 			wiring.Local(st.functionDynamoURL, st.S3URL, local.Credentials, local.Region, st.cfg.APIOptions...))
 		if err != nil {
 			return err
 		}
-		var publisher any
+		var onStream any
 		if st.spec.Stream != nil {
-			p, err := wiring.Publisher(ctx, lookup, st.cfg.Logger,
-				wiring.Local(st.functionDynamoURL, st.S3URL, local.Credentials, local.Region, st.cfg.APIOptions...),
-				func(o *wiring.Options) {
-					o.EventBridge = append(o.EventBridge, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(st.functionEventBus) })
-				})
+			p, err := publisher.New(ctx, lookup, st.cfg.Logger,
+				publisher.Local(st.functionEventBus, local.Credentials, local.Region, st.cfg.APIOptions...))
 			if err != nil {
 				return err
 			}
-			publisher = p.Handle
+			onStream = p.Handle
 		}
 		// Each logical id gets the handler of its kind, as its bootstrap
 		// would; every instance has its own, sharing the service (its AWS
@@ -501,7 +500,7 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 				rec.Function = "finalize"
 				handler = (&finalize.Handler{Service: svc, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			case st.spec.Stream != nil && fn == st.spec.Stream.Function:
-				handler = publisher
+				handler = onStream
 			}
 			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
 				return lambda.NewHandler(handler), nil

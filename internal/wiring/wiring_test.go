@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/onceupload/onceupload/internal/callcount"
+	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/wiring"
+	"github.com/onceupload/onceupload/internal/wiring/publisher"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -86,7 +90,7 @@ func TestServiceHonoursTheSDKsEnvironment(t *testing.T) {
 	sdkEnvironment(t, map[string]string{
 		"AWS_ENDPOINT_URL_DYNAMODB": dynamoSrv.URL, "AWS_ENDPOINT_URL_S3": s3URL, "AWS_MAX_ATTEMPTS": "2",
 	})
-	svc, _, err := wiring.Service(context.Background(), lookup(map[string]string{
+	svc, _, err := wiring.Presign(context.Background(), lookup(map[string]string{
 		"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_FORCE_PATH_STYLE": "true",
 	}), discard)
 	if err != nil {
@@ -147,7 +151,7 @@ func TestServiceRefusesBadSettings(t *testing.T) {
 			for k, v := range tc.own {
 				own[k] = v
 			}
-			_, _, err := wiring.Service(context.Background(), lookup(own), discard)
+			_, _, err := wiring.Presign(context.Background(), lookup(own), discard)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("err = %v, want one naming %s", err, tc.wantErr)
 			}
@@ -159,7 +163,7 @@ func TestServiceRefusesBadSettings(t *testing.T) {
 // profile that does not exist here, or a FIPS switch, would break them.
 func TestLocalIgnoresTheProcessEnvironment(t *testing.T) {
 	sdkEnvironment(t, map[string]string{"AWS_PROFILE": "nope", "AWS_USE_FIPS_ENDPOINT": "true", "AWS_REGION": ""})
-	svc, _, err := wiring.Service(context.Background(), lookup(map[string]string{
+	svc, _, err := wiring.Presign(context.Background(), lookup(map[string]string{
 		"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_FORCE_PATH_STYLE": "true",
 	}), discard, wiring.Local("http://127.0.0.1:9", "http://127.0.0.1:9", aws.NewCredentialsCache(
 		credentials.NewStaticCredentialsProvider("local", "localsecret", "")), "us-east-1"))
@@ -177,22 +181,65 @@ func TestLocalIgnoresTheProcessEnvironment(t *testing.T) {
 	}
 }
 
-// The events function's handler: the bus and source default to the
-// account's bus and api.EventSource, and a source AWS keeps for itself is
-// refused at start-up.
-func TestPublisherSettings(t *testing.T) {
-	sdkEnvironment(t, map[string]string{"AWS_REGION": "eu-west-1"})
-	own := map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b"}
-	h, err := wiring.Publisher(context.Background(), lookup(own), discard)
-	if err != nil || h.Bus != "default" || h.Source != "onceupload" || h.Bucket != "b" {
-		t.Fatalf("defaults: %+v %v", h, err)
+// recorded is a lookup on env that records every name read through it.
+type recorded struct {
+	env   map[string]string
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (r *recorded) lookup(name string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names == nil {
+		r.names = map[string]bool{}
 	}
-	own["EVENT_BUS_NAME"], own["EVENT_SOURCE"] = "uploads", "com.example.uploads"
-	if h, err := wiring.Publisher(context.Background(), lookup(own), discard); err != nil || h.Bus != "uploads" || h.Source != "com.example.uploads" {
-		t.Fatalf("configured: %+v %v", h, err)
-	}
-	own["EVENT_SOURCE"] = "aws.s3"
-	if _, err := wiring.Publisher(context.Background(), lookup(own), discard); err == nil || !strings.Contains(err.Error(), "EVENT_SOURCE") {
-		t.Errorf("source aws.s3: %v, want an error naming EVENT_SOURCE", err)
+	r.names[name] = true
+	v, ok := r.env[name]
+	return v, ok
+}
+
+func (r *recorded) read() []string { return slices.Sorted(maps.Keys(r.names)) }
+
+// Each function reads its own variables through config and nothing else:
+// built by wiring, it reads exactly the names its config section reads
+// (config's tests hold that every one is documented), whatever else the
+// environment holds.
+func TestFunctionsReadTheEnvironmentThroughConfigOnly(t *testing.T) {
+	sdkEnvironment(t, nil)
+	ctx := context.Background()
+	env := map[string]string{"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_FORCE_PATH_STYLE": "true", "EVENT_SOURCE": "com.example"}
+	for _, tc := range []struct {
+		name       string
+		wire, load func(lookup func(string) (string, bool)) error
+	}{
+		{
+			"presign",
+			func(l func(string) (string, bool)) error { _, _, err := wiring.Presign(ctx, l, discard); return err },
+			func(l func(string) (string, bool)) error { _, err := config.LoadPresign(l); return err },
+		},
+		{
+			"finalize",
+			func(l func(string) (string, bool)) error { _, _, err := wiring.Finalize(ctx, l, discard); return err },
+			func(l func(string) (string, bool)) error { _, err := config.LoadFinalize(l); return err },
+		},
+		{
+			"events",
+			func(l func(string) (string, bool)) error { _, err := publisher.New(ctx, l, discard); return err },
+			func(l func(string) (string, bool)) error { _, err := config.LoadEvents(l); return err },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wired, loaded := &recorded{env: env}, &recorded{env: env}
+			if err := tc.wire(wired.lookup); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.load(loaded.lookup); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := wired.read(), loaded.read(); !slices.Equal(got, want) || len(want) == 0 {
+				t.Errorf("the %s function read %v, want what its config section reads, %v", tc.name, got, want)
+			}
+		})
 	}
 }
