@@ -61,32 +61,54 @@ type Service struct {
 	Warnings []string
 }
 
-// Upload is upload.Config field for field, which wiring converts it to:
-// the compiler keeps the two alike, and this package need not link the
-// service and its S3 client.
+// Upload is what a deployment decides for the upload service, which takes
+// it as it is (upload.Config is this type), so that the settings have one
+// definition and this package links no service or SDK client.
 type Upload struct {
 	// Bucket receives the uploads (BUCKET_NAME, required).
 	Bucket string
-	// Prefix starts every object key (UPLOAD_PREFIX, default "uploads/").
+	// Prefix starts every object key; finalize ignores objects outside it
+	// (UPLOAD_PREFIX, default "uploads/").
 	Prefix string
-	// PresignTTL is a presigned URL's longest life (PRESIGN_TTL, default
-	// 15m, at most 7 days).
+	// PresignTTL is the lifetime of a presigned URL; no URL outlives its
+	// claim, whatever this says, and a claim lives the store's TTL
+	// (PRESIGN_TTL, default 15m, at most 7 days).
 	PresignTTL time.Duration
-	// AbortIncompleteAfter is the bucket's rule aborting unfinished
-	// multipart uploads (ABORT_INCOMPLETE_DAYS, in whole days; default a
-	// day past IDEMPOTENCY_TTL).
+	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
+	// it began S3 aborts an unfinished multipart upload
+	// (ABORT_INCOMPLETE_DAYS, in whole days; default a day past
+	// IDEMPOTENCY_TTL). Zero is a bucket without the rule: no multipart
+	// upload is taken for aborted by its age.
 	AbortIncompleteAfter time.Duration
 	// MaxUploadBytes is the largest size accepted (MAX_UPLOAD_BYTES,
 	// default 53687091200000, S3's largest object; a single PUT is capped
 	// at 5 GiB whatever the setting).
 	MaxUploadBytes int64
-	// MaxPendingMultipart caps each tenant's unfinished multipart uploads
-	// (MAX_PENDING_MULTIPART_PER_TENANT, default 100; 0 sets no cap).
+	// MaxPendingMultipart caps each tenant's multipart uploads that are
+	// neither completed, aborted nor expired: a create past it fails with
+	// upload.ErrTooManyUploads. 0 sets no cap. With a cap, the store must
+	// be a recordstore.GroupCounter on a table with the group index
+	// (MAX_PENDING_MULTIPART_PER_TENANT, default 100).
 	MaxPendingMultipart int
-	// AllowedContentTypes are the media types accepted
-	// (ALLOWED_CONTENT_TYPES, a comma list with "image/*" wildcards; empty
-	// allows any valid type).
+	// AllowedContentTypes are lower-case media types ("image/png") or
+	// wildcards ("image/*"); empty allows any valid type
+	// (ALLOWED_CONTENT_TYPES, a comma list).
 	AllowedContentTypes []string
+}
+
+// Allows reports whether AllowedContentTypes lets mediaType (lower case,
+// without parameters) through.
+func (u *Upload) Allows(mediaType string) bool {
+	if len(u.AllowedContentTypes) == 0 {
+		return true
+	}
+	typ, _, _ := strings.Cut(mediaType, "/")
+	for _, allowed := range u.AllowedContentTypes {
+		if allowed == mediaType || allowed == typ+"/*" || allowed == "*/*" {
+			return true
+		}
+	}
+	return false
 }
 
 // Events is the events function's section.

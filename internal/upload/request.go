@@ -57,7 +57,7 @@ func validateCreate(r api.CreateRequest, cfg *Config) (api.CreateRequest, error)
 	if r.PartSize == 0 && r.Size > api.MaxSinglePutBytes {
 		return r, ErrNeedsParts
 	}
-	if !cfg.allows(mediaType) {
+	if !cfg.Allows(mediaType) {
 		return r, ErrUnsupportedMedia
 	}
 	r.SHA256 = strings.ToLower(r.SHA256)

@@ -363,11 +363,11 @@ func TestAllows(t *testing.T) {
 	t.Parallel()
 	cfg := &Config{AllowedContentTypes: []string{"image/*", "application/pdf"}}
 	for mt, want := range map[string]bool{"image/png": true, "image/svg+xml": true, "application/pdf": true, "application/json": false, "text/plain": false} {
-		if got := cfg.allows(mt); got != want {
+		if got := cfg.Allows(mt); got != want {
 			t.Errorf("allows(%s) = %v, want %v", mt, got, want)
 		}
 	}
-	if !(&Config{}).allows("anything/at-all") {
+	if !(&Config{}).Allows("anything/at-all") {
 		t.Error("an empty list must allow any type")
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
@@ -36,45 +36,9 @@ type ObjectAPI interface {
 
 var _ ObjectAPI = (*s3.Client)(nil)
 
-// Config is what a deployment decides.
-type Config struct {
-	// Bucket receives the uploads.
-	Bucket string
-	// Prefix starts every object key; finalize ignores objects outside it.
-	Prefix string
-	// PresignTTL is the lifetime of a presigned URL; no URL outlives its
-	// claim, whatever this says. A claim lives the store's TTL.
-	PresignTTL time.Duration
-	// AbortIncompleteAfter is the bucket's lifecycle rule: how long after
-	// it began S3 aborts an unfinished multipart upload (internal/config
-	// reads it, and holds its default). Zero is a bucket without the rule:
-	// no multipart upload is taken for aborted by its age.
-	AbortIncompleteAfter time.Duration
-	// MaxUploadBytes is the largest size accepted.
-	MaxUploadBytes int64
-	// MaxPendingMultipart caps each tenant's multipart uploads that are
-	// neither completed, aborted nor expired: a create past it fails with
-	// ErrTooManyUploads. 0 sets no cap. With a cap, the store must be an
-	// recordstore.GroupCounter on a table with the group index
-	// (recordstore.Schema.GroupIndex).
-	MaxPendingMultipart int
-	// AllowedContentTypes are lower-case media types ("image/png") or
-	// wildcards ("image/*"); empty allows any valid type.
-	AllowedContentTypes []string
-}
-
-func (c *Config) allows(mediaType string) bool {
-	if len(c.AllowedContentTypes) == 0 {
-		return true
-	}
-	typ, _, _ := strings.Cut(mediaType, "/")
-	for _, allowed := range c.AllowedContentTypes {
-		if allowed == mediaType || allowed == typ+"/*" || allowed == "*/*" {
-			return true
-		}
-	}
-	return false
-}
+// Config is what a deployment decides: internal/config reads it from the
+// environment and holds its defaults.
+type Config = config.Upload
 
 // Options tune a Service. Its clock is its store's (recordstore.Store.Now),
 // so that the times it compares with a record's expiry are the store's.

@@ -80,7 +80,7 @@ func Service(ctx context.Context, cfg config.Service, logger *slog.Logger, optFn
 	store := recordstore.NewDynamoStore(dynamoClient, cfg.Table,
 		func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
 	presigner := upload.NewPresigner(s3Client, cfg.Upload.Bucket)
-	return upload.New(store, presigner, s3Client, upload.Config(cfg.Upload),
+	return upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger }), nil
 }
 
