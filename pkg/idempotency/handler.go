@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -76,10 +77,27 @@ type HandlerOptions[Req, Resp any] struct {
 	// and the record, and what it returns is returned, for example to mark
 	// the response as replayed (Powertools' responseHook). Defaults to nil.
 	OnReplay func(ctx context.Context, resp Resp, rec Record) Resp
+	// UseLocalCache keeps this wrapped handler's completed records in the
+	// process, as Powertools' useLocalCache does, so that a retry reaching
+	// the same instance is answered without a store call. A record is
+	// served from the cache only until its ExpiresAt (against Now) and only
+	// to a request with its fingerprint; another request under its key gets
+	// the *ConflictError the store would give. In-progress records are
+	// never cached. A record deleted from the store behind the wrapper's
+	// back is still replayed from the cache until it expires or is evicted.
+	// Defaults to false.
+	UseLocalCache bool
+	// LocalCacheMaxItems bounds the local cache: past it, the least
+	// recently used record is evicted. Defaults to
+	// DefaultLocalCacheMaxItems when 0 or less.
+	LocalCacheMaxItems int
 	// Logger receives the wrapper's decisions (claimed, replayed, in
-	// progress, reused, released). Defaults to slog.Default().
+	// progress, reused, released). Defaults to slog.Default(), as it is
+	// when MakeIdempotent is called.
 	Logger *slog.Logger
-	// Now is the clock the lease is computed with. Defaults to time.Now.
+	// Now is the clock the lease is computed with and a cached record's
+	// expiry is checked against; give it the store's clock. Defaults to
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -93,6 +111,8 @@ const cleanupTimeout = 10 * time.Second
 //
 //   - derives the key (Key, else KeyPath) and the fingerprint (Fingerprint,
 //     else FingerprintPaths, else the whole request, canonicalized);
+//   - with UseLocalCache, answers a retry from this wrapper's cache of
+//     completed records, with no store call, while the record is live;
 //   - claims the key in progress with one conditional write, for a lease of
 //     the invocation's remaining time (ctx.Deadline()), or the store's
 //     Options.Lease when ctx has no deadline;
@@ -112,59 +132,76 @@ const cleanupTimeout = 10 * time.Second
 // MakeIdempotent is a function that returns a function of fn's own type,
 // rather than a Handler type with a method, so that the result goes
 // wherever fn went (lambda.Start, a router, a test) and wrappers compose.
+// The result is safe for concurrent use if fn and the store are.
 func MakeIdempotent[Req, Resp any](store Store, fn func(context.Context, Req) (Resp, error), optFns ...func(*HandlerOptions[Req, Resp])) func(context.Context, Req) (Resp, error) {
-	o := HandlerOptions[Req, Resp]{Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now}
+	w := &wrapper[Req, Resp]{
+		HandlerOptions: HandlerOptions[Req, Resp]{Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now},
+		store:          store, fn: fn,
+	}
 	for _, f := range optFns {
-		f(&o)
+		f(&w.HandlerOptions)
 	}
-	return func(ctx context.Context, req Req) (Resp, error) {
-		return o.handle(ctx, store, fn, req)
+	if w.UseLocalCache {
+		w.cache = newLocalCache(w.LocalCacheMaxItems)
 	}
+	return w.handle
 }
 
-func (o *HandlerOptions[Req, Resp]) handle(ctx context.Context, store Store, fn func(context.Context, Req) (Resp, error), req Req) (resp Resp, err error) {
-	key, fingerprint, err := o.identify(ctx, req)
-	if errors.Is(err, ErrMissingKey) && o.OptionalKey {
-		o.Logger.DebugContext(ctx, "idempotency: no key, running without idempotency")
-		return fn(ctx, req)
+// wrapper is one wrapped handler: its options, and the state it keeps
+// across requests.
+type wrapper[Req, Resp any] struct {
+	HandlerOptions[Req, Resp]
+	store Store
+	fn    func(context.Context, Req) (Resp, error)
+	// cache is nil unless UseLocalCache.
+	cache *localCache
+}
+
+func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, err error) {
+	key, fingerprint, err := w.identify(ctx, req)
+	if errors.Is(err, ErrMissingKey) && w.OptionalKey {
+		w.Logger.DebugContext(ctx, "idempotency: no key, running without idempotency")
+		return w.fn(ctx, req)
 	}
 	if err != nil {
 		return resp, err
 	}
-	rec := Record{
-		ID: NewID(o.Scope, key), Tenant: o.Scope, ClaimID: rand.Text(), Fingerprint: fingerprint,
-		State: StateInProgress, Lease: o.lease(ctx),
+	id := NewID(w.Scope, key)
+	if cached, ok := w.cache.get(id, w.Now()); ok {
+		if cached.Fingerprint != fingerprint {
+			w.Logger.InfoContext(ctx, "idempotency: key reused", "id", id, "cached", true)
+			return resp, keyReused(cached)
+		}
+		return w.replay(ctx, cached, true)
 	}
-	res, err := store.Claim(ctx, rec)
+	rec := Record{
+		ID: id, Tenant: w.Scope, ClaimID: rand.Text(), Fingerprint: fingerprint,
+		State: StateInProgress, Lease: w.lease(ctx),
+	}
+	res, err := w.store.Claim(ctx, rec)
 	switch {
 	case errors.Is(err, ErrInProgress):
-		o.Logger.InfoContext(ctx, "idempotency: in progress", "id", rec.ID)
+		w.Logger.InfoContext(ctx, "idempotency: in progress", "id", rec.ID)
 		return resp, err
 	case errors.Is(err, ErrKeyReused):
-		o.Logger.InfoContext(ctx, "idempotency: key reused", "id", rec.ID)
+		w.Logger.InfoContext(ctx, "idempotency: key reused", "id", rec.ID)
 		return resp, err
 	case err != nil:
 		return resp, fmt.Errorf("idempotency: %w", err)
 	case res.Replayed:
-		if err := json.Unmarshal(res.Record.Response.Body, &resp); err != nil {
-			return resp, fmt.Errorf("idempotency: replay %s: decode recorded response: %w", rec.ID, err)
-		}
-		o.Logger.DebugContext(ctx, "idempotency: replayed", "id", rec.ID, "claim", res.Record.ClaimID)
-		if o.OnReplay != nil {
-			resp = o.OnReplay(ctx, resp, res.Record)
-		}
-		return resp, nil
+		w.cache.put(res.Record)
+		return w.replay(ctx, res.Record, false)
 	}
-	o.Logger.DebugContext(ctx, "idempotency: claimed", "id", rec.ID, "claim", rec.ClaimID)
+	w.Logger.DebugContext(ctx, "idempotency: claimed", "id", rec.ID, "claim", rec.ClaimID)
 
 	release := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		err := store.Release(cctx, rec.ID, rec.ClaimID)
+		err := w.store.Release(cctx, rec.ID, rec.ClaimID)
 		if err != nil {
-			o.Logger.WarnContext(ctx, "idempotency: release failed; the key stays blocked until its lease ends", "id", rec.ID, "error", err)
+			w.Logger.WarnContext(ctx, "idempotency: release failed; the key stays blocked until its lease ends", "id", rec.ID, "error", err)
 		} else {
-			o.Logger.DebugContext(ctx, "idempotency: released", "id", rec.ID)
+			w.Logger.DebugContext(ctx, "idempotency: released", "id", rec.ID)
 		}
 		return err
 	}
@@ -174,7 +211,7 @@ func (o *HandlerOptions[Req, Resp]) handle(ctx context.Context, store Store, fn 
 			_ = release()
 		}
 	}()
-	resp, err = fn(ctx, req)
+	resp, err = w.fn(ctx, req)
 	panicked = false
 	if err != nil {
 		if relErr := release(); relErr != nil {
@@ -189,8 +226,27 @@ func (o *HandlerOptions[Req, Resp]) handle(ctx context.Context, store Store, fn 
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := store.Complete(cctx, rec.ID, rec.ClaimID, Response{Body: body}); err != nil {
+	done, err := w.store.Complete(cctx, rec.ID, rec.ClaimID, Response{Body: body})
+	if err != nil {
 		return resp, fmt.Errorf("idempotency: record the response of %s: %w", rec.ID, err)
+	}
+	w.cache.put(done)
+	return resp, nil
+}
+
+// replay answers with rec's recorded response, from the store or, if
+// cached, from the local cache.
+func (w *wrapper[Req, Resp]) replay(ctx context.Context, rec Record, cached bool) (resp Resp, err error) {
+	if err := json.Unmarshal(rec.Response.Body, &resp); err != nil {
+		return resp, fmt.Errorf("idempotency: replay %s: decode recorded response: %w", rec.ID, err)
+	}
+	w.Logger.DebugContext(ctx, "idempotency: replayed", "id", rec.ID, "claim", rec.ClaimID, "cached", cached)
+	if w.OnReplay != nil {
+		if w.cache != nil {
+			// The hook gets a body of its own: the cache's is shared.
+			rec.Response.Body = bytes.Clone(rec.Response.Body)
+		}
+		resp = w.OnReplay(ctx, resp, rec)
 	}
 	return resp, nil
 }

@@ -32,31 +32,35 @@ func newOrder(key, body string) order {
 	return order{Headers: map[string]string{"Idempotency-Key": key}, Body: body, RequestID: time.Now().String()}
 }
 
-// harness is a wrapped handler whose runs are counted; next decides what
-// the n-th run does.
+// harness is a wrapped handler whose runs and store calls are counted;
+// next decides what the n-th run does.
 type harness struct {
-	store *idempotency.MemoryStore
-	clock *clock
-	runs  atomic.Int64
-	next  func(ctx context.Context, n int64) (receipt, error)
-	call  func(context.Context, order) (receipt, error)
+	store   *idempotency.MemoryStore
+	counted *countingStore // store, as the wrapper calls it
+	clock   *clock
+	runs    atomic.Int64
+	next    func(ctx context.Context, n int64) (receipt, error)
+	fn      func(context.Context, order) (receipt, error)
+	opts    []func(*idempotency.HandlerOptions[order, receipt])
+	call    func(context.Context, order) (receipt, error)
 }
 
 func newHarness(t *testing.T, optFns ...func(*idempotency.HandlerOptions[order, receipt])) *harness {
 	t.Helper()
 	h := &harness{clock: newClock()}
 	h.store = idempotency.NewMemoryStore(func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, h.clock.Now })
-	fn := func(ctx context.Context, o order) (receipt, error) {
+	h.counted = &countingStore{MemoryStore: h.store}
+	h.fn = func(ctx context.Context, o order) (receipt, error) {
 		n := h.runs.Add(1)
 		if h.next != nil {
 			return h.next(ctx, n)
 		}
 		return receipt{OrderID: "o-1", Run: n}, nil
 	}
-	opts := append([]func(*idempotency.HandlerOptions[order, receipt]){func(o *idempotency.HandlerOptions[order, receipt]) {
+	h.opts = append([]func(*idempotency.HandlerOptions[order, receipt]){func(o *idempotency.HandlerOptions[order, receipt]) {
 		o.KeyPath, o.FingerprintPaths, o.Scope, o.Logger, o.Now = "headers.idempotency-key", []string{"body"}, "payments", quiet, h.clock.Now
 	}}, optFns...)
-	h.call = idempotency.MakeIdempotent(h.store, fn, opts...)
+	h.call = idempotency.MakeIdempotent(h.counted, h.fn, h.opts...)
 	return h
 }
 

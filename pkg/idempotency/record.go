@@ -131,6 +131,13 @@ func publicError(err error) error {
 	return &converted{msg: err.Error(), err: &ConflictError{Err: conflict.Err, Existing: record(conflict.Existing)}}
 }
 
+// keyReused is the error a claim for another request under rec's key gets
+// from the stores, for a request the local cache refuses.
+func keyReused(rec Record) error {
+	engine := &recordstore.ConflictError{Err: recordstore.ErrKeyReused, Existing: recordstore.Record{ClaimID: rec.ClaimID, State: recordstore.State(rec.State)}}
+	return &converted{msg: engine.Error(), err: &ConflictError{Err: ErrKeyReused, Existing: rec}}
+}
+
 // converted says what the store said, and unwraps to this package's error.
 type converted struct {
 	msg string

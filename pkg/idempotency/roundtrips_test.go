@@ -47,3 +47,41 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalCacheRoundTrips counts the calls a wrapper with a local cache
+// sends to a real local DynamoDB: a retry, or another request under the
+// key, that finds the record in the cache sends none.
+func TestLocalCacheRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	var counter testenv.Counter
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
+	handler := func(context.Context, map[string]string) (string, error) { return "ok", nil }
+	opts := func(o *idempotency.HandlerOptions[map[string]string, string]) {
+		o.KeyPath, o.UseLocalCache = "key", true
+	}
+	call, other := idempotency.MakeIdempotent(store, handler, opts), idempotency.MakeIdempotent(store, handler, opts)
+
+	steps := []struct {
+		name    string
+		call    func(context.Context, map[string]string) (string, error)
+		req     map[string]string
+		wantErr error
+		want    map[string]int
+	}{
+		{"fresh", call, map[string]string{"key": "k-1"}, nil, map[string]int{"PutItem": 1, "UpdateItem": 1}},
+		{"replay from the cache", call, map[string]string{"key": "k-1"}, nil, map[string]int{}},
+		{"reuse refused by the cache", call, map[string]string{"key": "k-1", "other": "x"}, idempotency.ErrKeyReused, map[string]int{}},
+		{"replay on another instance", other, map[string]string{"key": "k-1"}, nil, map[string]int{"PutItem": 1}},
+		{"then from its cache", other, map[string]string{"key": "k-1"}, nil, map[string]int{}},
+	}
+	for _, step := range steps {
+		counter.Reset()
+		if got, err := step.call(ctx, step.req); !errors.Is(err, step.wantErr) || (err == nil && got != "ok") {
+			t.Fatalf("%s: %q, %v; want %v", step.name, got, err, step.wantErr)
+		}
+		if got := counter.Ops(); !maps.Equal(got, step.want) {
+			t.Errorf("%s sent %v, want %v", step.name, got, step.want)
+		}
+	}
+}
