@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -92,8 +93,9 @@ type HandlerOptions[Req, Resp any] struct {
 	// DefaultLocalCacheMaxItems when 0 or less.
 	LocalCacheMaxItems int
 	// Logger receives the wrapper's decisions (claimed, replayed, in
-	// progress, reused, released). Defaults to slog.Default(), as it is
-	// when MakeIdempotent is called.
+	// progress, reused, released) and the warning that
+	// POWERTOOLS_IDEMPOTENCY_DISABLED is set. Defaults to slog.Default(),
+	// as it is when MakeIdempotent is called.
 	Logger *slog.Logger
 	// Now is the clock the lease is computed with and a cached record's
 	// expiry is checked against; give it the store's clock. Defaults to
@@ -129,6 +131,9 @@ const cleanupTimeout = 10 * time.Second
 // response cannot be recorded, the wrapper returns it together with an
 // error: fn has run, but a retry may run it again.
 //
+// When POWERTOOLS_IDEMPOTENCY_DISABLED ([DisabledEnv]) is true, read on
+// every request, the wrapper only runs fn: see [DisabledEnv].
+//
 // MakeIdempotent is a function that returns a function of fn's own type,
 // rather than a Handler type with a method, so that the result goes
 // wherever fn went (lambda.Start, a router, a test) and wrappers compose.
@@ -155,9 +160,21 @@ type wrapper[Req, Resp any] struct {
 	fn    func(context.Context, Req) (Resp, error)
 	// cache is nil unless UseLocalCache.
 	cache *localCache
+	// warnDisabled warns once that POWERTOOLS_IDEMPOTENCY_DISABLED is set.
+	warnDisabled sync.Once
 }
 
 func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, err error) {
+	off, err := disabled()
+	if err != nil {
+		return resp, err
+	}
+	if off {
+		w.warnDisabled.Do(func() {
+			w.Logger.WarnContext(ctx, "idempotency: "+DisabledEnv+" is set: every request runs the handler, with no idempotency; for tests and local runs, never in production")
+		})
+		return w.fn(ctx, req)
+	}
 	key, fingerprint, err := w.identify(ctx, req)
 	if errors.Is(err, ErrMissingKey) && w.OptionalKey {
 		w.Logger.DebugContext(ctx, "idempotency: no key, running without idempotency")
