@@ -194,24 +194,6 @@ func TestLocalCache(t *testing.T) {
 			}
 			h.wantCalls(t, "after completion", noCall)
 		},
-		"a failed handler leaves nothing cached": func(t *testing.T) {
-			h := newHarness(t, cached(0))
-			boom := errors.New("card declined")
-			h.next = func(_ context.Context, n int64) (receipt, error) {
-				if n == 1 {
-					return receipt{}, boom
-				}
-				return receipt{OrderID: "o-1", Run: n}, nil
-			}
-			if _, err := h.call(ctx, newOrder("k-1", body)); !errors.Is(err, boom) {
-				t.Fatalf("err = %v, want the handler's", err)
-			}
-			h.wantCalls(t, "failure", map[string]int{"Claim": 1, "Release": 1})
-			if got := h.mustCall(t, newOrder("k-1", body)); got.Run != 2 {
-				t.Fatalf("retry = %+v, want run 2", got)
-			}
-			h.wantCalls(t, "retry", fresh)
-		},
 		"OnReplay gets a body of its own": func(t *testing.T) {
 			h := newHarness(t, cached(0), func(o *idempotency.HandlerOptions[order, receipt]) {
 				o.OnReplay = func(_ context.Context, r receipt, rec idempotency.Record) receipt {

@@ -155,23 +155,27 @@ func TestMakeIdempotent(t *testing.T) {
 			close(finish)
 			<-done
 		},
-		"a failing handler releases the key": func(t *testing.T) {
-			h := newHarness(t)
-			boom := errors.New("card declined")
-			h.next = func(_ context.Context, n int64) (receipt, error) {
-				if n == 1 {
-					return receipt{}, boom
+		"a failing handler releases the key, and leaves nothing in a local cache": func(t *testing.T) {
+			for _, opts := range [][]func(*idempotency.HandlerOptions[order, receipt]){nil, {cached(0)}} {
+				h := newHarness(t, opts...)
+				boom := errors.New("card declined")
+				h.next = func(_ context.Context, n int64) (receipt, error) {
+					if n == 1 {
+						return receipt{}, boom
+					}
+					return receipt{OrderID: "o-1", Run: n}, nil
 				}
-				return receipt{OrderID: "o-1", Run: n}, nil
-			}
-			if _, err := h.call(ctx, newOrder("k-1", body)); !errors.Is(err, boom) {
-				t.Fatalf("err = %v, want the handler's", err)
-			}
-			if h.store.Len() != 0 {
-				t.Fatalf("%d records after a failure, want 0", h.store.Len())
-			}
-			if got := h.mustCall(t, newOrder("k-1", body)); got.Run != 2 {
-				t.Fatalf("retry = %+v, want run 2", got)
+				if _, err := h.call(ctx, newOrder("k-1", body)); !errors.Is(err, boom) {
+					t.Fatalf("err = %v, want the handler's", err)
+				}
+				if h.store.Len() != 0 {
+					t.Fatalf("%d records after a failure, want 0", h.store.Len())
+				}
+				h.wantCalls(t, "failure", map[string]int{"Claim": 1, "Release": 1})
+				if got := h.mustCall(t, newOrder("k-1", body)); got.Run != 2 {
+					t.Fatalf("retry = %+v, want run 2", got)
+				}
+				h.wantCalls(t, "retry", fresh)
 			}
 		},
 		"a panicking handler releases the key and panics on": func(t *testing.T) {
