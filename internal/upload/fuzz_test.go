@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-json-experiment/json/jsontext"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
@@ -158,6 +159,10 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"filename":"a.jpg","contentType":" image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
 		`{"filename":"a.jpg","contentType":"image/jpeg; q=1 ","size":1,"sha256":"` + fuzzDigest + `"}`,
 		`{"filename":"a\u200d\u2066.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"a\u2028\ufffe.jpg","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		`{"filename":"..\uff0fetc\uff0fpasswd","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
+		"{\"filename\":\"\u0301\u00a0 \u2025.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
+		`{"filename":"\uff9e\u3000","contentType":"image/jpeg","size":1,"sha256":"` + fuzzDigest + `"}`,
 		"{\"filename\":\"\u202egpj.exe\ufeff\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		"{\"filename\":\"\xff.jpg\",\"contentType\":\"image/jpeg\",\"size\":1,\"sha256\":\"" + fuzzDigest + "\"}",
 		`[` + strings.Repeat("[", 200) + `]`, `null`, `{}`, ``, `"x"`,
@@ -206,10 +211,11 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		}
 
 		name := canon.Filename
-		if name == "" || len(name) > api.MaxFilenameLen || !utf8.ValidString(name) || name == "." || name == ".." ||
-			strings.ContainsAny(name, `/\`) || strings.IndexFunc(name, unicode.IsControl) >= 0 ||
-			strings.IndexFunc(name, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) >= 0 {
-			t.Fatalf("accepted filename %q", name)
+		if name != req.Filename {
+			t.Fatalf("filename %q changed to %q; it is stored as sent", req.Filename, name)
+		}
+		if name == "" || len(name) > api.MaxFilenameLen || !utf8.ValidString(name) || !acceptableName(name) || !acceptableName(norm.NFKC.String(name)) {
+			t.Fatalf("accepted filename %q (NFKC %q)", name, norm.NFKC.String(name))
 		}
 		if canon.ContentType != req.ContentType {
 			t.Fatalf("contentType %q changed to %q; it is signed exactly as sent", req.ContentType, canon.ContentType)
@@ -284,6 +290,24 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 			t.Fatalf("narrow deployment: %v, want nil or ErrUnsupportedMedia", err)
 		}
 	})
+}
+
+// acceptableName is the filename rule, restated for the fuzz target: a base
+// name, not . or .., no character of Cc, Cf, Zl, Zp or Cs nor a
+// noncharacter, no leading mark, not only white space.
+func acceptableName(name string) bool {
+	if name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+		return false
+	}
+	blank := true
+	for i, r := range name {
+		nonchar := r >= 0xfdd0 && r <= 0xfdef || r&0xfffe == 0xfffe
+		if nonchar || unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Cs) || i == 0 && unicode.In(r, unicode.Mn, unicode.Mc, unicode.Me) {
+			return false
+		}
+		blank = blank && unicode.Is(unicode.White_Space, r)
+	}
+	return !blank
 }
 
 func FuzzParseUploadID(f *testing.F) {

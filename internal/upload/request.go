@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -64,6 +66,15 @@ func validateCreate(r api.CreateRequest, cfg *Config) (api.CreateRequest, error)
 	return r, nil
 }
 
+// validFilename checks a create's filename: 1 to MaxFilenameLen bytes of
+// UTF-8 that pass filenameText both as sent and in their NFKC form. NFKC
+// folds compatibility characters into what they stand for (U+FF0F
+// FULLWIDTH SOLIDUS into "/", U+2025 TWO DOT LEADER into ".."), and
+// whatever later normalizes the name (a search index, a file system, an
+// archiver, a person's tool) reads that form: "..／etc／passwd" must not be
+// a path there either. The name is stored and fingerprinted as sent; only
+// its length is of the name as sent (NFKC may lengthen it, and it is never
+// stored).
 func validFilename(name string) error {
 	switch {
 	case name == "":
@@ -71,15 +82,48 @@ func validFilename(name string) error {
 	case len(name) > api.MaxFilenameLen:
 		return invalid("filename", "filename must be at most %d bytes", api.MaxFilenameLen)
 	case !utf8.ValidString(name):
+		// Valid UTF-8 holds no surrogate (category Cs): this refuses them.
 		return invalid("filename", "filename must be valid UTF-8")
+	}
+	if err := filenameText(name, ""); err != nil {
+		return err
+	}
+	if folded := norm.NFKC.String(name); folded != name {
+		return filenameText(folded, " in its NFKC form (compatibility characters read as what they stand for: U+FF0F FULLWIDTH SOLIDUS as /)")
+	}
+	return nil
+}
+
+// filenameText checks the text of a filename (in the form named by form,
+// which the message says): a base name, not . or .., without characters
+// that hide or break what it shows (categories Cc, Cf, Zl, Zp and the
+// noncharacters), not starting with a combining mark (it would join
+// whatever a page puts before it), and not blank: at least one character
+// outside White_Space, since a name of spaces or NBSP renders as nothing.
+func filenameText(name, form string) error {
+	switch {
 	case name == "." || name == "..":
-		return invalid("filename", "filename must not be . or ..")
+		return invalid("filename", "filename%s must not be . or ..", form)
 	case strings.ContainsAny(name, `/\`):
-		return invalid("filename", "filename must be a base name, without / or \\")
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return invalid("filename", "filename must not contain control characters")
-	case strings.IndexFunc(name, isFormat) >= 0:
-		return invalid("filename", "filename must not contain invisible format characters such as U+202E (right-to-left override) or U+200D (zero-width joiner)")
+		return invalid("filename", "filename%s must be a base name, without / or \\", form)
+	}
+	for _, r := range name {
+		switch {
+		case unicode.Is(unicode.Cc, r):
+			return invalid("filename", "filename%s must not contain control characters", form)
+		case isFormat(r):
+			return invalid("filename", "filename%s must not contain invisible format characters such as U+202E (right-to-left override) or U+200D (zero-width joiner)", form)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return invalid("filename", "filename%s must not contain the line and paragraph separators U+2028 and U+2029", form)
+		case unicode.Is(unicode.Noncharacter_Code_Point, r):
+			return invalid("filename", "filename%s must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)", form)
+		}
+	}
+	if first, _ := utf8.DecodeRuneInString(name); unicode.Is(unicode.M, first) {
+		return invalid("filename", "filename%s must not start with a combining mark", form)
+	}
+	if strings.IndexFunc(name, func(r rune) bool { return !unicode.Is(unicode.White_Space, r) }) < 0 {
+		return invalid("filename", "filename%s must contain a character other than white space", form)
 	}
 	return nil
 }
@@ -91,8 +135,8 @@ func validFilename(name string) error {
 // U+200D, U+2060, U+FEFF) and the soft hyphen make two names that look
 // the same differ. The whole category, not a list of the known tricks: it
 // grows with Unicode. The price is a few names that use one for what it is
-// for (U+200C in Persian words, U+200D joining an emoji sequence); a
-// client can drop it, and the name still reads.
+// for (U+200C in Persian words, U+200D joining an emoji sequence such as a
+// family or a flag); a client can drop it, and the name still reads.
 func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 // validMediaType checks contentType is a type/subtype (parameters allowed)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -201,6 +202,95 @@ func checkFormatRefused(t *testing.T, r rune) {
 		if err == nil || err.Error() != want {
 			t.Errorf("filename %s (U+%04X): %v, want %q", raw, r, err, want)
 		}
+	}
+}
+
+// The filename rule of issue 33: its NFKC form must be a base name too; no
+// line or paragraph separator, noncharacter, leading mark or blank name.
+// Each was a 201 before; each is now a 400 naming filename, sent raw or
+// escaped, and the names people write, in any script, still pass.
+func TestFilenameRule(t *testing.T) {
+	t.Parallel()
+	const nfkc = " in its NFKC form (compatibility characters read as what they stand for: U+FF0F FULLWIDTH SOLIDUS as /)"
+	refused := []struct {
+		name, filename, want string
+	}{
+		{"line separator", "a\u2028b.png", "filename must not contain the line and paragraph separators U+2028 and U+2029."},
+		{"paragraph separator", "a\u2029b.png", "filename must not contain the line and paragraph separators U+2028 and U+2029."},
+		{"noncharacter U+FFFE", "a\ufffe.png", "filename must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)."},
+		{"noncharacter U+FFFF", "\uffff.png", "filename must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)."},
+		{"noncharacter U+FDD0", "a\ufdd0.png", "filename must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)."},
+		{"noncharacter U+10FFFF", "a\U0010ffff.png", "filename must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)."},
+		{"noncharacter U+1FFFE", "a\U0001fffe.png", "filename must not contain noncharacters (U+FDD0 to U+FDEF, U+FFFE and U+FFFF, and the last two of every plane)."},
+		{"only spaces", "   ", "filename must contain a character other than white space."},
+		{"one space", " ", "filename must contain a character other than white space."},
+		{"only NBSP", "\u00a0\u00a0", "filename must contain a character other than white space."},
+		{"only ideographic spaces", "\u3000", "filename must contain a character other than white space."},
+		{"leading combining mark", "\u0301a.png", "filename must not start with a combining mark."},
+		{"leading enclosing mark", "\u20dd.png", "filename must not start with a combining mark."},
+		{"fullwidth solidus path", "..\uff0fetc\uff0fpasswd", "filename" + nfkc + " must be a base name, without / or \\."},
+		{"fullwidth reverse solidus", "a\uff3cb.png", "filename" + nfkc + " must be a base name, without / or \\."},
+		{"two dot leader", "\u2025", "filename" + nfkc + " must not be . or ..."},
+		{"one dot leaders", "\u2024\u2024", "filename" + nfkc + " must not be . or ..."},
+		{"halfwidth voiced mark first", "\uff9ea.png", "filename" + nfkc + " must not start with a combining mark."},
+		// Surrogates (Cs) cannot reach the rule: valid UTF-8 holds none.
+		{"raw surrogate", "a\xed\xa0\x80.png", "filename must be valid UTF-8."},
+	}
+	cfg := &Config{MaxUploadBytes: 10}
+	for _, tc := range refused {
+		name := tc.filename
+		_, err := validateCreate(api.CreateRequest{Filename: name, ContentType: "image/png", Size: 1, SHA256: sha}, cfg)
+		var v *api.RequestError
+		if !errors.As(err, &v) || v.Code != api.CodeInvalidRequest || v.Field != "filename" || v.Message != tc.want {
+			t.Errorf("%s: filename %q: %#v, want invalid_request on filename, %q", tc.name, name, err, tc.want)
+		}
+		if !utf8.ValidString(name) {
+			continue // no JSON body can carry it
+		}
+		for _, raw := range []string{jsonQuote(name, false), jsonQuote(name, true)} { // raw, then \uXXXX
+			req, err := api.DecodeCreateRequest([]byte(`{"filename":` + raw + `,"contentType":"image/png","size":1,"sha256":"` + sha + `"}`))
+			if err == nil {
+				_, err = validateCreate(req, cfg)
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%s: body filename %s: %v, want %q", tc.name, raw, err, tc.want)
+			}
+		}
+	}
+	for _, name := range []string{
+		"résumé.pdf", "re\u0301sume\u0301.pdf", "写真 2026.jpg", "مرحبا بالعالم.png", "שלום.png", "a b.png", " a.png", "a\u00a0b.png",
+		"🎉.png", "❤️ love.png", "🇫🇷.png", "ｒｅｐｏｒｔ.pdf", "ﬁle.txt", "...  .jpg", "..a", "Ⅻ.txt", "a\u0301.png",
+	} {
+		r, err := validateCreate(api.CreateRequest{Filename: name, ContentType: "image/png", Size: 1, SHA256: sha}, cfg)
+		if err != nil || r.Filename != name {
+			t.Errorf("filename %q: %q, %v; want it accepted as sent", name, r.Filename, err)
+		}
+	}
+	// An emoji sequence joined by U+200D ZERO WIDTH JOINER is refused, as
+	// the rule says (no Cf); its parts, sent apart, are not.
+	if err := validFilename("👩‍💻.png"); err == nil {
+		t.Error("a ZWJ emoji sequence was accepted")
+	}
+	if err := validFilename("👩💻.png"); err != nil {
+		t.Errorf("the same emoji without the joiner: %v", err)
+	}
+}
+
+// The NFKC form is only checked: the name is stored and fingerprinted as
+// sent, so a fullwidth name and its ASCII form are two requests.
+func TestFilenameKeptAsSent(t *testing.T) {
+	t.Parallel()
+	cfg := &Config{MaxUploadBytes: 10}
+	wide, err := validateCreate(api.CreateRequest{Filename: "ｒｅｐｏｒｔ.pdf", ContentType: "application/pdf", Size: 1, SHA256: sha}, cfg)
+	if err != nil || wide.Filename != "ｒｅｐｏｒｔ.pdf" {
+		t.Fatalf("fullwidth name: %q, %v; want it as sent", wide.Filename, err)
+	}
+	ascii, err := validateCreate(api.CreateRequest{Filename: "report.pdf", ContentType: "application/pdf", Size: 1, SHA256: sha}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fingerprint("t", wide) == fingerprint("t", ascii) {
+		t.Error("a fullwidth name has the fingerprint of its NFKC form")
 	}
 }
 

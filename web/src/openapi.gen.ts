@@ -155,9 +155,15 @@ export interface components {
          */
         CreateRequest: {
             /**
-             * @description A base name of 1 to 255 bytes of UTF-8: no `/`, `\`, control characters or
-             *     Unicode format characters (category Cf: bidi controls such as U+202E, zero-width
-             *     characters), not `.` or `..`. Metadata only: it never enters an object key.
+             * @description A base name of 1 to 255 bytes of UTF-8: no `/` or `\`, not `.` or `..`; no
+             *     control character (Cc), Unicode format character (Cf: bidi controls such as
+             *     U+202E, zero-width characters, U+200D ZERO WIDTH JOINER of emoji sequences
+             *     included), line or paragraph separator (U+2028, U+2029) or noncharacter
+             *     (U+FDD0 to U+FDEF, U+FFFE and U+FFFF of every plane); not starting with a
+             *     combining mark; not only white space. Its NFKC form must pass the same checks
+             *     (`..／etc／passwd` with U+FF0F FULLWIDTH SOLIDUS is a 400); the name is stored,
+             *     answered and fingerprinted as sent. The pattern states only part of this.
+             *     Metadata only: it never enters an object key.
              */
             filename: string;
             /**

@@ -194,6 +194,17 @@ func TestHostileInput(t *testing.T) {
 		{"filename zero-width joiner", post(key, body(`"a\u200db.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
 		{"filename zero-width space", post(key, body("\"a\u200bb.jpg\"", `"image/jpeg"`)), 400, "invalid_request", "filename"},
 		{"filename byte order mark", post(key, body(`"\ufeffa.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		// Each a 201 before issue 33: they break lines, are no characters,
+		// render blank, join what comes before, or read as a path once
+		// normalized (NFKC).
+		{"filename line separator", post(key, body(`"a\u2028b.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename raw paragraph separator", post(key, body("\"a\u2029b.jpg\"", `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename noncharacter U+FFFE", post(key, body(`"a\ufffe.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename noncharacter U+FFFF", post(key, body(`"a\uffff.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename only spaces", post(key, body(`"   "`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename only NBSP", post(key, body(`"\u00a0\u00a0"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename leading combining mark", post(key, body(`"\u0301a.jpg"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
+		{"filename fullwidth solidus path", post(key, body(`"..\uff0fetc\uff0fpasswd"`, `"image/jpeg"`)), 400, "invalid_request", "filename"},
 
 		// contentType that is no media type, or not one a header can carry.
 		{"contentType text", post(key, body(`"a.jpg"`, `"text"`)), 400, "invalid_request", "contentType"},
@@ -308,6 +319,25 @@ func TestHostileInputLimitsAreExact(t *testing.T) {
 			checkResponse(t, resp)
 			if resp.StatusCode != http.StatusCreated || f.store.Len() != 1 {
 				t.Fatalf("%d with %d records, want 201 and one; body %s", resp.StatusCode, f.store.Len(), resp.Body)
+			}
+		})
+	}
+}
+
+// Names people write stay accepted, in any script, and each is stored and
+// answered as sent (a fullwidth name is not its NFKC form).
+func TestFilenamesAccepted(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"résumé.jpg", "写真 2026.jpg", "مرحبا بالعالم.jpg", "holiday photo.jpg", "🎉.jpg", "ｐｈｏｔｏ.jpg"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			raw, _ := json.Marshal(name)
+			resp := f.do(t, post(key, body(string(raw), `"image/jpeg"`)))
+			wantStatus(t, resp, 201, "")
+			var u api.Upload
+			if err := json.Unmarshal([]byte(resp.Body), &u); err != nil || u.Filename != name {
+				t.Fatalf("filename %q answered as %q (%v)", name, u.Filename, err)
 			}
 		})
 	}
