@@ -43,18 +43,23 @@ func validateCreate(r api.CreateRequest, cfg *Config) (api.CreateRequest, error)
 	case r.SHA256 != "" && (len(r.SHA256) != 64 || !isHex(r.SHA256)):
 		return r, errSHA256Format
 	}
+	if r.PartSize != 0 && (r.PartSize < api.MinPartSize || r.PartSize > api.MaxPartSize) {
+		return r, invalid("partSize", "partSize must be from %d (5 MiB) to %d (5 GiB) bytes", api.MinPartSize, api.MaxPartSize)
+	}
+	// Malformed fields (400) first, then the deployment's limits (413, 415).
+	// The size limit comes before the part count, which relates size to
+	// partSize: a size over the limit is a 413, not advice on cutting it
+	// (past 10,000 parts of 5 GiB, that advice named a part size beyond
+	// the maximum). Under the limit, which is at most that, the advice
+	// always names a part size that exists.
+	if r.Size > cfg.MaxUploadBytes {
+		return r, ErrFileTooLarge
+	}
 	if r.PartSize != 0 {
-		if r.PartSize < api.MinPartSize || r.PartSize > api.MaxPartSize {
-			return r, invalid("partSize", "partSize must be from %d (5 MiB) to %d (5 GiB) bytes", api.MinPartSize, api.MaxPartSize)
-		}
 		if n := api.PartCount(r.Size, r.PartSize); n > api.MaxParts {
 			return r, invalid("partSize", "partSize %d cuts size %d into %d parts; at most %d are allowed, so use at least %d",
 				r.PartSize, r.Size, n, api.MaxParts, (r.Size+api.MaxParts-1)/api.MaxParts)
 		}
-	}
-	// Malformed fields (400) first, then the deployment's limits (413, 415).
-	if r.Size > cfg.MaxUploadBytes {
-		return r, ErrFileTooLarge
 	}
 	if r.PartSize == 0 && r.Size > api.MaxSinglePutBytes {
 		return r, ErrNeedsParts

@@ -134,6 +134,47 @@ func TestDecodeAndValidate(t *testing.T) {
 	}
 }
 
+// A size over the deployment's limit is ErrFileTooLarge (413) whatever
+// partSize says: the limit is checked before the part count, which was a
+// 400 advising a part size above 5 GiB. Under the limit, too many parts is
+// still that 400, and its advice is a part size that exists.
+func TestSizeLimitBeforePartCount(t *testing.T) {
+	t.Parallel()
+	most := &Config{MaxUploadBytes: api.MaxMultipartBytes}
+	gib := &Config{MaxUploadBytes: 1 << 30}
+	for _, tc := range []struct {
+		name     string
+		cfg      *Config
+		size     int64
+		partSize int64
+		err      error  // a sentinel
+		message  string // else this partSize refusal
+	}{
+		{"past 10,000 parts of 5 GiB, largest parts", most, api.MaxMultipartBytes + 1, api.MaxPartSize, ErrFileTooLarge, ""},
+		{"past 10,000 parts of 5 GiB, smallest parts", most, api.MaxMultipartBytes + 1, api.MinPartSize, ErrFileTooLarge, ""},
+		{"over a 1 GiB limit in too many parts", gib, 1 << 40, api.MinPartSize, ErrFileTooLarge, ""},
+		{"over a 1 GiB limit in few parts", gib, 2 << 30, api.MaxPartSize, ErrFileTooLarge, ""},
+		{"at the limit in too many parts", most, api.MaxMultipartBytes, api.MinPartSize, nil,
+			"partSize 5242880 cuts size 53687091200000 into 10240000 parts; at most 10000 are allowed, so use at least 5368709120."},
+		{"at the limit in 10,000 parts", most, api.MaxMultipartBytes, api.MaxPartSize, nil, ""},
+	} {
+		_, err := validateCreate(api.CreateRequest{Filename: "big.mov", ContentType: "video/quicktime", Size: tc.size, PartSize: tc.partSize}, tc.cfg)
+		var v *api.RequestError
+		switch {
+		case tc.err != nil:
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+			}
+		case tc.message != "":
+			if !errors.As(err, &v) || v.Field != "partSize" || v.Message != tc.message {
+				t.Errorf("%s: %v, want %q on partSize", tc.name, err, tc.message)
+			}
+		case err != nil:
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		}
+	}
+}
+
 // contentType is recorded, signed and answered as sent, so it is refused
 // with white space at either end rather than trimmed: a header cannot carry
 // that space, and " image/png" must not be a second request for the

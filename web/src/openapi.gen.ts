@@ -177,7 +177,7 @@ export interface components {
              * @description The file's length in bytes. At most the deployment's `MAX_UPLOAD_BYTES`
              *     (default and ceiling 53687091200000, 10,000 parts of 5 GiB), and at most
              *     5368709120 (5 GiB) without `partSize`; over either limit is a 413
-             *     `file_too_large`.
+             *     `file_too_large`, whatever `partSize` says.
              */
             size: number;
             /**
@@ -652,7 +652,8 @@ export interface operations {
             409: components["responses"]["InProgress"];
             /**
              * @description `request_too_large`: the body is over 16 KiB.
-             *     `file_too_large`: `size` is over the deployment's `MAX_UPLOAD_BYTES`, or over
+             *     `file_too_large`: `size` is over the deployment's `MAX_UPLOAD_BYTES` (with or
+             *     without `partSize`: this comes before the 400 for too many parts), or over
              *     5 GiB without `partSize` (S3's limit for one PUT; the message says to use
              *     `partSize`). API Gateway itself refuses a payload over 10 MB.
              */

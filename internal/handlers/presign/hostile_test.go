@@ -230,6 +230,8 @@ func TestHostileInput(t *testing.T) {
 		{"size exponent", post(key, strings.Replace(photo, "48213", "1e3", 1)), 400, "invalid_request", "size"},
 		{"size string", post(key, strings.Replace(photo, "48213", `"48213"`, 1)), 400, "invalid_request", "size"},
 		{"size beyond int64", post(key, strings.Replace(photo, "48213", "99999999999999999999999", 1)), 413, "file_too_large", ""},
+		{"size beyond any deployment with partSize", post(key, `{"filename":"big.mov","contentType":"image/jpeg","size":53687091200001,"partSize":5242880}`), 413, "file_too_large", ""},
+		{"size over this deployment with partSize", post(key, `{"filename":"big.mov","contentType":"image/jpeg","size":1099511627776,"partSize":5242880}`), 413, "file_too_large", ""},
 		{"sha256 not hex", post(key, strings.Replace(photo, digest, strings.Repeat("g", 64), 1)), 400, "invalid_request", "sha256"},
 		{"sha256 65 chars", post(key, strings.Replace(photo, digest, digest+"0", 1)), 400, "invalid_request", "sha256"},
 		{"unknown field", post(key, strings.Replace(photo, `"size"`, `"__proto__":{},"size"`, 1)), 400, "invalid_request", ""},
