@@ -28,13 +28,17 @@ const (
 )
 
 // matchRoute finds the route for method and path, filling its {params}.
+// The path matches exactly, as API Gateway HTTP APIs match routes: segment
+// by segment, none empty, so "/uploads/{id}/" (a trailing slash) and
+// "//uploads" are no route, and a {param} is never "". The front door must
+// not be more tolerant than AWS: a client that works here must work there.
 func matchRoute(routes []Route, method, path string) (Route, map[string]string, bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
+	segs := strings.Split(path, "/")
 	for _, r := range routes {
 		if r.Method != method && r.Method != "ANY" {
 			continue
 		}
-		want := strings.Split(strings.Trim(r.Path, "/"), "/")
+		want := strings.Split(r.Path, "/")
 		if len(want) != len(segs) {
 			continue
 		}

@@ -41,6 +41,45 @@ func TestMatchRoute(t *testing.T) {
 	}
 }
 
+// Every route of the template matches its path exactly, as API Gateway
+// HTTP APIs do: a trailing slash, a doubled slash or an empty id is no
+// route (the front door once trimmed slashes, so that "GET /uploads/{id}/"
+// answered the upload, which AWS never does).
+func TestMatchRouteIsExact(t *testing.T) {
+	spec, err := LoadSpec(filepath.Join("..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "0123abcd"
+	for _, r := range spec.Routes {
+		path := strings.ReplaceAll(r.Path, "{uploadId}", id)
+		got, params, ok := matchRoute(spec.Routes, r.Method, path)
+		if !ok || got.Key() != r.Key() || strings.Contains(r.Path, "{") && params["uploadId"] != id {
+			t.Errorf("%s %s = %q %v %v; want %q", r.Method, path, got.Key(), params, ok, r.Key())
+		}
+		wrong := []string{
+			path + "/",                    // trailing slash
+			path + "//",                   // two trailing slashes
+			"/" + path,                    // leading slash doubled
+			strings.TrimPrefix(path, "/"), // no leading slash
+		}
+		if strings.Contains(r.Path, "{uploadId}") {
+			wrong = append(wrong,
+				strings.Replace(path, "/"+id, "//"+id, 1),    // a slash doubled inside
+				strings.ReplaceAll(r.Path, "{uploadId}", ""), // an empty id
+			)
+		}
+		for _, p := range wrong {
+			if got, _, ok := matchRoute(spec.Routes, r.Method, p); ok {
+				t.Errorf("%s %q matched %q; want no route", r.Method, p, got.Key())
+			}
+		}
+	}
+	if len(spec.Routes) != 6 {
+		t.Errorf("the template has %d routes, want the contract's 6", len(spec.Routes))
+	}
+}
+
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false

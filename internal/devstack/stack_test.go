@@ -290,3 +290,46 @@ func TestInvalidUTF8BodyIsRefused(t *testing.T) {
 		t.Fatalf("invalid UTF-8 body: %d %s, want 400 invalid_request naming UTF-8", r.status, r.body)
 	}
 }
+
+// A route's path is exact through the front door, as on API Gateway: with
+// a trailing slash, every route is API Gateway's own 404 and reaches no
+// function (a create there claims nothing), while the same path without
+// it answers. The front door used to trim slashes, so that
+// "GET /uploads/{id}/" answered the upload: more tolerant than AWS.
+func TestTrailingSlashIsNoRoute(t *testing.T) {
+	st := startStack(t, false)
+	const key = "trailing-slash-key-0001"
+	body := fmt.Appendf(nil, `{"filename":"big.bin","contentType":"application/octet-stream","size":6291456,"partSize":5242880}`)
+	if r := call(t, "POST", st.APIURL+"/uploads/", key, body); r.status != 404 || string(r.body) != "{\"message\":\"Not Found\"}\n" {
+		t.Fatalf("POST /uploads/: %d %q, want API Gateway's 404", r.status, r.body)
+	}
+	created := call(t, "POST", st.APIURL+"/uploads", key, body)
+	if created.status != 201 || created.header.Get("Idempotent-Replay") != "" {
+		t.Fatalf("POST /uploads after the slashed one: %d %v %s, want a first 201 (the slashed one claimed nothing)", created.status, created.header, created.body)
+	}
+	var u api.Upload
+	if err := json.Unmarshal(created.body, &u); err != nil {
+		t.Fatal(err)
+	}
+	sign := []byte(`{"parts":[{"partNumber":1,"sha256":"` + strings.Repeat("a", 64) + `"}]}`)
+	for _, tc := range []struct {
+		method, path string
+		body         []byte
+		status       int // without the slash
+	}{
+		{"GET", "/uploads/" + u.UploadID, nil, 200},
+		{"POST", "/uploads/" + u.UploadID + "/parts", sign, 200},
+		{"GET", "/uploads/" + u.UploadID + "/parts", nil, 200},
+		{"POST", "/uploads/" + u.UploadID + "/complete", nil, 409}, // parts_missing: nothing was sent
+		{"DELETE", "/uploads/" + u.UploadID, nil, 200},
+	} {
+		for _, path := range []string{tc.path + "/", tc.path + "//", "/" + tc.path, strings.Replace(tc.path, "/"+u.UploadID, "//"+u.UploadID, 1)} {
+			if r := call(t, tc.method, st.APIURL+path, "", tc.body); r.status != 404 || string(r.body) != "{\"message\":\"Not Found\"}\n" {
+				t.Errorf("%s %s: %d %q, want API Gateway's 404", tc.method, path, r.status, r.body)
+			}
+		}
+		if r := call(t, tc.method, st.APIURL+tc.path, "", tc.body); r.status != tc.status {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, r.status, r.body, tc.status)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,17 +138,20 @@ func routeOf(req events.APIGatewayV2HTTPRequest) (route, uploadID string) {
 		route, uploadID = req.RouteKey, req.PathParameters["uploadId"]
 	} else {
 		method := req.RequestContext.HTTP.Method
-		// /uploads, /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete
-		segs := strings.Split(strings.Trim(req.RawPath, "/"), "/")
-		if segs[0] != "uploads" || len(segs) > 3 {
+		// /uploads, /uploads/{id}, /uploads/{id}/parts, /uploads/{id}/complete,
+		// exactly, as API Gateway matches routes: no segment is empty, so a
+		// trailing or doubled slash is no route ("/uploads/{id}/" is not
+		// the upload).
+		segs := strings.Split(req.RawPath, "/")
+		if len(segs) < 2 || len(segs) > 4 || segs[0] != "" || segs[1] != "uploads" || slices.Contains(segs[1:], "") {
 			return "", ""
 		}
 		path := "/uploads"
-		if len(segs) > 1 {
-			path, uploadID = "/uploads/{uploadId}", segs[1]
-		}
 		if len(segs) > 2 {
-			path += "/" + segs[2]
+			path, uploadID = "/uploads/{uploadId}", segs[2]
+		}
+		if len(segs) > 3 {
+			path += "/" + segs[3]
 		}
 		route = method + " " + path
 	}

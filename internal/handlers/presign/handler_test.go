@@ -500,3 +500,65 @@ func TestOneLinePerRequest(t *testing.T) {
 		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
 }
+
+// Routed by method and path (no RouteKey: a direct invoke, a test), a
+// path matches exactly, as API Gateway matches routes: a trailing or
+// doubled slash, or an empty id, is no route. The handler once trimmed
+// slashes, so that "GET /uploads/{id}/" answered the upload.
+func TestRoutingByPathIsExact(t *testing.T) {
+	t.Parallel()
+	const id = "0123abcd"
+	for _, tc := range []struct{ method, path, route, id string }{
+		{"POST", "/uploads", routeCreate, ""},
+		{"GET", "/uploads/" + id, routeStatus, id},
+		{"DELETE", "/uploads/" + id, routeAbort, id},
+		{"POST", "/uploads/" + id + "/parts", routeSignParts, id},
+		{"GET", "/uploads/" + id + "/parts", routeListParts, id},
+		{"POST", "/uploads/" + id + "/complete", routeComplete, id},
+		{"POST", "/uploads/", "", ""},
+		{"POST", "//uploads", "", ""},
+		{"POST", "uploads", "", ""},
+		{"POST", "/uploads//", "", ""},
+		{"GET", "/uploads/" + id + "/", "", ""},
+		{"GET", "/uploads/" + id + "//", "", ""},
+		{"GET", "//uploads/" + id, "", ""},
+		{"GET", "/uploads//" + id, "", ""},
+		{"GET", "/uploads//parts", "", ""},
+		{"DELETE", "/uploads/" + id + "/", "", ""},
+		{"POST", "/uploads/" + id + "/parts/", "", ""},
+		{"GET", "/uploads/" + id + "/parts/", "", ""},
+		{"POST", "/uploads/" + id + "/complete/", "", ""},
+		{"POST", "/uploads/" + id + "/complete/x", "", ""},
+		{"GET", "/elsewhere/" + id, "", ""},
+		{"GET", "", "", ""},
+		{"GET", "/", "", ""},
+	} {
+		for _, routeKey := range []string{"", "$default"} {
+			req := events.APIGatewayV2HTTPRequest{RouteKey: routeKey, RawPath: tc.path}
+			req.RequestContext.HTTP.Method = tc.method
+			if route, uploadID := routeOf(req); route != tc.route || uploadID != tc.id {
+				t.Errorf("%s %q (route key %q) = %q %q, want %q %q", tc.method, tc.path, routeKey, route, uploadID, tc.route, tc.id)
+			}
+		}
+	}
+}
+
+// What a caller sees: the upload's status without the slash, 404 with it.
+func TestStatusWithTrailingSlashIsNotFound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	u := f.created(t, photo)
+	for path, want := range map[string]int{"/uploads/" + u.UploadID: 200, "/uploads/" + u.UploadID + "/": 404} {
+		req := get(u.UploadID, "user-1")
+		req.RouteKey, req.PathParameters, req.RawPath = "", nil, path
+		resp := f.do(t, req)
+		if want == 200 {
+			wantStatus(t, resp, 200, "")
+			continue
+		}
+		wantStatus(t, resp, 404, "not_found")
+		if !strings.Contains(resp.Body, "no such route") {
+			t.Errorf("GET %s: %s, want the answer for no route", path, resp.Body)
+		}
+	}
+}
