@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -37,6 +38,11 @@ import (
 // and the first one recorded stays: a complete that then fails (a part
 // changed, S3 unavailable) leaves it, and a later or concurrent complete
 // with another is an *api.RequestError too.
+//
+// A complete that loses a race answers with what won (settleLost): the
+// completed body of a twin, ErrNotPending for an abort, ErrInProgress
+// while a twin is still at work at S3; never parts missing or unavailable
+// for what another request did.
 //
 // Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
 // *PartsMismatchError, *api.RequestError, the store's.
@@ -111,30 +117,17 @@ var errSHA256Differs = invalid("sha256", "sha256 differs from the sha256 recorde
 func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload, req api.CompleteRequest) (stored, error) {
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
-		return s.settleGone(ctx, rec, false)
+		return s.settleLost(ctx, rec, nil)
 	}
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: list parts: %w", u.UploadID, recordstore.Classify(err))
 	}
-	byNumber := make(map[int32]s3types.Part, len(parts))
-	for _, p := range parts {
-		byNumber[aws.ToInt32(p.PartNumber)] = p
-	}
-	missing := &PartsMissingError{}
-	completed := make([]s3types.CompletedPart, 0, u.Multipart.PartCount)
-	for n := 1; n <= u.Multipart.PartCount; n++ {
-		p, ok := byNumber[int32(n)]
-		if !ok || aws.ToInt64(p.Size) != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
-			missing.Count++
-			if len(missing.Missing) < 10 {
-				missing.Missing = append(missing.Missing, n)
-			}
-			continue
-		}
-		completed = append(completed, s3types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
-	}
-	if missing.Count > 0 {
-		return rec, missing
+	completed, missing := partsToComplete(parts, u)
+	if missing != nil {
+		// A list taken while an abort removes the parts, or while a twin
+		// Complete takes the upload, is short: ask the record, and S3
+		// again, before telling the client to send them.
+		return s.settleLost(ctx, rec, missing)
 	}
 	if len(req.Parts) > 0 {
 		if err := declaredChecksums(completed, req.Parts); err != nil {
@@ -155,14 +148,16 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 	switch {
 	case isNoSuchUpload(err) || apiErrorCode(err) == "PreconditionFailed" || apiErrorCode(err) == "ConditionalRequestConflict":
 		// An earlier Complete (whose answer was lost, or still at work)
-		// or an abort got there first: the object, or its absence, says
-		// which.
-		return s.settleGone(ctx, rec, false)
+		// or an abort got there first: the record, then the object or its
+		// absence, says which.
+		return s.settleLost(ctx, rec, nil)
 	case apiErrorCode(err) == "InvalidPart" || apiErrorCode(err) == "InvalidPartOrder":
 		// A part changed between the list and the complete (a client
-		// re-sent it); the next attempt lists it again, and compares it
-		// with the declaration if there is one.
-		return rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, recordstore.ErrUnavailable, err)
+		// re-sent it): the next attempt lists it again, and compares it
+		// with the declaration if there is one. Or the parts went with
+		// the upload: an abort removing them, or a twin Complete that
+		// used them; the record says so first.
+		return s.settleLost(ctx, rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, recordstore.ErrUnavailable, err))
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, recordstore.Classify(err))
 	}
@@ -180,6 +175,95 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		Multipart: true, Checksum: aws.ToString(out.ChecksumSHA256), Time: s.store.Now(),
 	}, nil)
 	return completion(rec, done, outcome, err)
+}
+
+// settleLost answers a complete that may have lost a race at S3: its
+// upload gone (refused nil: NoSuchUpload, or the object already there),
+// its list of parts short (refused a *PartsMissingError), or its parts
+// refused (refused, the answer if nothing else explains it). What rec
+// said when the complete began is stale by then, so the record is read
+// again first: completed by a twin, the completed body; aborted, or an
+// abort under way (its intent is recorded before S3 is asked), not
+// pending. Still pending, S3 decides: a gone upload is settled by its
+// object (settleGone: a twin's object is recorded; without one, a twin is
+// still at work: in progress), a short list is taken again, and a refused
+// Complete whose object is there was a twin's, and is recorded.
+func (s *Service) settleLost(ctx context.Context, rec stored, refused error) (stored, error) {
+	now, err := s.reread(ctx, rec)
+	switch {
+	case err != nil:
+		return rec, err
+	case now.final():
+		return now, nil
+	case refused == nil:
+		return s.settleGone(ctx, now, false)
+	case now.State == stateAborting:
+		return now, ErrNotPending
+	}
+	if _, ok := refused.(*PartsMissingError); ok {
+		// S3 may list the parts one by one after it found the upload
+		// (Versity Gateway does), so a twin Complete that takes the upload
+		// meanwhile leaves the list short: list again. Gone, the upload
+		// is settled as gone; still short, the parts are missing; whole
+		// now, the upload changed under the first list: retry.
+		parts, err := s.storedParts(ctx, now)
+		switch {
+		case isNoSuchUpload(err):
+			return s.settleGone(ctx, now, false)
+		case err != nil:
+			return now, fmt.Errorf("complete %s: list parts: %w", now.ClaimID, recordstore.Classify(err))
+		}
+		if _, missing := partsToComplete(parts, now.upload()); missing != nil {
+			return now, missing
+		}
+		return now, fmt.Errorf("complete %s: the parts changed while listed: %w", now.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
+	}
+	head, err := s.headObject(ctx, now.ObjectKey)
+	if err != nil {
+		return now, refused
+	}
+	obj, foreign := s.objectFromHead(now.ObjectKey, head)
+	done, outcome, err := s.recordCompletion(ctx, now.ID, now.ClaimID, obj, foreign)
+	return completion(now, done, outcome, err)
+}
+
+// reread reads rec's record again, as ownRecord does.
+func (s *Service) reread(ctx context.Context, rec stored) (stored, error) {
+	now, err := s.store.Get(ctx, rec.ID)
+	switch {
+	case errors.Is(err, recordstore.ErrNotFound) || err == nil && now.ClaimID != rec.ClaimID:
+		return rec, ErrNotFound
+	case err != nil:
+		return rec, fmt.Errorf("complete %s: read again: %w", rec.ClaimID, err)
+	}
+	return decodeStored(now)
+}
+
+// partsToComplete matches the parts S3 lists with u's: every part
+// 1..partCount with its expected size, for CompleteMultipartUpload, or
+// the ones missing (or of the wrong size).
+func partsToComplete(parts []s3types.Part, u api.Upload) ([]s3types.CompletedPart, *PartsMissingError) {
+	byNumber := make(map[int32]s3types.Part, len(parts))
+	for _, p := range parts {
+		byNumber[aws.ToInt32(p.PartNumber)] = p
+	}
+	missing := &PartsMissingError{}
+	completed := make([]s3types.CompletedPart, 0, u.Multipart.PartCount)
+	for n := 1; n <= u.Multipart.PartCount; n++ {
+		p, ok := byNumber[int32(n)]
+		if !ok || aws.ToInt64(p.Size) != api.PartLength(u.Bytes, u.Multipart.PartSize, n) {
+			missing.Count++
+			if len(missing.Missing) < 10 {
+				missing.Missing = append(missing.Missing, n)
+			}
+			continue
+		}
+		completed = append(completed, s3types.CompletedPart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
+	}
+	if missing.Count > 0 {
+		return completed, missing
+	}
+	return completed, nil
 }
 
 // declaredChecksums compares each declared part SHA-256 with the one S3
