@@ -42,21 +42,31 @@ func (d Data) Decode(v any) error {
 
 func (d Data) clone() Data { return Data{m: maps.Clone(d.m)} }
 
+// field is one data field of an update's Require or RequireAbsentOrEqual,
+// its value encoded.
+type field struct {
+	name  string
+	value types.AttributeValue
+}
+
 // fieldValues encodes fields, each value as attributevalue.Marshal does,
-// for an update's Require and RequireAbsentOrEqual.
-func fieldValues(fields map[string]any) (map[string]types.AttributeValue, error) {
+// for an update's Require and RequireAbsentOrEqual, in name order: the
+// order DynamoStore writes their conditions in. Both stores only walk
+// them, so a slice, not a second map.
+func fieldValues(fields map[string]any) ([]field, error) {
 	if len(fields) == 0 {
 		return nil, nil
 	}
-	m := make(map[string]types.AttributeValue, len(fields))
+	fs := make([]field, 0, len(fields))
 	for k, v := range fields {
 		av, err := attributevalue.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode data field %q: %w", k, err)
 		}
-		m[k] = av
+		fs = append(fs, field{k, av})
 	}
-	return m, nil
+	slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	return fs, nil
 }
 
 // sameValue reports whether a and b are equal as DynamoDB's `=` compares

@@ -1,6 +1,7 @@
 package recordstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -371,7 +372,8 @@ func (s *DynamoStore) Update(ctx context.Context, id ID, claimID string, u Updat
 // apply it.
 type encodedUpdate struct {
 	Update
-	data, require, absentOrEqual map[string]types.AttributeValue
+	data                   map[string]types.AttributeValue
+	require, absentOrEqual []field
 }
 
 // encode encodes u's fields, and refuses an update no store may apply.
@@ -394,15 +396,21 @@ func (u Update) encode() (encodedUpdate, error) {
 	if enc.absentOrEqual, err = fieldValues(u.RequireAbsentOrEqual); err != nil {
 		return encodedUpdate{}, err
 	}
-	for _, m := range []map[string]types.AttributeValue{enc.data, enc.require, enc.absentOrEqual} {
-		for k := range m {
-			// An expression's document path cannot escape brackets.
-			if k == "" || strings.ContainsAny(k, "[]") {
-				return encodedUpdate{}, fmt.Errorf("data field %q: want a name without brackets", k)
-			}
-		}
+	if err := cmp.Or(checkNames(enc.data), checkNames(u.Require), checkNames(u.RequireAbsentOrEqual)); err != nil {
+		return encodedUpdate{}, err
 	}
 	return enc, nil
+}
+
+// checkNames refuses a data field name that an expression's document path
+// cannot hold: it cannot escape brackets.
+func checkNames[V any](fields map[string]V) error {
+	for k := range fields {
+		if k == "" || strings.ContainsAny(k, "[]") {
+			return fmt.Errorf("data field %q: want a name without brackets", k)
+		}
+	}
+	return nil
 }
 
 // name is an attribute name as it is, dots included (Schema.Validate and
@@ -422,12 +430,12 @@ func (s *DynamoStore) updateExpression(u encodedUpdate, claimID string, now time
 	if !u.Revive {
 		cond = cond.And(name(s.schema.ExpiresAt).GreaterThanEqual(expression.Value(epochSeconds(now))))
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.require)) {
-		cond = cond.And(dataName(k).Equal(expression.Value(u.require[k])))
+	for _, f := range u.require {
+		cond = cond.And(dataName(f.name).Equal(expression.Value(f.value)))
 	}
-	for _, k := range slices.Sorted(maps.Keys(u.absentOrEqual)) {
-		field := dataName(k)
-		cond = cond.And(expression.AttributeNotExists(field).Or(field.Equal(expression.Value(u.absentOrEqual[k]))))
+	for _, f := range u.absentOrEqual {
+		field := dataName(f.name)
+		cond = cond.And(expression.AttributeNotExists(field).Or(field.Equal(expression.Value(f.value))))
 	}
 	if u.From != "" {
 		cond = cond.And(state.Equal(expression.Value(u.From)))

@@ -91,13 +91,13 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	if u.From != "" && r.State != u.From {
 		return Record{}, updateRefusal(id, claimID, u, old, now)
 	}
-	for k, v := range enc.require {
-		if got, ok := r.Data.m[k]; !ok || !sameValue(got, v) {
+	for _, f := range enc.require {
+		if got, ok := r.Data.m[f.name]; !ok || !sameValue(got, f.value) {
 			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
-	for k, v := range enc.absentOrEqual {
-		if got, ok := r.Data.m[k]; ok && !sameValue(got, v) {
+	for _, f := range enc.absentOrEqual {
+		if got, ok := r.Data.m[f.name]; ok && !sameValue(got, f.value) {
 			return Record{}, updateRefusal(id, claimID, u, old, now)
 		}
 	}
