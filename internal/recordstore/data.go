@@ -22,14 +22,24 @@ type Data struct {
 	m map[string]types.AttributeValue
 }
 
+// encoder is attributevalue's default encoder, the one Marshal and
+// MarshalMap make afresh (two allocations) on every call. It holds only
+// its options and never writes them, so one serves every update.
+var encoder = attributevalue.NewEncoder()
+
 // NewData encodes v, a struct with dynamodbav tags or a map[string]any, as
 // a record's fields.
 func NewData(v any) (Data, error) {
-	m, err := attributevalue.MarshalMap(v)
+	// As attributevalue.MarshalMap, with the shared encoder.
+	av, err := encoder.Encode(v)
 	if err != nil {
 		return Data{}, fmt.Errorf("encode record data: %w", err)
 	}
-	return Data{m: m}, nil
+	m, ok := av.(*types.AttributeValueMemberM)
+	if !ok {
+		return Data{m: map[string]types.AttributeValue{}}, nil
+	}
+	return Data{m: m.Value}, nil
 }
 
 // Decode decodes the fields into v, as attributevalue.UnmarshalMap does.
@@ -59,7 +69,7 @@ func fieldValues(fields map[string]any) ([]field, error) {
 	}
 	fs := make([]field, 0, len(fields))
 	for k, v := range fields {
-		av, err := attributevalue.Marshal(v)
+		av, err := encoder.Encode(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode data field %q: %w", k, err)
 		}

@@ -1,8 +1,11 @@
 package recordstore
 
 import (
+	"errors"
+	"reflect"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -55,4 +58,40 @@ func TestSameValueOfEqualNumbersAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { sameValue(a, b) }); n != 0 {
 		t.Errorf("sameValue(N 48213, N 48213): %v allocations, want 0", n)
 	}
+}
+
+// NewData encodes with one shared encoder instead of MarshalMap's new one
+// per call: what it makes of every kind of value must stay MarshalMap's.
+func TestNewDataEncodesAsMarshalMap(t *testing.T) {
+	type fields struct {
+		Key   string   `dynamodbav:"object_key,omitempty"`
+		Size  int64    `dynamodbav:"size,omitempty"`
+		Parts []int    `dynamodbav:"parts,omitempty"`
+		Tags  []string `dynamodbav:"tags,stringset,omitempty"`
+	}
+	for _, v := range []any{
+		fields{Key: "uploads/x", Size: 48213, Parts: []int{1, 2}, Tags: []string{"a"}},
+		fields{}, // every field omitted
+		&fields{Size: 1},
+		map[string]any{"size": int64(42), "nested": map[string]any{"ok": true}, "none": nil},
+		map[string]any{},
+		42, // not a map: no fields, as MarshalMap says
+		"text",
+	} {
+		want, wantErr := attributevalue.MarshalMap(v)
+		got, err := NewData(v)
+		if (err != nil) != (wantErr != nil) || !reflect.DeepEqual(got.m, want) {
+			t.Errorf("NewData(%#v) = %#v, %v; MarshalMap: %#v, %v", v, got.m, err, want, wantErr)
+		}
+	}
+	if _, err := NewData(map[string]any{"f": failingValue{}}); err == nil {
+		t.Error("NewData of a value that fails to encode: no error")
+	}
+}
+
+// failingValue fails to encode.
+type failingValue struct{}
+
+func (failingValue) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
+	return nil, errors.New("no encoding")
 }
