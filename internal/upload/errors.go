@@ -39,8 +39,12 @@ type PartsMissingError struct {
 }
 
 func (e *PartsMissingError) Error() string {
-	return "parts missing or of the wrong size: " + partNumbers(e.Missing, e.Count)
+	return "parts missing or of the wrong size: " + e.Parts()
 }
+
+// Parts names the missing parts for people: "3, 7" or "1, 2, … 10 and 5
+// more".
+func (e *PartsMissingError) Parts() string { return partNumbers(e.Missing, e.Count) }
 
 // PartsMismatchError is a complete whose declared part SHA-256s differ
 // from what S3 holds for those parts: the parts stored are not the file's
@@ -55,8 +59,11 @@ type PartsMismatchError struct {
 }
 
 func (e *PartsMismatchError) Error() string {
-	return "parts whose SHA-256 in S3 is not the declared one: " + partNumbers(e.Mismatched, e.Count)
+	return "parts whose SHA-256 in S3 is not the declared one: " + e.Parts()
 }
+
+// Parts names the parts that differ for people, as PartsMissingError.Parts.
+func (e *PartsMismatchError) Parts() string { return partNumbers(e.Mismatched, e.Count) }
 
 // partNumbers renders the first part numbers of a list of count: "3, 7"
 // or "1, 2, … 10 and 5 more".

@@ -1,8 +1,11 @@
 package presign
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/telemetry"
+	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -91,4 +95,27 @@ func TestMultipartCreateWithoutSHA256(t *testing.T) {
 		t.Errorf("replay: %v %s", replay.Headers, replay.Body)
 	}
 	wantStatus(t, f.do(t, post(key, multipartPhoto)), 422, api.CodeKeyReuse)
+}
+
+// TestPartsErrorMessages pins the 409 messages that name parts: they are
+// written here for clients, from the part numbers alone, never from an
+// error's own text.
+func TestPartsErrorMessages(t *testing.T) {
+	t.Parallel()
+	h := &Handler{}
+	for _, c := range []struct {
+		err        error
+		code, want string
+	}{
+		{&upload.PartsMissingError{Missing: []int{3, 7}, Count: 2}, api.CodePartsMissing,
+			"S3 does not hold every part yet: parts missing or of the wrong size: 3, 7. Send them, then complete again."},
+		{fmt.Errorf("complete: %w", &upload.PartsMismatchError{Mismatched: []int{2}, Count: 1}), api.CodePartsMismatch,
+			"S3 holds other bytes than declared; parts whose SHA-256 in S3 is not the declared one: 2. Nothing was completed: sign those parts again, send their right bytes, then complete again."},
+	} {
+		resp, _ := h.errorFor(context.Background(), c.err)
+		var got api.Error
+		if err := json.Unmarshal([]byte(resp.Body), &got); err != nil || resp.StatusCode != 409 || got.Error != c.code || got.Message != c.want {
+			t.Errorf("errorFor(%v) = %d %s, want 409 %s %q", c.err, resp.StatusCode, resp.Body, c.code, c.want)
+		}
+	}
 }

@@ -277,9 +277,9 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 	case errors.Is(err, upload.ErrCompleted):
 		return errorResponse(http.StatusConflict, api.CodeUploadCompleted, "This upload is completed and cannot be aborted."), telemetry.OutcomeInvalid
 	case errors.As(err, &missing):
-		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: "+missing.Error()+". Send them, then complete again."), telemetry.OutcomeInvalid
+		return errorResponse(http.StatusConflict, api.CodePartsMissing, "S3 does not hold every part yet: parts missing or of the wrong size: "+missing.Parts()+". Send them, then complete again."), telemetry.OutcomeInvalid
 	case errors.As(err, &mismatch):
-		return errorResponse(http.StatusConflict, api.CodePartsMismatch, "S3 holds other bytes than declared; "+mismatch.Error()+
+		return errorResponse(http.StatusConflict, api.CodePartsMismatch, "S3 holds other bytes than declared; parts whose SHA-256 in S3 is not the declared one: "+mismatch.Parts()+
 			". Nothing was completed: sign those parts again, send their right bytes, then complete again."), telemetry.OutcomeInvalid
 	case errors.Is(err, upload.ErrTooManyUploads):
 		// No Retry-After: a place frees only when one of the tenant's
