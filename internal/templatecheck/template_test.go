@@ -2,7 +2,8 @@
 // AWS account: it transforms the template with aws-sam-translator, as sam
 // deploy would, for both access models, and checks the CloudFormation that
 // comes out: alarms, API throttling and access logs, least-privilege roles,
-// the scoped S3 invoke permission, what outlives the stack, and that no
+// the scoped S3 invoke permission, the bucket policy, what outlives the
+// stack, and that no
 // resource depends on itself.
 package templatecheck
 
@@ -90,6 +91,7 @@ func TestTransformedTemplate(t *testing.T) {
 			checkRoles(t, c)
 			checkS3Permission(t, c)
 			checkRetained(t, c)
+			checkBucketPolicy(t, c)
 			checkNoCycles(t, c)
 			checkGroupIndex(t, c)
 			checkEventStream(t, c)
@@ -282,12 +284,48 @@ func checkS3Permission(t *testing.T, c cfn) {
 	}
 }
 
-// The bucket outlives the stack, and so does its TLS-only policy.
+// The bucket outlives the stack, and so does its policy (TLS only, written
+// once).
 func checkRetained(t *testing.T, c cfn) {
 	for _, id := range []string{"UploadBucket", "UploadBucketPolicy"} {
 		if r := c.Resources[id]; r.DeletionPolicy != "Retain" {
 			t.Errorf("%s DeletionPolicy %q, want Retain", id, r.DeletionPolicy)
 		}
+	}
+}
+
+// The bucket's policy is exactly its two denials: any request without TLS,
+// and a write under the upload prefix without If-None-Match. No local S3
+// evaluates a bucket policy (and moto drops it), so this is the only check
+// before AWS of the second one's exemption, on which every multipart upload
+// depends: CreateMultipartUpload, UploadPart and UploadPartCopy cannot send
+// If-None-Match, and S3 sets s3:ObjectCreationOperation to false for them.
+func checkBucketPolicy(t *testing.T, c cfn) {
+	var p struct {
+		Bucket         any
+		PolicyDocument struct {
+			Version   string
+			Statement []any
+		}
+	}
+	if err := json.Unmarshal(c.Resources["UploadBucketPolicy"].Properties, &p); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustJSON(p.Bucket); got != `{"Ref":"UploadBucket"}` || p.PolicyDocument.Version != "2012-10-17" {
+		t.Errorf("bucket policy on %s, version %q", got, p.PolicyDocument.Version)
+	}
+	want := []string{
+		`{"Action":"s3:*","Condition":{"Bool":{"aws:SecureTransport":"false"}},"Effect":"Deny","Principal":"*",` +
+			`"Resource":[{"Fn::GetAtt":["UploadBucket","Arn"]},{"Fn::Sub":"${UploadBucket.Arn}/*"}],"Sid":"DenyInsecureTransport"}`,
+		`{"Action":"s3:PutObject","Condition":{"Bool":{"s3:ObjectCreationOperation":"true"},"Null":{"s3:if-none-match":"true"}},` +
+			`"Effect":"Deny","Principal":"*","Resource":{"Fn::Sub":"${UploadBucket.Arn}/${UploadPrefix}*"},"Sid":"DenyUnconditionalWrites"}`,
+	}
+	var got []string
+	for _, st := range p.PolicyDocument.Statement {
+		got = append(got, mustJSON(st))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("bucket policy statements:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
 }
 
