@@ -72,7 +72,8 @@ var motoLacks = map[string]bool{
 //   - It checks no parameter constraint (AllowedPattern, AllowedValues,
 //     MinValue), no Rules and no capabilities: UploadPrefix "no slash", or
 //     a JwtIssuer without JwtAudience, deploys.
-//   - Of the bucket it applies BucketEncryption only: the notification that
+//   - Of the bucket it applies BucketEncryption only, without
+//     BucketKeyEnabled (the key is never looked up): the notification that
 //     triggers finalize, CORS, the lifecycle rule that aborts multipart
 //     uploads, the public access block and ownership controls are dropped.
 //   - Of the table it drops TimeToLiveSpecification, PointInTimeRecovery
@@ -95,7 +96,7 @@ var motoLacks = map[string]bool{
 //     fire; the SNS subscription mails nobody.
 func TestTemplateDeploysInMoto(t *testing.T) {
 	models := []struct{ name, stack, params string }{
-		{"jwt authorizer", "onceupload-jwt", `{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "client-id", "AlarmEmail": "ops@example.com", "Tracing": "Active"}`},
+		{"jwt authorizer", "onceupload-jwt", `{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "client-id", "AlarmEmail": "ops@example.com", "Tracing": "Active", "KmsKeyArn": "` + testKey + `"}`},
 		{"anonymous", "onceupload-anonymous", `{"AllowAnonymous": "true"}`},
 	}
 	// The transforms run while moto starts.
@@ -700,7 +701,8 @@ func (d *deployed) checkStreamMapping() {
 	}
 }
 
-// The bucket exists, encrypted; what else moto applied is reported.
+// The bucket exists, encrypted with KmsKeyArn's key or else SSE-S3; what
+// else moto applied is reported.
 func (d *deployed) checkBucket() {
 	b := aws.String(d.id("UploadBucket"))
 	if _, err := d.s3.HeadBucket(d.ctx, &s3.HeadBucketInput{Bucket: b}); err != nil {
@@ -708,9 +710,19 @@ func (d *deployed) checkBucket() {
 	}
 	enc, err := d.s3.GetBucketEncryption(d.ctx, &s3.GetBucketEncryptionInput{Bucket: b})
 	if err != nil || enc.ServerSideEncryptionConfiguration == nil || len(enc.ServerSideEncryptionConfiguration.Rules) != 1 ||
-		enc.ServerSideEncryptionConfiguration.Rules[0].ApplyServerSideEncryptionByDefault == nil ||
-		enc.ServerSideEncryptionConfiguration.Rules[0].ApplyServerSideEncryptionByDefault.SSEAlgorithm != "AES256" {
-		d.t.Errorf("bucket encryption: %+v %v", enc, err)
+		enc.ServerSideEncryptionConfiguration.Rules[0].ApplyServerSideEncryptionByDefault == nil {
+		d.t.Fatalf("bucket encryption: %+v %v", enc, err)
+	}
+	rule := enc.ServerSideEncryptionConfiguration.Rules[0]
+	algorithm, key := "AES256", d.params["KmsKeyArn"]
+	if key != "" {
+		algorithm = "aws:kms"
+	}
+	if got := rule.ApplyServerSideEncryptionByDefault; string(got.SSEAlgorithm) != algorithm || aws.ToString(got.KMSMasterKeyID) != key {
+		d.t.Errorf("bucket encryption %s with key %q, want %s with %q", got.SSEAlgorithm, aws.ToString(got.KMSMasterKeyID), algorithm, key)
+	}
+	if key != "" && !aws.ToBool(rule.BucketKeyEnabled) {
+		d.drop("UploadBucket BucketKeyEnabled")
 	}
 	if n, err := d.s3.GetBucketNotificationConfiguration(d.ctx, &s3.GetBucketNotificationConfigurationInput{Bucket: b}); err != nil || len(n.LambdaFunctionConfigurations) == 0 {
 		d.drop("UploadBucket NotificationConfiguration (finalize's trigger)")

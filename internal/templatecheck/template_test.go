@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 type resource struct {
@@ -27,9 +29,14 @@ type resource struct {
 }
 
 type cfn struct {
-	Resources map[string]resource `json:"Resources"`
-	Outputs   map[string]any      `json:"Outputs"`
+	Parameters map[string]struct{ Default any } `json:"Parameters"`
+	Conditions map[string]any                   `json:"Conditions"`
+	Resources  map[string]resource              `json:"Resources"`
+	Outputs    map[string]any                   `json:"Outputs"`
 }
+
+// testKey is the KmsKeyArn of the model that sets one.
+const testKey = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 func transform(t *testing.T, params string) cfn {
 	t.Helper()
@@ -81,11 +88,16 @@ func props(t *testing.T, r resource) map[string]any {
 
 func TestTransformedTemplate(t *testing.T) {
 	for name, params := range map[string]string{
-		"jwt authorizer": `{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "client-id", "AlarmEmail": "ops@example.com", "Tracing": "Active"}`,
+		"jwt authorizer": `{"JwtIssuer": "https://issuer.example.com/", "JwtAudience": "client-id", "AlarmEmail": "ops@example.com", "Tracing": "Active", "KmsKeyArn": "` + testKey + `"}`,
 		"anonymous":      `{"AllowAnonymous": "true"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := transform(t, params)
+			var values map[string]string
+			if err := json.Unmarshal([]byte(params), &values); err != nil {
+				t.Fatal(err)
+			}
+			checkEncryption(t, c, values)
 			checkAlarms(t, c)
 			checkStage(t, c)
 			checkRoles(t, c)
@@ -182,7 +194,7 @@ var streamActions = map[string]bool{"dynamodb:DescribeStream": true, "dynamodb:G
 func checkRoles(t *testing.T, c cfn) {
 	want := map[string][]string{
 		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
-			"logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
+			"kms:Decrypt", "kms:GenerateDataKey", "logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
 			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 			"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
@@ -327,6 +339,126 @@ func checkBucketPolicy(t *testing.T, c cfn) {
 	if !slices.Equal(got, want) {
 		t.Errorf("bucket policy statements:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
+}
+
+// With KmsKeyArn the bucket encrypts with that key by default, through a
+// Bucket Key, and the presign role alone may use the key, only through S3;
+// without it the bucket is SSE-S3 and no role names KMS. Either way no URL
+// signs an encryption header, so the bucket's CORS headers stay as they are.
+func checkEncryption(t *testing.T, c cfn, params map[string]string) {
+	key := params["KmsKeyArn"]
+	bucket := c.effective(t, params, props(t, c.Resources["UploadBucket"])).(map[string]any)
+	want := `{"ServerSideEncryptionConfiguration":[{"ServerSideEncryptionByDefault":{"SSEAlgorithm":"AES256"}}]}`
+	if key != "" {
+		want = `{"ServerSideEncryptionConfiguration":[{"BucketKeyEnabled":true,"ServerSideEncryptionByDefault":{"KMSMasterKeyID":{"Ref":"KmsKeyArn"},"SSEAlgorithm":"aws:kms"}}]}`
+	}
+	if got := mustJSON(bucket["BucketEncryption"]); got != want {
+		t.Errorf("KmsKeyArn %q: bucket encryption\n got %s\nwant %s", key, got, want)
+	}
+	if cors := mustJSON(bucket["CorsConfiguration"]); strings.Contains(strings.ToLower(cors), "server-side-encryption") {
+		t.Errorf("bucket CORS allows an encryption header: %s", cors)
+	}
+	for _, role := range []string{"PresignRole", "FinalizeRole", "EventsRole"} {
+		var kms []string
+		policies := c.effective(t, params, props(t, c.Resources[role])["Policies"])
+		for _, pol := range policies.([]any) {
+			doc := pol.(map[string]any)["PolicyDocument"].(map[string]any)
+			for _, st := range doc["Statement"].([]any) {
+				if strings.Contains(mustJSON(st.(map[string]any)["Action"]), "kms:") {
+					kms = append(kms, mustJSON(st))
+				}
+			}
+		}
+		var want []string
+		if role == "PresignRole" && key != "" {
+			want = []string{`{"Action":["kms:GenerateDataKey","kms:Decrypt"],` +
+				`"Condition":{"StringEquals":{"kms:ViaService":{"Fn::Sub":"s3.${AWS::Region}.amazonaws.com"}}},` +
+				`"Effect":"Allow","Resource":{"Ref":"KmsKeyArn"},"Sid":"EncryptUploads"}`}
+		}
+		if !slices.Equal(kms, want) {
+			t.Errorf("KmsKeyArn %q: %s's KMS statements\n got %s\nwant %s", key, role, kms, want)
+		}
+	}
+}
+
+// effective returns v as CloudFormation deploys it with params: each Fn::If
+// reduced to the branch its condition chooses, AWS::NoValue removed.
+func (c cfn) effective(t *testing.T, params map[string]string, v any) any {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		if a, ok := v["Fn::If"].([]any); ok && len(v) == 1 && len(a) == 3 {
+			name, _ := a[0].(string)
+			if c.holds(t, params, map[string]any{"Condition": name}) {
+				return c.effective(t, params, a[1])
+			}
+			return c.effective(t, params, a[2])
+		}
+		out := map[string]any{}
+		for k, x := range v {
+			if r := c.effective(t, params, x); !isNoValue(r) {
+				out[k] = r
+			}
+		}
+		return out
+	case []any:
+		out := []any{}
+		for _, x := range v {
+			if r := c.effective(t, params, x); !isNoValue(r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	return v
+}
+
+func isNoValue(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 1 && m["Ref"] == "AWS::NoValue"
+}
+
+// holds evaluates a condition: the template's use Fn::Equals and Fn::Not on
+// parameters (the value given, else the default).
+func (c cfn) holds(t *testing.T, params map[string]string, cond any) bool {
+	t.Helper()
+	var value func(v any) any
+	value = func(v any) any {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		a, _ := m["Fn::Equals"].([]any)
+		n, _ := m["Fn::Not"].([]any)
+		switch {
+		case len(a) == 2:
+			return fmt.Sprint(value(a[0])) == fmt.Sprint(value(a[1]))
+		case len(n) == 1:
+			b, ok := value(n[0]).(bool)
+			return ok && !b
+		case m["Condition"] != nil:
+			name, _ := m["Condition"].(string)
+			if _, ok := c.Conditions[name]; !ok {
+				t.Fatalf("no condition %s", name)
+			}
+			return value(c.Conditions[name])
+		case m["Ref"] != nil:
+			name, _ := m["Ref"].(string)
+			if p, ok := params[name]; ok {
+				return p
+			}
+			if p, ok := c.Parameters[name]; ok {
+				return fmt.Sprint(p.Default)
+			}
+		}
+		t.Fatalf("condition %s: teach holds to evaluate it", mustJSON(v))
+		return nil
+	}
+	b, ok := value(cond).(bool)
+	if !ok {
+		t.Fatalf("condition %s is not a boolean", mustJSON(cond))
+	}
+	return b
 }
 
 // The table has the sparse group index that counts a tenant's unfinished
@@ -487,5 +619,40 @@ func checkEventStream(t *testing.T, c cfn) {
 	table := props(t, c.Resources["IdempotencyTable"])
 	if got := mustJSON(table["StreamSpecification"]); !strings.Contains(got, "NEW_AND_OLD_IMAGES") {
 		t.Errorf("table stream %s, want NEW_AND_OLD_IMAGES", got)
+	}
+}
+
+// KmsKeyArn takes a key's ARN or nothing: an alias would deploy a role
+// statement on the alias, which grants no use of the key behind it, and
+// every upload would then fail on AWS.
+func TestKmsKeyArnPattern(t *testing.T) {
+	raw, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl struct {
+		Parameters map[string]struct {
+			AllowedPattern string `yaml:"AllowedPattern"`
+		} `yaml:"Parameters"`
+	}
+	if err := yaml.Unmarshal(raw, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	re, err := regexp.Compile(tpl.Parameters["KmsKeyArn"].AllowedPattern)
+	if err != nil || tpl.Parameters["KmsKeyArn"].AllowedPattern == "" {
+		t.Fatalf("KmsKeyArn's AllowedPattern %q: %v", tpl.Parameters["KmsKeyArn"].AllowedPattern, err)
+	}
+	for value, want := range map[string]bool{
+		"":      true,
+		testKey: true,
+		"arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab": true,
+		"arn:aws:kms:us-east-1:123456789012:alias/uploads":                                       false,
+		"1234abcd-12ab-34cd-56ef-1234567890ab":                                                   false,
+		"alias/uploads":                                                                          false,
+		testKey + " ":                                                                            false,
+	} {
+		if got := re.MatchString(value); got != want {
+			t.Errorf("KmsKeyArn %q accepted %v, want %v", value, got, want)
+		}
 	}
 }
