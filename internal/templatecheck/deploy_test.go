@@ -72,10 +72,11 @@ var motoLacks = map[string]bool{
 //   - It checks no parameter constraint (AllowedPattern, AllowedValues,
 //     MinValue), no Rules and no capabilities: UploadPrefix "no slash", or
 //     a JwtIssuer without JwtAudience, deploys.
-//   - Of the bucket it applies BucketEncryption only, without
-//     BucketKeyEnabled (the key is never looked up): the notification that
-//     triggers finalize, CORS, the lifecycle rule that aborts multipart
-//     uploads, the public access block and ownership controls are dropped.
+//   - Of the bucket it applies BucketEncryption only, and of that the
+//     algorithm and key but not BucketKeyEnabled (nor does it look the key
+//     up): the notification that triggers finalize, CORS, the lifecycle
+//     rule that aborts multipart uploads, the public access block and
+//     ownership controls are dropped.
 //   - Of the table it drops TimeToLiveSpecification, PointInTimeRecovery
 //     and SSESpecification (it reads SSE's API spelling, Enabled, not
 //     CloudFormation's SSEEnabled).

@@ -2,9 +2,9 @@
 // AWS account: it transforms the template with aws-sam-translator, as sam
 // deploy would, for both access models, and checks the CloudFormation that
 // comes out: alarms, API throttling and access logs, least-privilege roles,
-// the scoped S3 invoke permission, the bucket policy, what outlives the
-// stack, and that no
-// resource depends on itself.
+// the scoped S3 invoke permission, the bucket policy, the bucket's
+// encryption and KMS grants with and without KmsKeyArn, what outlives the
+// stack, and that no resource depends on itself.
 package templatecheck
 
 import (
