@@ -408,3 +408,21 @@ func TestStreams(t *testing.T) {
 		})
 	}
 }
+
+// With POWERTOOLS_IDEMPOTENCY_DISABLED, every delivery runs every message,
+// and failures are still reported.
+func TestDisabled(t *testing.T) {
+	t.Setenv(idempotency.DisabledEnv, "true")
+	ctx := context.Background()
+	c := newCounter("m-2")
+	handle := sqsHandler(idempotency.NewMemoryStore(), c)
+	for n := 1; n <= 2; n++ {
+		resp, err := handle(ctx, sqsEvent(standardQueue, n, "m-1", "m-2"))
+		if got, want := failures(t, resp), []string{"m-2"}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("delivery %d: failures %v, %v; want %v, nil", n, got, err, want)
+		}
+	}
+	if got, want := c.counts(), map[string]int{"m-1": 2, "m-2": 2}; !maps.Equal(got, want) {
+		t.Errorf("runs = %v, want %v", got, want)
+	}
+}
