@@ -9,8 +9,9 @@ import (
 )
 
 // quoted marks a block of docs/idempotency.md that quotes the body of an
-// Example in example_test.go, which go test compiles and runs.
-var quoted = regexp.MustCompile("(?s)<!-- quoted from pkg/idempotency/example_test.go: (Example\\w+) -->\n```go\n(.*?)\n```")
+// Example in example_test.go (or batch/example_test.go), which go test
+// compiles and runs.
+var quoted = regexp.MustCompile("(?s)<!-- quoted from pkg/idempotency/((?:batch/)?example_test.go): (Example\\w+) -->\n```go\n(.*?)\n```")
 
 // The examples docs/idempotency.md shows are the Examples this package
 // runs, word for word, so that what users copy compiles and does what the
@@ -20,19 +21,19 @@ func TestDocsQuoteTheExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	blocks := quoted.FindAllStringSubmatch(string(doc), -1)
 	if len(blocks) < 3 {
 		t.Fatalf("docs/idempotency.md quotes %d examples, want the three of its migration section", len(blocks))
 	}
 	for _, b := range blocks {
-		name, got := b[1], b[2]
+		file, name, got := b[1], b[2], b[3]
+		src, err := os.ReadFile(filepath.FromSlash(file))
+		if err != nil {
+			t.Fatal(err)
+		}
 		start := strings.Index(string(src), "\nfunc "+name+"() {\n")
 		if start < 0 {
-			t.Errorf("docs/idempotency.md quotes %s, which example_test.go does not have", name)
+			t.Errorf("docs/idempotency.md quotes %s, which %s does not have", name, file)
 			continue
 		}
 		body := string(src)[start+len("\nfunc "+name+"() {\n"):]
