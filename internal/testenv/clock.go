@@ -1,30 +1,15 @@
 package testenv
 
 import (
-	"sync"
 	"time"
+
+	"github.com/onceupload/onceupload/pkg/idempotency/storetest"
 )
 
 // Clock is a settable clock for the Now options of the stores and the
-// service, safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// service, safe for concurrent use: storetest's, which the store
+// conformance cases advance.
+type Clock = storetest.Clock
 
 // NewClock returns a clock that reads start until it is advanced.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock d forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(start time.Time) *Clock { return storetest.NewClock(start) }
