@@ -22,6 +22,8 @@
 # the linters among them (staticcheck, goimports) run with go tool.
 #   chromium        Debian's Chromium, for the browser tests (apt, as root;
 #                   not with --dev)
+#   redis-server    Debian's Redis, for pkg/idempotency/redisstore's tests
+#                   (apt, as root; not with --dev; Debian's version, printed)
 # Written for bash 3.2 too (macOS's /bin/bash).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -141,4 +143,20 @@ if ! $dev && [ ! -x /usr/bin/chromium ] && [ "${INSTALL_CHROMIUM:-1}" = 1 ]; the
   else
     echo "install-tools: /usr/bin/chromium is missing; install Debian's chromium for the browser tests" >&2
   fi
+fi
+
+# The Redis store's tests start Debian's redis-server themselves, on a free
+# port and without persistence; make dev needs no Redis. Installed as
+# Chromium is, and pinned to nothing but Debian's version, which is printed.
+if ! $dev && ! command -v redis-server >/dev/null && [ "${INSTALL_REDIS:-1}" = 1 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "install-tools: redis-server (apt-get)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  else
+    echo "install-tools: redis-server is missing; install Debian's redis-server for the Redis store's tests" >&2
+  fi
+fi
+if ! $dev && command -v redis-server >/dev/null; then
+  echo "install-tools: $(redis-server --version)"
 fi

@@ -42,7 +42,7 @@ func runInstall(t *testing.T, uname []string, args ...string) (string, [][]strin
 	log := filepath.Join(t.TempDir(), "stub.log")
 	cmd := exec.Command(bash, append([]string{installScript}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"TOOLS_DIR="+tools, "STUB_LOG="+log, "INSTALL_CHROMIUM=0")
+		"TOOLS_DIR="+tools, "STUB_LOG="+log, "INSTALL_CHROMIUM=0", "INSTALL_REDIS=0")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("install-tools.sh %s: %v\n%s", strings.Join(args, " "), err, out)

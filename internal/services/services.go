@@ -2,11 +2,12 @@
 // against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
 // dynalite (a DynamoDB that ignores ALL_OLD, and the local stack's DynamoDB
 // where no dynoxide build is published: [StartDynamoDB]), moto (SQS), the
-// Lambda Runtime Interface Emulator and Prism (an OpenAPI validating
-// proxy). It is the one
+// Lambda Runtime Interface Emulator, Prism (an OpenAPI validating
+// proxy) and redis-server (the Redis store's tests). It is the one
 // place that starts servers; the dev stack and package testenv use it. The binaries are
 // installed by scripts/install-tools.sh into the git-ignored .tools folder;
-// moto_server, a Python program, may instead be on PATH.
+// moto_server, a Python program, may instead be on PATH, and redis-server,
+// Debian's, is installed with apt.
 //
 // Every server binds to 127.0.0.1 and runs in its own process group, so Stop
 // ends it and anything it spawned.
@@ -30,7 +31,7 @@ import (
 // Process is a running server.
 type Process struct {
 	Name     string
-	Endpoint string // http://127.0.0.1:PORT
+	Endpoint string // http://127.0.0.1:PORT (redis://… for redis-server)
 	cmd      *exec.Cmd
 	done     chan struct{}
 	logFile  *os.File

@@ -1,4 +1,4 @@
-// Package testenv gives tests real local DynamoDB and S3 servers, each
+// Package testenv gives tests real local DynamoDB, S3 and Redis servers, each
 // started for the test that asks and stopped when it ends, and the
 // functions' bootstraps (Bootstraps), built once per test binary.
 //
@@ -85,6 +85,31 @@ func Moto(t testing.TB) string {
 	need(t, err)
 	stopAtEnd(t, p)
 	return p.Endpoint
+}
+
+// Redis starts redis-server (Debian's, on PATH) with nothing persisted and
+// returns its URL, redis://127.0.0.1:PORT.
+func Redis(t testing.TB) string {
+	t.Helper()
+	p, err := startRedis(context.Background())
+	need(t, err)
+	stopAtEnd(t, p)
+	return p.Endpoint
+}
+
+// startRedis starts redis-server on a free port, and on another when the
+// one it was given is taken before the server binds it (the server then
+// exits at start-up).
+func startRedis(ctx context.Context) (p *services.Process, err error) {
+	for range 3 {
+		if p, err = services.StartRedis(ctx, services.Options{}); err == nil {
+			return p, nil
+		}
+		if _, missing := services.RedisBinary(); missing != nil {
+			return nil, err
+		}
+	}
+	return nil, err
 }
 
 // Counter counts SDK calls; see package callcount.
@@ -228,6 +253,9 @@ func SharedVersity() *Shared {
 	}
 	return s
 }
+
+// SharedRedis starts redis-server, as Redis does, on first use.
+func SharedRedis() *Shared { return &Shared{start: startRedis} }
 
 // Endpoint starts the server if needed and returns its endpoint, skipping or
 // failing t when it cannot start.
