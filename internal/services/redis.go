@@ -48,20 +48,7 @@ func StartRedis(ctx context.Context, o Options) (*Process, error) {
 // could reach whoever else took the port.
 func waitPong(addr string) func(context.Context, *Process) error {
 	return func(ctx context.Context, p *Process) error {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		for {
-			if pong(addr) == nil {
-				return nil
-			}
-			select {
-			case <-p.done:
-				return errors.New("exited during start-up")
-			case <-ctx.Done():
-				return fmt.Errorf("not ready: %w", ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
+		return poll(ctx, p, func(context.Context) error { return pong(addr) })
 	}
 }
 

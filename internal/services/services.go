@@ -173,13 +173,24 @@ func startReady(ctx context.Context, name string, port int, logPath string, env 
 
 // waitHTTP polls until the server answers any HTTP request.
 func waitHTTP(ctx context.Context, p *Process) error {
+	client := &http.Client{Timeout: time.Second}
+	return poll(ctx, p, func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Endpoint+"/", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	})
+}
+
+// poll calls ready every 2 ms, for up to 20 s, until it succeeds or the
+// server exits.
+func poll(ctx context.Context, p *Process, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second}
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Endpoint+"/", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
+		if ready(ctx) == nil {
 			return nil
 		}
 		select {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
@@ -16,12 +14,7 @@ func TestRedis(t *testing.T) {
 	var url string
 	t.Run("running", func(t *testing.T) {
 		url = testenv.Redis(t)
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		client := redis.NewClient(opts)
-		defer client.Close()
+		client := testenv.RedisClient(t, url)
 		want := map[string]string{"save": "", "appendonly": "no", "bind": "127.0.0.1"}
 		for param, v := range want {
 			got, err := client.ConfigGet(ctx, param).Result()
@@ -33,14 +26,7 @@ func TestRedis(t *testing.T) {
 	if url == "" {
 		t.Skip("no redis-server")
 	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.MaxRetries = -1
-	client := redis.NewClient(opts)
-	defer client.Close()
-	if err := client.Ping(ctx).Err(); err == nil {
+	if err := testenv.RedisClient(t, url).Ping(ctx).Err(); err == nil {
 		t.Errorf("redis-server at %s still answers after its test ended", url)
 	}
 }

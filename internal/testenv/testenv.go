@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/services"
@@ -95,6 +96,20 @@ func Redis(t testing.TB) string {
 	need(t, err)
 	stopAtEnd(t, p)
 	return p.Endpoint
+}
+
+// RedisClient returns a client of url (Redis's or SharedRedis'), closed
+// when t ends, that does not retry: a test sees every error.
+func RedisClient(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxRetries = -1
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // startRedis starts redis-server on a free port, and on another when the
