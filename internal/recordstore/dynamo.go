@@ -195,7 +195,7 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 			}
 			return ClaimResult{}, fmt.Errorf("claim %s: key held but no live holder found", rec.ID)
 		}
-		return judgeHolder(rec, *holder, now)
+		return JudgeHolder(rec, *holder, now)
 	}
 }
 
@@ -210,8 +210,10 @@ func (s *DynamoStore) claimCondition(now time.Time) (expression.Expression, erro
 	return expression.NewBuilder().WithCondition(free).Build()
 }
 
-// judgeHolder decides what a claimant gets when holder has the key.
-func judgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
+// JudgeHolder decides what a claimant of rec gets when holder, live at now,
+// has the key: both stores answer with it, and pkg/idempotency's JudgeClaim
+// lends it to stores of their own.
+func JudgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 	if holder.ClaimID == rec.ClaimID && holder.Fingerprint == rec.Fingerprint {
 		// Our own claim: the put was written but its answer lost, and the
 		// client's retry met it. The claim is ours, not a replay.

@@ -52,7 +52,7 @@ func (m *MemoryStore) Claim(_ context.Context, rec Record) (ClaimResult, error) 
 	now := m.opts.Now()
 	if holder, ok := m.records[rec.ID]; ok && !holder.Expired(now) &&
 		(holder.State != StateInProgress || !holder.LeaseExpiresAt.Before(truncMillis(now))) {
-		return judgeHolder(rec, clone(holder), now)
+		return JudgeHolder(rec, clone(holder), now)
 	}
 	rec = clone(m.opts.stamp(rec, now))
 	m.records[rec.ID] = rec

@@ -187,3 +187,28 @@ func (a adapter) Complete(ctx context.Context, id ID, claimID string, resp Respo
 func (a adapter) Release(ctx context.Context, id ID, claimID string) error {
 	return a.engine.Release(ctx, recordstore.ID(id), claimID)
 }
+
+// JudgeClaim is what a claim of rec gets when holder, live at now (neither
+// expired nor an in-progress claim whose lease ran out), holds rec.ID: the
+// answer of this package's stores, for a Store of one's own that reads the
+// holder in its claim's round trip. It is rec's own claim again (a retry
+// that met the write it made) if holder has rec's claim id and
+// fingerprint; else a *ConflictError wrapping ErrKeyReused for another
+// fingerprint, an *InProgressError while holder's lease runs, and a replay
+// of holder once it is completed.
+func JudgeClaim(rec, holder Record, now time.Time) (ClaimResult, error) {
+	res, err := recordstore.JudgeHolder(engineRecord(rec), engineRecord(holder), now)
+	if err != nil {
+		return ClaimResult{}, publicError(err)
+	}
+	return ClaimResult{Record: holder, Replayed: res.Replayed}, nil
+}
+
+// engineRecord is r as the engine's record.
+func engineRecord(r Record) recordstore.Record {
+	return recordstore.Record{
+		ID: recordstore.ID(r.ID), Tenant: r.Tenant, ClaimID: r.ClaimID, Fingerprint: r.Fingerprint, State: recordstore.State(r.State),
+		Response: recordstore.Response(r.Response), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, LeaseExpiresAt: r.LeaseExpiresAt, Lease: r.Lease,
+	}
+}
