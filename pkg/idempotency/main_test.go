@@ -7,7 +7,8 @@ import (
 )
 
 // The DynamoDB servers the tests share: dynalite drops the old item a
-// refused conditional write should bring back, dynoxide does not.
-var dynoxide, dynalite = testenv.SharedDynoxide(), testenv.SharedDynalite()
+// refused conditional write should bring back, dynoxide does not. Redis is
+// BenchmarkStore's.
+var dynoxide, dynalite, redis = testenv.SharedDynoxide(), testenv.SharedDynalite(), testenv.SharedRedis()
 
-func TestMain(m *testing.M) { testenv.Main(m, dynoxide, dynalite) }
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, dynalite, redis) }
