@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
+	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -232,16 +233,8 @@ var errUndecodableBody = &api.RequestError{Code: api.CodeInvalidRequest, Field: 
 // an IAM ARN is not a JWT subject, and the same sub from two issuers is two
 // tenants.
 func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
-	if a := req.RequestContext.Authorizer; a != nil {
-		if a.JWT != nil && a.JWT.Claims["sub"] != "" {
-			return JWTTenant(a.JWT.Claims["iss"], a.JWT.Claims["sub"]), true
-		}
-		if a.IAM != nil && a.IAM.UserARN != "" {
-			return "iam:" + a.IAM.UserARN, true
-		}
-		if p, ok := a.Lambda["principalId"].(string); ok && p != "" {
-			return "lambda:" + p, true
-		}
+	if p := principal.V2(req.RequestContext.Authorizer); p != "" {
+		return p, true
 	}
 	if h.AllowAnonymous {
 		return AnonymousTenant, true
@@ -249,13 +242,9 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	return "", false
 }
 
-// JWTTenant is the tenant of a JWT's issuer and subject together:
-// "jwt:" + len(iss) + ":" + iss + ":" + sub. The issuer's length comes
-// first, so no two (issuer, subject) pairs share a tenant, whatever colons
-// either holds.
-func JWTTenant(iss, sub string) string {
-	return "jwt:" + strconv.Itoa(len(iss)) + ":" + iss + ":" + sub
-}
+// JWTTenant is the tenant of a JWT's issuer and subject together: see
+// principal.JWT.
+func JWTTenant(iss, sub string) string { return principal.JWT(iss, sub) }
 
 // errorFor maps an error to its response and the request's outcome. Only
 // the messages written for clients reach them: a refused request's own
