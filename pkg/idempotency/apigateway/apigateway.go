@@ -1,0 +1,443 @@
+// Package apigateway makes an API Gateway handler idempotent with the HTTP
+// semantics of the IETF Idempotency-Key draft
+// (draft-ietf-httpapi-idempotency-key-header), which Powertools leaves to
+// its users: [MakeIdempotentV2] for HTTP APIs, [MakeIdempotentV1] for REST
+// APIs. Both are built on [idempotency.MakeIdempotent], so its store, local
+// cache and POWERTOOLS_IDEMPOTENCY_DISABLED switch apply.
+//
+// For each request the wrapper:
+//
+//   - takes the key from the Idempotency-Key header (its name in any case),
+//     bare or as a structured-field string ("..."): 1 to [MaxKeyLen]
+//     visible ASCII characters other than a comma, a double quote and a
+//     backslash. A comma is refused because a proxy joins two headers with
+//     one, and two keys must never make a new one;
+//   - scopes the key by the caller's principal, as the upload API scopes
+//     its keys: a JWT's issuer and subject (a Cognito user pool's, for a
+//     REST API), else an IAM caller's ARN, else a Lambda authorizer's
+//     principalId. Two callers who send the same key never share a record.
+//     A request without a principal is scoped by the key alone, so every
+//     anonymous caller shares the key space; set Options.RequirePrincipal
+//     to refuse such a request instead;
+//   - fingerprints the method, the raw path (path parameters included),
+//     the query string (its parameters sorted) and the body: a body that
+//     holds a JSON object or array counts as its canonical JSON, as in
+//     idempotency.HandlerOptions, any other as its bytes, a base64 body
+//     decoded first. Never API Gateway's request id or time, which differ
+//     on every delivery, nor the other headers;
+//   - replays a recorded response with its status, headers and body, and
+//     the header Idempotent-Replay: true;
+//   - records a response whose status Options.Record accepts (by default
+//     2xx, 3xx and 4xx other than 408, 409, 425 and 429: [DefaultRecord]);
+//     a 5xx response, or an error from the handler, releases the key, so
+//     that a retry runs the handler again. The handler's error is returned
+//     as it is (API Gateway answers 500 for it).
+//
+// Misuse of a key is answered, without running the handler, with an RFC
+// 9457 problem (application/problem+json, with type, title, status and
+// detail) and a Link header (rel="describedby") to the problem type's
+// documentation: 400 for a missing ([TypeKeyMissing]) or malformed
+// ([TypeKeyMalformed]) key, 401 without a principal when one is required
+// ([TypePrincipalRequired]), 409 with Retry-After while the first request
+// with the key runs ([TypeKeyInProgress]), 422 for another request under
+// the key ([TypeKeyReused]). Other errors (the store's) are returned as
+// they are.
+package apigateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/onceupload/onceupload/internal/principal"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+)
+
+// Header is the request header that carries the idempotency key.
+const Header = "Idempotency-Key"
+
+// ReplayHeader marks a response answered from a record: its value is
+// "true".
+const ReplayHeader = "Idempotent-Replay"
+
+// MaxKeyLen bounds an Idempotency-Key, counted after unquoting. The upload
+// API asks for at least 16 characters of its own clients; a general API's
+// clients often send an order number, so one character is enough here.
+const MaxKeyLen = 255
+
+// DefaultDocsURL is where the problem types are documented: each type is
+// this address with the type's name as its fragment.
+const DefaultDocsURL = "https://github.com/onceupload/onceupload/blob/main/docs/idempotency.md"
+
+// The problem types' names: the fragment of each type URI, and a heading of
+// the documentation.
+const (
+	TypeKeyMissing        = "idempotency-key-missing"
+	TypeKeyMalformed      = "idempotency-key-malformed"
+	TypePrincipalRequired = "idempotency-principal-required"
+	TypeKeyInProgress     = "idempotency-key-in-progress"
+	TypeKeyReused         = "idempotency-key-reused"
+)
+
+// Options configure MakeIdempotentV1 and MakeIdempotentV2. The last five
+// are idempotency.HandlerOptions' fields of the same names, with the same
+// defaults.
+type Options struct {
+	// RequirePrincipal answers a request without a principal with a 401
+	// problem instead of scoping its key by the key alone. Defaults to
+	// false.
+	RequirePrincipal bool
+	// Record reports whether a response of this status is recorded and
+	// replayed; one it refuses releases the key, so that a retry runs the
+	// handler again. It is asked about statuses 200 to 499 only: any other
+	// (a 5xx) is never recorded. Defaults to DefaultRecord.
+	Record func(status int) bool
+	// DocsURL is the page that documents the problem types: each problem's
+	// type is DocsURL#name, and its Link header points there. Defaults to
+	// DefaultDocsURL.
+	DocsURL string
+	// OptionalKey runs a request without an Idempotency-Key header without
+	// idempotency instead of answering 400. A malformed key is still a 400.
+	// Defaults to false.
+	OptionalKey bool
+
+	Scope              string
+	UseLocalCache      bool
+	LocalCacheMaxItems int
+	Logger             *slog.Logger
+	Now                func() time.Time
+}
+
+// DefaultRecord records every status from 200 to 499 except those that say
+// the request may succeed if sent again as it is: 408 Request Timeout, 409
+// Conflict, 425 Too Early and 429 Too Many Requests.
+func DefaultRecord(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
+
+type (
+	v2Handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+	v1Handler = func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+)
+
+// MakeIdempotentV2 wraps the handler of an HTTP API (payload format 2.0):
+// see the package documentation.
+func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Options)) v2Handler {
+	return wrap(store, fn, flavor[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
+		call: func(r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
+			c := &call[events.APIGatewayV2HTTPRequest]{
+				Method: r.RequestContext.HTTP.Method, Path: r.RawPath, Query: sortedQuery(r.RawQueryString),
+				req: r, keys: headerValues(r.Headers, nil), principal: principal.V2(r.RequestContext.Authorizer),
+			}
+			c.setBody(r.Body, r.IsBase64Encoded)
+			return c
+		},
+		status: func(r events.APIGatewayV2HTTPResponse) int { return r.StatusCode },
+		header: func(r *events.APIGatewayV2HTTPResponse) *map[string]string { return &r.Headers },
+		respond: func(status int, headers map[string]string, body string) events.APIGatewayV2HTTPResponse {
+			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body}
+		},
+	}, optFns)
+}
+
+// MakeIdempotentV1 wraps the handler of a REST API (a Lambda proxy
+// integration, or an HTTP API's payload format 1.0): see the package
+// documentation. The key is looked for in the multi-value headers too, and
+// two values are a malformed key.
+func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Options)) v1Handler {
+	return wrap(store, fn, flavor[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
+		call: func(r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
+			c := &call[events.APIGatewayProxyRequest]{
+				Method: r.HTTPMethod, Path: r.Path, Query: queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters),
+				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders), principal: principal.V1(r.RequestContext),
+			}
+			c.setBody(r.Body, r.IsBase64Encoded)
+			return c
+		},
+		status: func(r events.APIGatewayProxyResponse) int { return r.StatusCode },
+		header: func(r *events.APIGatewayProxyResponse) *map[string]string { return &r.Headers },
+		respond: func(status int, headers map[string]string, body string) events.APIGatewayProxyResponse {
+			return events.APIGatewayProxyResponse{StatusCode: status, Headers: headers, Body: body}
+		},
+	}, optFns)
+}
+
+// flavor is what differs between the REST and the HTTP API events.
+type flavor[Req, Resp any] struct {
+	call    func(Req) *call[Req]
+	status  func(Resp) int
+	header  func(*Resp) *map[string]string
+	respond func(status int, headers map[string]string, body string) Resp
+}
+
+// call is the request as idempotency.MakeIdempotent sees it: its exported
+// fields are what a retry must repeat (their JSON, with a JSON body
+// canonical), the rest rides along.
+type call[Req any] struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	Query  string `json:"query"`
+	// Body is the body as text, when it is valid UTF-8; BodyBytes holds
+	// any other, since JSON would turn its invalid bytes into U+FFFD and
+	// two bodies into one.
+	Body      string `json:"body"`
+	BodyBytes []byte `json:"bodyBytes"`
+
+	req       Req
+	keys      []string
+	principal string
+}
+
+var fingerprintPaths = []string{"method", "path", "query", "body", "bodyBytes"}
+
+// setBody decodes a base64 body. One that does not decode (API Gateway
+// never sends one) counts as its bytes undecoded, in BodyBytes, where no
+// decoded body of the same text can be: a valid UTF-8 body is always in
+// Body.
+func (c *call[Req]) setBody(body string, isBase64 bool) {
+	b := []byte(body)
+	if isBase64 {
+		d, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			c.BodyBytes = b
+			return
+		}
+		b = d
+	}
+	if utf8.Valid(b) {
+		c.Body = string(b)
+	} else {
+		c.BodyBytes = b
+	}
+}
+
+// Errors the wrapped handler returns to the wrapper, which never reach the
+// caller.
+type (
+	// handlerError is the handler's own error, kept apart from the
+	// idempotency errors it might wrap itself.
+	handlerError struct{ err error }
+	// unrecorded is a response not to record: the claim is released.
+	unrecorded struct{}
+	// keyError is a key or a principal the wrapper refuses.
+	keyError struct {
+		status      int
+		typ, detail string
+	}
+)
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (*unrecorded) Error() string     { return "apigateway: response not recorded" }
+func (e *keyError) Error() string     { return "apigateway: " + e.detail }
+
+var (
+	errKeyMalformed = &keyError{http.StatusBadRequest, TypeKeyMalformed,
+		"The Idempotency-Key header must be one value of 1 to 255 visible ASCII characters other than a comma, a double quote and a backslash, bare or in double quotes."}
+	errPrincipalRequired = &keyError{http.StatusUnauthorized, TypePrincipalRequired,
+		"This operation scopes its Idempotency-Key by the caller, and the request names none."}
+)
+
+func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) (Resp, error), f flavor[Req, Resp], optFns []func(*Options)) func(context.Context, Req) (Resp, error) {
+	o := Options{Record: DefaultRecord, DocsURL: DefaultDocsURL, Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	record := func(status int) bool { return status >= 200 && status < 500 && o.Record(status) }
+
+	idem := idempotency.MakeIdempotent(store, func(ctx context.Context, c *call[Req]) (Resp, error) {
+		resp, err := fn(ctx, c.req)
+		if err != nil {
+			return resp, &handlerError{err}
+		}
+		if !record(f.status(resp)) {
+			return resp, &unrecorded{}
+		}
+		return resp, nil
+	}, func(h *idempotency.HandlerOptions[*call[Req], Resp]) {
+		h.Key = func(_ context.Context, c *call[Req]) (string, error) {
+			if c.principal == "" && o.RequirePrincipal {
+				return "", errPrincipalRequired
+			}
+			key, err := parseKey(c.keys)
+			if err != nil || key == "" {
+				return "", err
+			}
+			return scopedKey(c.principal, key), nil
+		}
+		h.FingerprintPaths = fingerprintPaths
+		h.OnReplay = func(_ context.Context, resp Resp, _ idempotency.Record) Resp {
+			setHeader(f.header(&resp), ReplayHeader, "true")
+			return resp
+		}
+		h.OptionalKey = o.OptionalKey
+		h.Scope, h.UseLocalCache, h.LocalCacheMaxItems, h.Logger, h.Now = o.Scope, o.UseLocalCache, o.LocalCacheMaxItems, o.Logger, o.Now
+	})
+
+	return func(ctx context.Context, req Req) (Resp, error) {
+		resp, err := idem(ctx, f.call(req))
+		var (
+			he         *handlerError
+			ke         *keyError
+			inProgress *idempotency.InProgressError
+		)
+		switch {
+		case err == nil:
+			return resp, nil
+		// The handler's own outcomes first: its error may wrap an
+		// idempotency error of its own making.
+		case errors.As(err, &he):
+			return resp, he.err
+		case errors.As(err, new(*unrecorded)):
+			return resp, nil
+		case errors.As(err, &ke):
+			return problem(&o, f, ke.status, ke.typ, "Idempotency-Key is not usable", ke.detail, nil), nil
+		case errors.Is(err, idempotency.ErrMissingKey):
+			return problem(&o, f, http.StatusBadRequest, TypeKeyMissing, "Idempotency-Key is missing",
+				"This operation is idempotent and requires an Idempotency-Key header.", nil), nil
+		case errors.As(err, &inProgress):
+			retryAfter := strconv.Itoa(int(math.Ceil(inProgress.RetryAfter.Seconds())))
+			return problem(&o, f, http.StatusConflict, TypeKeyInProgress, "A request with this Idempotency-Key is in progress",
+				"A request with the same Idempotency-Key is being processed; retry after "+retryAfter+" s.",
+				map[string]string{"Retry-After": retryAfter}), nil
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return problem(&o, f, http.StatusUnprocessableEntity, TypeKeyReused, "Idempotency-Key is already used",
+				"This Idempotency-Key was used with another request (method, path, query or body); a key must not be reused across requests.", nil), nil
+		}
+		return resp, err
+	}
+}
+
+// problem is an RFC 9457 problem response, with a Link to its type's
+// documentation.
+func problem[Req, Resp any](o *Options, f flavor[Req, Resp], status int, typ, title, detail string, headers map[string]string) Resp {
+	uri := o.DocsURL + "#" + typ
+	body, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{uri, title, status, detail}) // strings and a number
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headers["Content-Type"] = "application/problem+json"
+	headers["Link"] = "<" + uri + `>; rel="describedby"; type="text/html"`
+	return f.respond(status, headers, string(body))
+}
+
+// setHeader sets name in *h, replacing the value under any case of name.
+func setHeader(h *map[string]string, name, value string) {
+	if *h == nil {
+		*h = map[string]string{}
+	}
+	for k := range *h {
+		if strings.EqualFold(k, name) {
+			delete(*h, k)
+		}
+	}
+	(*h)[name] = value
+}
+
+// headerValues are the values of the Idempotency-Key header, under its
+// name in any case: a multi-value header's values where it has them
+// (a REST API's), else the single ones.
+func headerValues(single map[string]string, multi map[string][]string) []string {
+	var vs []string
+	found := false
+	for k, v := range multi {
+		if strings.EqualFold(k, Header) {
+			vs, found = append(vs, v...), true
+		}
+	}
+	if found {
+		return vs
+	}
+	for k, v := range single {
+		if strings.EqualFold(k, Header) {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// parseKey is the key the header values carry: "" when there is none, an
+// error for two, or one outside the bounds the package documents.
+func parseKey(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", errKeyMalformed
+	}
+	k := strings.Trim(values[0], " \t")
+	if k == "" {
+		return "", nil
+	}
+	if k[0] == '"' {
+		if len(k) < 2 || k[len(k)-1] != '"' {
+			return "", errKeyMalformed
+		}
+		k = k[1 : len(k)-1]
+	}
+	if k == "" || len(k) > MaxKeyLen {
+		return "", errKeyMalformed
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e || strings.IndexByte(`,"\`, k[i]) >= 0 {
+			return "", errKeyMalformed
+		}
+	}
+	return k, nil
+}
+
+// scopedKey is the key within the principal's keys: the principal's length
+// first, so that no (principal, key) pair shifts into another, and no
+// principal's keys are those of the callers without one.
+func scopedKey(principal, key string) string {
+	return strconv.Itoa(len(principal)) + ":" + principal + ":" + key
+}
+
+// sortedQuery is a raw query string with its parameters sorted, as they
+// were encoded; empty parameters (a&&b) are dropped.
+func sortedQuery(raw string) string {
+	params := slices.DeleteFunc(strings.Split(raw, "&"), func(p string) bool { return p == "" })
+	slices.Sort(params)
+	return strings.Join(params, "&")
+}
+
+// queryOf is a REST API request's query string, its parameters encoded and
+// sorted: from the multi-value parameters where there are any, else the
+// single ones.
+func queryOf(multi map[string][]string, single map[string]string) string {
+	var params []string
+	for k, vs := range multi {
+		for _, v := range vs {
+			params = append(params, url.QueryEscape(k)+"="+url.QueryEscape(v))
+		}
+	}
+	if len(multi) == 0 {
+		for k, v := range single {
+			params = append(params, url.QueryEscape(k)+"="+url.QueryEscape(v))
+		}
+	}
+	slices.Sort(params)
+	return strings.Join(params, "&")
+}

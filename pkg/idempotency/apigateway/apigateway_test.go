@@ -1,0 +1,446 @@
+package apigateway_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+)
+
+var dynoxide = testenv.SharedDynoxide()
+
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide) }
+
+// req is a request as a client sends it, delivered to either flavor.
+type req struct {
+	method, path, query string // query: raw, "b=2&a=1"
+	headers             map[string]string
+	body                string
+	base64              bool
+	sub                 string // a JWT authorizer's subject; "" for none
+}
+
+// resp is either flavor's response.
+type resp struct {
+	status  int
+	headers map[string]string
+	body    string
+}
+
+// post is a POST /orders with key in its Idempotency-Key header ("" for
+// none) and body.
+func post(key, body string) req {
+	r := req{method: "POST", path: "/orders/o-1", headers: map[string]string{"content-type": "application/json"}, body: body}
+	if key != "" {
+		r.headers["idempotency-key"] = key
+	}
+	return r
+}
+
+func (r req) with(f func(*req)) req {
+	r.headers = maps(r.headers)
+	f(&r)
+	return r
+}
+
+func maps(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// delivery numbers deliveries: API Gateway's request id and time differ
+// on each.
+var delivery atomic.Int64
+
+func (r req) v2() events.APIGatewayV2HTTPRequest {
+	e := events.APIGatewayV2HTTPRequest{RawPath: r.path, RawQueryString: r.query, Headers: r.headers, Body: r.body, IsBase64Encoded: r.base64}
+	e.RequestContext.HTTP.Method = r.method
+	n := delivery.Add(1)
+	e.RequestContext.RequestID, e.RequestContext.TimeEpoch = "req-"+strconv.FormatInt(n, 10), n
+	if r.sub != "" {
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"iss": "https://idp.example", "sub": r.sub}},
+		}
+	}
+	return e
+}
+
+func (r req) v1() events.APIGatewayProxyRequest {
+	e := events.APIGatewayProxyRequest{HTTPMethod: r.method, Path: r.path, Headers: r.headers, Body: r.body, IsBase64Encoded: r.base64}
+	e.MultiValueHeaders = map[string][]string{}
+	for k, v := range r.headers {
+		e.MultiValueHeaders[k] = []string{v}
+	}
+	if q, _ := url.ParseQuery(r.query); len(q) > 0 {
+		e.MultiValueQueryStringParameters, e.QueryStringParameters = q, map[string]string{}
+		for k, v := range q {
+			e.QueryStringParameters[k] = v[len(v)-1]
+		}
+	}
+	n := delivery.Add(1)
+	e.RequestContext.RequestID, e.RequestContext.RequestTimeEpoch = "req-"+strconv.FormatInt(n, 10), n
+	if r.sub != "" {
+		e.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"iss": "https://idp.example", "sub": r.sub}}
+	}
+	return e
+}
+
+// outcome is what the handler does on its n-th run: answer status, or
+// fail when status is 0.
+type outcome func(n int) int
+
+func always(status int) outcome { return func(int) int { return status } }
+
+// server is a wrapped handler of one flavor, counting its runs.
+type server struct {
+	runs   atomic.Int64
+	invoke func(ctx context.Context, r req) (resp, error)
+}
+
+var errHandler = errors.New("the handler failed")
+
+// run answers {"run":n} with a header of its own, or errHandler.
+func (s *server) run(o outcome) (int, map[string]string, string, error) {
+	n := int(s.runs.Add(1))
+	status := o(n)
+	if status == 0 {
+		return 0, nil, "", errHandler
+	}
+	return status, map[string]string{"Content-Type": "application/json", "X-Run": strconv.Itoa(n)}, `{"run":` + strconv.Itoa(n) + `}`, nil
+}
+
+type flavor struct {
+	name string
+	make func(store idempotency.Store, o outcome, optFns ...func(*apigateway.Options)) *server
+}
+
+var flavors = []flavor{
+	{"V2", func(store idempotency.Store, o outcome, optFns ...func(*apigateway.Options)) *server {
+		s := &server{}
+		h := apigateway.MakeIdempotentV2(store, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			status, headers, body, err := s.run(o)
+			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body}, err
+		}, optFns...)
+		s.invoke = func(ctx context.Context, r req) (resp, error) {
+			out, err := h(ctx, r.v2())
+			return resp{out.StatusCode, out.Headers, out.Body}, err
+		}
+		return s
+	}},
+	{"V1", func(store idempotency.Store, o outcome, optFns ...func(*apigateway.Options)) *server {
+		s := &server{}
+		h := apigateway.MakeIdempotentV1(store, func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			status, headers, body, err := s.run(o)
+			return events.APIGatewayProxyResponse{StatusCode: status, Headers: headers, Body: body}, err
+		}, optFns...)
+		s.invoke = func(ctx context.Context, r req) (resp, error) {
+			out, err := h(ctx, r.v1())
+			return resp{out.StatusCode, out.Headers, out.Body}, err
+		}
+		return s
+	}},
+}
+
+// step is one request and what its client sees.
+type step struct {
+	req req
+	// status is the answer's; 0 for the handler's error.
+	status int
+	// run is the handler run whose answer this is ("X-Run"), 0 for none;
+	// a replay repeats an earlier run's.
+	run int
+	// replay says the answer is marked Idempotent-Replay: true.
+	replay bool
+	// problem is the answer's problem type name, "" for none.
+	problem string
+}
+
+const (
+	body      = `{"sku":"a-1","qty":2}`
+	reordered = "{ \"qty\": 2,\n \"sku\": \"a-1\" }"
+)
+
+var behaviours = []struct {
+	name    string
+	outcome outcome
+	opts    func(*apigateway.Options)
+	steps   []step
+}{
+	{name: "a retry is answered from the record, whatever its request id and time", outcome: always(201), steps: []step{
+		{req: post("key-1", body), status: 201, run: 1},
+		{req: post("key-1", body), status: 201, run: 1, replay: true},
+		{req: post("key-1", reordered), status: 201, run: 1, replay: true},
+	}},
+	{name: "the header's name in any case, the key bare or as a structured-field string", outcome: always(201), steps: []step{
+		{req: post("", body).with(func(r *req) { r.headers["Idempotency-Key"] = "key-1" }), status: 201, run: 1},
+		{req: post("", body).with(func(r *req) { r.headers["IDEMPOTENCY-KEY"] = `"key-1"` }), status: 201, run: 1, replay: true},
+		{req: post(` "key-1"	`, body), status: 201, run: 1, replay: true},
+		{req: post("k", body), status: 201, run: 2},
+	}},
+	{name: "a missing key is a 400 problem", outcome: always(201), steps: []step{
+		{req: post("", body), status: 400, problem: apigateway.TypeKeyMissing},
+		{req: post("  ", body), status: 400, problem: apigateway.TypeKeyMissing},
+	}},
+	{name: "a malformed key is a 400 problem", outcome: always(201), steps: []step{
+		{req: post("key-1,key-2", body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post("key 1", body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post("ключ", body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post(`"key-1`, body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post(`""`, body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post(`"key\"1"`, body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post(strings.Repeat("k", 256), body), status: 400, problem: apigateway.TypeKeyMalformed},
+		{req: post(strings.Repeat("k", 255), body), status: 201, run: 1},
+	}},
+	{name: "the key in two headers is a 400 problem", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.headers["Idempotency-Key"] = "key-2" }), status: 400, problem: apigateway.TypeKeyMalformed},
+	}},
+	{name: "another request under the key is a 422 problem", outcome: always(201), steps: []step{
+		{req: post("key-1", body), status: 201, run: 1},
+		{req: post("key-1", `{"sku":"a-1","qty":3}`), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.method = "PUT" }), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.path = "/orders/o-2" }), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.query = "dry=1" }), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.headers["x-other"] = "header" }), status: 201, run: 1, replay: true},
+	}},
+	{name: "the query string counts sorted", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.query = "b=2&a=1&a=0" }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.query = "a=0&b=2&a=1" }), status: 201, run: 1, replay: true},
+		{req: post("key-1", body).with(func(r *req) { r.query = "a=0&b=2&a=2" }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "a base64 body counts decoded", outcome: always(201), steps: []step{
+		{req: post("key-1", body), status: 201, run: 1},
+		{req: post("key-1", base64.StdEncoding.EncodeToString([]byte(reordered))).with(func(r *req) { r.base64 = true }), status: 201, run: 1, replay: true},
+		{req: post("key-1", base64.StdEncoding.EncodeToString([]byte(`{"sku":"a-2","qty":2}`))).with(func(r *req) { r.base64 = true }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "a binary body counts as its bytes", outcome: always(201), steps: []step{
+		{req: post("key-1", base64.StdEncoding.EncodeToString([]byte{0xff, 0x01})).with(func(r *req) { r.base64 = true }), status: 201, run: 1},
+		{req: post("key-1", base64.StdEncoding.EncodeToString([]byte{0xff, 0x01})).with(func(r *req) { r.base64 = true }), status: 201, run: 1, replay: true},
+		{req: post("key-1", base64.StdEncoding.EncodeToString([]byte{0xfe, 0x01})).with(func(r *req) { r.base64 = true }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "each principal has its own keys", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1},
+		{req: post("key-1", `{"sku":"b-1","qty":1}`).with(func(r *req) { r.sub = "bob" }), status: 201, run: 2},
+		{req: post("key-1", body), status: 201, run: 3},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1, replay: true},
+		{req: post("key-1", `{"sku":"b-1","qty":1}`).with(func(r *req) { r.sub = "alice" }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "without a principal, callers share the key", outcome: always(201), steps: []step{
+		{req: post("key-1", body), status: 201, run: 1},
+		{req: post("key-1", body), status: 201, run: 1, replay: true},
+	}},
+	{name: "RequirePrincipal answers 401 without one", outcome: always(201), opts: func(o *apigateway.Options) { o.RequirePrincipal = true }, steps: []step{
+		{req: post("key-1", body), status: 401, problem: apigateway.TypePrincipalRequired},
+		{req: post("", body), status: 401, problem: apigateway.TypePrincipalRequired},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1},
+	}},
+	{name: "a 5xx answer is released, and a retry runs again", outcome: func(n int) int { return map[int]int{1: 503, 2: 500}[n] + map[bool]int{true: 201}[n > 2] }, steps: []step{
+		{req: post("key-1", body), status: 503, run: 1},
+		{req: post("key-1", body), status: 500, run: 2},
+		{req: post("key-1", body), status: 201, run: 3},
+		{req: post("key-1", body), status: 201, run: 3, replay: true},
+	}},
+	{name: "a handler error is released, and a retry runs again", outcome: func(n int) int { return map[bool]int{true: 201}[n > 1] }, steps: []step{
+		{req: post("key-1", body), status: 0},
+		{req: post("key-1", body), status: 201, run: 2},
+		{req: post("key-1", body), status: 201, run: 2, replay: true},
+	}},
+	{name: "4xx answers are recorded by default", outcome: func(n int) int { return []int{0, 404, 400, 403}[min(n, 3)] }, steps: []step{
+		{req: post("key-1", body), status: 404, run: 1},
+		{req: post("key-1", body), status: 404, run: 1, replay: true},
+		{req: post("key-2", body), status: 400, run: 2},
+		{req: post("key-2", body), status: 400, run: 2, replay: true},
+	}},
+	{name: "408, 409, 425 and 429 are not recorded by default", outcome: func(n int) int { return []int{0, 408, 409, 425, 429, 200}[min(n, 5)] }, steps: []step{
+		{req: post("key-1", body), status: 408, run: 1},
+		{req: post("key-1", body), status: 409, run: 2},
+		{req: post("key-1", body), status: 425, run: 3},
+		{req: post("key-1", body), status: 429, run: 4},
+		{req: post("key-1", body), status: 200, run: 5},
+		{req: post("key-1", body), status: 200, run: 5, replay: true},
+	}},
+	{name: "Record chooses the statuses recorded, never a 5xx", outcome: func(n int) int { return []int{0, 400, 502, 202}[min(n, 3)] },
+		opts: func(o *apigateway.Options) { o.Record = func(status int) bool { return status != 400 } }, steps: []step{
+			{req: post("key-1", body), status: 400, run: 1},
+			{req: post("key-1", body), status: 502, run: 2},
+			{req: post("key-1", body), status: 202, run: 3},
+			{req: post("key-1", body), status: 202, run: 3, replay: true},
+		}},
+	{name: "OptionalKey runs a request without a key unrecorded", outcome: always(201), opts: func(o *apigateway.Options) { o.OptionalKey = true }, steps: []step{
+		{req: post("", body), status: 201, run: 1},
+		{req: post("", body), status: 201, run: 2},
+		{req: post("key,1", body), status: 400, problem: apigateway.TypeKeyMalformed},
+	}},
+}
+
+// TestBehaviours runs every behaviour on both flavors over a MemoryStore.
+func TestBehaviours(t *testing.T) {
+	runBehaviours(t, func(*testing.T) idempotency.Store { return idempotency.NewMemoryStore() })
+}
+
+// TestBehavioursOnDynamoDB runs them on the DynamoDB store, on dynoxide.
+func TestBehavioursOnDynamoDB(t *testing.T) {
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	table := testenv.NewTable(t, client)
+	store := idempotency.NewDynamoStore(client, table)
+	// One table for all: each case claims in a scope of its own.
+	runBehaviours(t, func(*testing.T) idempotency.Store { return store })
+}
+
+func runBehaviours(t *testing.T, newStore func(*testing.T) idempotency.Store) {
+	for _, f := range flavors {
+		for _, b := range behaviours {
+			t.Run(f.name+"/"+b.name, func(t *testing.T) {
+				s := f.make(newStore(t), b.outcome, func(o *apigateway.Options) {
+					o.Scope = t.Name()
+					o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+					if b.opts != nil {
+						b.opts(o)
+					}
+				})
+				for i, st := range b.steps {
+					got, err := s.invoke(context.Background(), st.req)
+					check(t, i, st, got, err)
+				}
+			})
+		}
+	}
+}
+
+func check(t *testing.T, i int, st step, got resp, err error) {
+	t.Helper()
+	if st.status == 0 {
+		if !errors.Is(err, errHandler) {
+			t.Errorf("step %d: %d, %v; want the handler's error", i, got.status, err)
+		}
+		return
+	}
+	if err != nil || got.status != st.status {
+		t.Fatalf("step %d: %d %s, %v; want %d", i, got.status, got.body, err, st.status)
+	}
+	if run := got.headers["X-Run"]; run != strconv.Itoa(st.run) && (run != "" || st.run != 0) {
+		t.Errorf("step %d: the answer of run %q, want %d", i, run, st.run)
+	}
+	if r := got.headers[apigateway.ReplayHeader]; (r == "true") != st.replay || r != "" && r != "true" {
+		t.Errorf("step %d: %s = %q, want replay %v", i, apigateway.ReplayHeader, r, st.replay)
+	}
+	if st.replay && got.body != `{"run":`+strconv.Itoa(st.run)+`}` {
+		t.Errorf("step %d: replayed body %q, want run %d's", i, got.body, st.run)
+	}
+	if st.problem == "" {
+		if ct := got.headers["Content-Type"]; ct != "application/json" {
+			t.Errorf("step %d: Content-Type %q, want the handler's", i, ct)
+		}
+		return
+	}
+	checkProblem(t, got, st.status, st.problem)
+}
+
+// checkProblem checks an RFC 9457 answer with a Link to its type.
+func checkProblem(t *testing.T, got resp, status int, name string) {
+	t.Helper()
+	if ct := got.headers["Content-Type"]; ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Type, Title, Detail string
+		Status              int
+	}
+	if err := json.Unmarshal([]byte(got.body), &p); err != nil {
+		t.Fatalf("problem %q: %v", got.body, err)
+	}
+	wantType := apigateway.DefaultDocsURL + "#" + name
+	if p.Type != wantType || p.Status != status || p.Title == "" || p.Detail == "" {
+		t.Errorf("problem %+v; want type %s, status %d, a title and a detail", p, wantType, status)
+	}
+	if link, want := got.headers["Link"], "<"+wantType+`>; rel="describedby"; type="text/html"`; link != want {
+		t.Errorf("Link %q, want %q", link, want)
+	}
+}
+
+// A second request while the first runs is a 409 with Retry-After, the
+// first invocation's remaining time; the first is then answered and
+// recorded.
+func TestInProgress(t *testing.T) {
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	stores := map[string]idempotency.Store{"memory": idempotency.NewMemoryStore(), "dynamodb": idempotency.NewDynamoStore(client, testenv.NewTable(t, client))}
+	for storeName, store := range stores {
+		for _, f := range flavors {
+			t.Run(storeName+"/"+f.name, func(t *testing.T) {
+				entered, release := make(chan struct{}), make(chan struct{})
+				s := f.make(store, func(n int) int {
+					if n == 1 {
+						entered <- struct{}{}
+						<-release
+					}
+					return 201
+				}, func(o *apigateway.Options) { o.Scope = t.Name() })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				var first resp
+				done := make(chan error)
+				go func() {
+					var err error
+					first, err = s.invoke(ctx, post("key-1", body))
+					done <- err
+				}()
+				select {
+				case <-entered:
+				case err := <-done:
+					t.Fatalf("the first request ended without running the handler: %d %s, %v", first.status, first.body, err)
+				}
+				second, err := s.invoke(context.Background(), post("key-1", body))
+				close(release)
+				if ferr := <-done; ferr != nil || first.status != 201 {
+					t.Fatalf("first: %d, %v; want 201", first.status, ferr)
+				}
+				if err != nil || second.status != 409 {
+					t.Fatalf("second: %d %s, %v; want 409", second.status, second.body, err)
+				}
+				checkProblem(t, second, 409, apigateway.TypeKeyInProgress)
+				if ra, err := strconv.Atoi(second.headers["Retry-After"]); err != nil || ra < 19 || ra > 20 {
+					t.Errorf("Retry-After %q, want the first invocation's remaining time, 20 s", second.headers["Retry-After"])
+				}
+				third, _ := s.invoke(context.Background(), post("key-1", body))
+				if third.status != 201 || third.headers[apigateway.ReplayHeader] != "true" || s.runs.Load() != 1 {
+					t.Errorf("third: %d %v after %d runs; want the first's answer replayed after 1", third.status, third.headers, s.runs.Load())
+				}
+			})
+		}
+	}
+}
+
+// POWERTOOLS_IDEMPOTENCY_DISABLED turns the wrapper off too: even a request
+// without a key runs the handler, every time.
+func TestDisabled(t *testing.T) {
+	t.Setenv(idempotency.DisabledEnv, "true")
+	for _, f := range flavors {
+		s := f.make(idempotency.NewMemoryStore(), always(201), func(o *apigateway.Options) {
+			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		})
+		for _, r := range []req{post("key-1", body), post("key-1", body), post("", body)} {
+			if got, err := s.invoke(context.Background(), r); err != nil || got.status != 201 || got.headers[apigateway.ReplayHeader] != "" {
+				t.Errorf("%s: %d %v, %v; want a fresh 201", f.name, got.status, got.headers, err)
+			}
+		}
+		if n := s.runs.Load(); n != 3 {
+			t.Errorf("%s: %d runs, want 3", f.name, n)
+		}
+	}
+}
