@@ -5,15 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 // Schema is the example's table (template.yaml): the partition key and TTL
@@ -49,38 +47,31 @@ type (
 
 // Handler answers POST /payments behind an API Gateway HTTP API.
 type Handler struct {
-	pay    func(context.Context, request) (response, error)
-	logger *slog.Logger
+	pay func(context.Context, request) (response, error)
 }
 
 // NewHandler returns a handler that charges through charger at most once
 // per Idempotency-Key, recording its answers in store.
+// apigateway.MakeIdempotentV2 answers what concerns the key, as
+// application/problem+json: 400 without one, 409 with Retry-After while
+// the first request runs, 422 for another body under it; and replays the
+// recorded answer marked Idempotent-Replay: true.
 func NewHandler(store idempotency.Store, charger Charger, logger *slog.Logger) *Handler {
 	charge := func(ctx context.Context, req request) (response, error) {
 		var p PaymentRequest
 		_ = json.Unmarshal([]byte(req.Body), &p) // Handle validated it
 		id, err := charger.Charge(ctx, p)
 		if err != nil {
-			return response{}, fmt.Errorf("charge order %s: %w", p.OrderID, err)
+			// A 5xx is not recorded: the key is released, and the client
+			// may retry with it. Never echo the error, it may name
+			// internals.
+			logger.ErrorContext(ctx, "payment failed", "order", p.OrderID, "error", err)
+			return problem(http.StatusBadGateway, "the payment could not be made; retry with the same Idempotency-Key"), nil
 		}
 		return jsonResponse(http.StatusCreated, Payment{ChargeID: id, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency}), nil
 	}
-	pay := idempotency.MakeIdempotent(store, charge, func(o *idempotency.HandlerOptions[request, response]) {
-		// HTTP APIs deliver header names in lower case.
-		o.KeyPath = "headers.idempotency-key"
-		// A retry must repeat the body; the rest of the event (request id,
-		// time) differs on every delivery.
-		o.FingerprintPaths = []string{"body"}
-		o.OnReplay = func(_ context.Context, resp response, _ idempotency.Record) response {
-			if resp.Headers == nil {
-				resp.Headers = map[string]string{}
-			}
-			resp.Headers["Idempotent-Replay"] = "true"
-			return resp
-		}
-		o.Logger = logger
-	})
-	return &Handler{pay: pay, logger: logger}
+	pay := apigateway.MakeIdempotentV2(store, charge, func(o *apigateway.Options) { o.Logger = logger })
+	return &Handler{pay: pay}
 }
 
 // Handle validates the request, then charges idempotently. A request that
@@ -90,25 +81,7 @@ func (h *Handler) Handle(ctx context.Context, req request) (response, error) {
 	if _, err := decodePayment(req.Body); err != nil {
 		return problem(http.StatusBadRequest, err.Error()), nil
 	}
-	resp, err := h.pay(ctx, req)
-	var inProgress *idempotency.InProgressError
-	switch {
-	case err == nil:
-		return resp, nil
-	case errors.Is(err, idempotency.ErrMissingKey):
-		return problem(http.StatusBadRequest, "an Idempotency-Key header is required"), nil
-	case errors.As(err, &inProgress):
-		r := problem(http.StatusConflict, "a request with this Idempotency-Key is in progress")
-		r.Headers["Retry-After"] = strconv.Itoa(int(math.Ceil(inProgress.RetryAfter.Seconds())))
-		return r, nil
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return problem(http.StatusUnprocessableEntity, "this Idempotency-Key was used with another request"), nil
-	default:
-		// The key was released (or never claimed): the client may retry
-		// with the same key. Never echo the error, it may name internals.
-		h.logger.ErrorContext(ctx, "payment failed", "error", err)
-		return problem(http.StatusBadGateway, "the payment could not be made; retry with the same Idempotency-Key"), nil
-	}
+	return h.pay(ctx, req)
 }
 
 func decodePayment(body string) (PaymentRequest, error) {

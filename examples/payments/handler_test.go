@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -132,6 +134,11 @@ func TestPayments(t *testing.T) {
 		got := e.invoke(t, "key-1", `{"orderId":"o-42","amount":99999,"currency":"EUR"}`)
 		if got.StatusCode != 422 || e.charger.n.Load() != 1 {
 			t.Fatalf("status %d after %d charges; want 422 after 1", got.StatusCode, e.charger.n.Load())
+		}
+		var p struct{ Type string }
+		_ = json.Unmarshal([]byte(got.Body), &p)
+		if ct := got.Headers["Content-Type"]; ct != "application/problem+json" || !strings.HasSuffix(p.Type, "#"+apigateway.TypeKeyReused) {
+			t.Errorf("422 as %q with type %q; want an RFC 9457 problem of type %s", ct, p.Type, apigateway.TypeKeyReused)
 		}
 	})
 	t.Run("a concurrent request is in progress", func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Command payments is an example of pkg/idempotency's MakeIdempotent: a
+// Command payments is an example of pkg/idempotency/apigateway: a
 // payments-style function behind an API Gateway HTTP API that charges at
 // most once per Idempotency-Key. template.yaml deploys it with its table.
 package main
