@@ -128,7 +128,9 @@ function fileIdentity(r: UploadRecord): string {
  * spelling), they are folded into one, which a Resume continues: the
  * winner by {@link rank}, taking over a kept copy of the file if it has
  * none; the others are dropped. Records of one file under one spelling are
- * the same file picked twice on purpose, and stay two uploads; two whose
+ * the same file picked twice on purpose, and stay two uploads (so does
+ * every record of a group that holds such twins: none is known to be the
+ * duplicate of another); two whose
  * SHA-256 differ are not one file. A group with a record `busy` (running
  * here or in another tab) is left as it is, for a later call.
  */
@@ -152,7 +154,11 @@ export function foldRecords(all: UploadRecord[], api: string, busy: (key: string
       for (const r of group) kept.set(r.key, r);
       continue;
     }
-    if (new Set(group.map((r) => r.api)).size < 2) {
+    // The bug left one record per spelling. Several under one spelling are
+    // the file picked more than once on purpose, and then no record can be
+    // told a duplicate of another: each stays an upload.
+    const spellings = new Set(group.map((r) => r.api)).size;
+    if (spellings < 2 || spellings < group.length) {
       group.forEach(respell);
       continue;
     }

@@ -189,6 +189,13 @@ describe("foldRecords: one API, however an earlier version spelled it", () => {
   it("leaves alone one file picked twice under one spelling, other files, other contents, and what is running", () => {
     const twice = [old("a", API), old("b", API)];
     assert.deepEqual(foldRecords(twice, API).records.map((r) => r.key), ["a", "b"], "picked twice on purpose: two uploads");
+    const twiceAndOld = [old("a", API, { createdAt: 1 }), old("b", API, { createdAt: 2 }), old("c", "http://127.0.0.1:3000/", { createdAt: 3 })];
+    const kept = foldRecords(twiceAndOld, API);
+    assert.deepEqual(
+      [kept.records.map((r) => [r.key, r.api]), kept.drop],
+      [[["a", API], ["b", API], ["c", API]], []],
+      "picked twice on purpose, plus an old spelling: none is known to be a duplicate, so all stay (the old one respelled)",
+    );
     const files = [old("a", API), old("b", "http://127.0.0.1:3000/", { size: 7 }), old("c", "http://127.0.0.1:3000/", { lastModified: 5 }), old("d", "http://127.0.0.1:3000/", { filename: "other.txt" })];
     assert.deepEqual(foldRecords(files, API).drop, [], "another size, time or name is another file");
     const contents = [old("a", API, { uploadId: "u-1" }), old("b", "http://127.0.0.1:3000/", { sha256: "6".repeat(64) })];
