@@ -43,8 +43,9 @@ type destinationRecord struct {
 	RequestPayload json.RawMessage `json:"requestPayload"`
 }
 
-// visibility hides a message received for its replay: one invocation.
-const visibility = time.Minute
+// visibility hides the messages of one receive (up to 10) while each is
+// replayed in turn: one finalize invocation each, of up to its 30 s timeout.
+const visibility = 10 * 30 * time.Second
 
 // run replays up to limit events, each as it is received, until the queue
 // answers empty.
