@@ -371,14 +371,13 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 		case errors.As(err, &e) && e.Fault != nil && !e.Exhausted:
 			// Waiting cannot fix it: one sentence with the cause and the
 			// host, at once, instead of retries for minutes.
-			toAPI := !strings.HasPrefix(e.Op, "put")
-			fmt.Fprintf(stderr, "upload: %s\n", faultAdvice(e, o.api, file, toAPI))
+			fmt.Fprintf(stderr, "upload: %s\n", faultAdvice(e, o.api, file, !e.Storage))
 			if created != nil {
 				fmt.Fprintf(stderr, "upload: %s: %s (key %s)\n", file, stored, key)
 			} else if e.Op == "create" && minted {
 				_ = state.forget(id) // no server has seen this key
 			}
-			return exitFailed, toAPI
+			return exitFailed, !e.Storage
 		case errors.As(err, &e) && e.NotOnceupload:
 			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
 			if e.Op == "create" {

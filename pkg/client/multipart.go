@@ -675,7 +675,7 @@ func (c *Client) sendPart(ctx context.Context, uploadID string, r io.ReaderAt, p
 			// (BadDigest): if the part reads otherwise now than when it
 			// was hashed, the file changed; say so.
 			if sum, herr := hashPart(ctx, r, plan, sp.PartNumber, make([]byte, hashBufSize)); herr == nil && sum != j.sum {
-				return &Error{Op: e.Op, StatusCode: e.StatusCode, Code: CodeFileChanged, Attempts: e.Attempts,
+				return &Error{Op: e.Op, StatusCode: e.StatusCode, Code: CodeFileChanged, Attempts: e.Attempts, Host: e.Host, Storage: e.Storage,
 					Message: fmt.Sprintf("part %d of the file changed between its hashing and its sending (S3 answered %s): the file changed while it was being uploaded; the upload was not completed", sp.PartNumber, cmp.Or(e.Code, "400"))}
 			}
 		}

@@ -68,8 +68,8 @@ func TestStorageAnswersAreNeverTheAPIs(t *testing.T) {
 	c.opts.Token = func(context.Context) (string, error) { return "t", nil }
 	_, _, err := c.do(context.Background(), toStorage, "status", put)
 	var e *Error
-	if !errors.As(err, &e) || n.Load() != 1 || e.NotOnceupload || e.Code != "AccessDenied" {
-		t.Errorf("S3's 401: %d requests, err %#v; want one, with S3's code AccessDenied, not foreign", n.Load(), err)
+	if !errors.As(err, &e) || n.Load() != 1 || e.NotOnceupload || e.Code != "AccessDenied" || !e.Storage {
+		t.Errorf("S3's 401: %d requests, err %#v; want one, with S3's code AccessDenied, not foreign, Storage set", n.Load(), err)
 	}
 
 	status.Store(http.StatusServiceUnavailable)
@@ -89,5 +89,30 @@ func TestStorageAnswersAreNeverTheAPIs(t *testing.T) {
 	})
 	if !errors.Is(err, ErrConnectionRefused) || count.n.Load() != 1 {
 		t.Errorf("refused after S3's 200: %v after %d attempts; want ErrConnectionRefused after one (the API has not answered)", err, count.n.Load())
+	}
+}
+
+// An *Error says where its request went, so that a caller (the CLI's
+// advice) never guesses it from the operation's name.
+func TestErrorSaysWhereItWent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		to   target
+		op   string
+		want bool
+	}{{toAPI, "put metadata", false}, {toStorage, "status", true}} {
+		c, _ := testClient(t, "http://127.0.0.1:1", func(o *Options) {
+			o.MaxAttempts = 1
+			o.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 400, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"error":"invalid_request","message":"no"}`)), Request: r}, nil
+			})}
+		})
+		_, _, err := c.do(context.Background(), tc.to, tc.op, func() (*http.Request, error) {
+			return http.NewRequest(http.MethodPut, "http://127.0.0.1:1/x", nil)
+		})
+		var e *Error
+		if !errors.As(err, &e) || e.Storage != tc.want {
+			t.Errorf("to %s, %q: err %#v; want an *Error with Storage %v", tc.to.who(), tc.op, err, tc.want)
+		}
 	}
 }

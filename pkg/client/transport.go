@@ -80,6 +80,9 @@ type Error struct {
 	// Host is the host (and port, if the URL gave one) the request went
 	// to, when it went anywhere.
 	Host string
+	// Storage is true when the request went to storage (a presigned URL:
+	// S3), false when it went to the API. Op only names the request.
+	Storage bool
 	// Fault, when not nil, is the failure that waiting cannot fix that
 	// ended the last attempt: ErrNoSuchHost, ErrConnectionRefused,
 	// ErrServerSpeaksHTTP, ErrServerSpeaksHTTPS or ErrCertificate.
@@ -236,7 +239,7 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 			err = c.authorize(tctx, req)
 		}
 		if err != nil {
-			return nil, nil, &Error{Op: op, Attempts: attempt, Err: redact(err)}
+			return nil, nil, &Error{Op: op, Attempts: attempt, Err: redact(err), Storage: !to.api()}
 		}
 		if refused != nil {
 			if req.Header.Get("Authorization") == lastAuth {
@@ -265,7 +268,7 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 			return resp, body, nil
 		}
 		err = redact(err)
-		fail := &Error{Op: op, Attempts: attempt, Err: err, Host: req.URL.Host,
+		fail := &Error{Op: op, Attempts: attempt, Err: err, Host: req.URL.Host, Storage: !to.api(),
 			Fault: transportFault(req.URL.Scheme, resp, body, err)}
 		if err == nil && fail.Fault != nil {
 			// A server, but not speaking the URL's scheme: not the API,
