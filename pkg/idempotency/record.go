@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
@@ -115,7 +116,9 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return e.Err.Error() + " (held by claim " + e.Existing.ClaimID + ")"
+	// As the engine's ConflictError says it, so a conflict reads the same
+	// from every store.
+	return fmt.Sprintf("%v (claim %s, state %s)", e.Err, e.Existing.ClaimID, e.Existing.State)
 }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
@@ -134,8 +137,7 @@ func publicError(err error) error {
 // keyReused is the error a claim for another request under rec's key gets
 // from the stores, for a request the local cache refuses.
 func keyReused(rec Record) error {
-	engine := &recordstore.ConflictError{Err: recordstore.ErrKeyReused, Existing: recordstore.Record{ClaimID: rec.ClaimID, State: recordstore.State(rec.State)}}
-	return &converted{msg: engine.Error(), err: &ConflictError{Err: ErrKeyReused, Existing: rec}}
+	return publicError(&recordstore.ConflictError{Err: recordstore.ErrKeyReused, Existing: engineRecord(rec)})
 }
 
 // converted says what the store said, and unwraps to this package's error.

@@ -39,8 +39,8 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 	}
 	for _, step := range steps {
 		counter.Reset()
-		if _, err := call(ctx, step.req); !errors.Is(err, step.wantErr) {
-			t.Fatalf("%s: err = %v, want %v", step.name, err, step.wantErr)
+		if got, err := call(ctx, step.req); !errors.Is(err, step.wantErr) || (err == nil && got != "ok") {
+			t.Fatalf("%s: %q, %v; want %v", step.name, got, err, step.wantErr)
 		}
 		if got := counter.Ops(); !maps.Equal(got, step.want) {
 			t.Errorf("%s sent %v, want %v", step.name, got, step.want)
