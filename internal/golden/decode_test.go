@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,6 +47,11 @@ func TestTodaysItemsBehave(t *testing.T) {
 		}
 		if err := rec.Data.Decode(&f); err != nil || string(rec.State) != item["state"].(*types.AttributeValueMemberS).Value {
 			t.Errorf("%s: decoded %s with fields %+v, %v", name, rec.State, f, err)
+		}
+		if data, ok := item["data"].(*types.AttributeValueMemberM); ok {
+			if n, ok := data.Value["size"].(*types.AttributeValueMemberN); ok && strconv.FormatInt(f.Size, 10) != n.Value {
+				t.Errorf("%s: size decoded as %d, the item holds %s", name, f.Size, n.Value)
+			}
 		}
 		if rec.State == recordstore.StateCompleted && rec.Tenant == "tenant-golden" {
 			if _, ok, err := upload.EventOf("uploads-golden", nil, &rec); !ok || err != nil {
