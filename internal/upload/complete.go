@@ -74,8 +74,8 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api
 // file sha256 does not contradict the one it has.
 func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 	if req.SHA256 != "" {
-		if len(req.SHA256) != 64 || !isHex(req.SHA256) {
-			return errSHA256Format
+		if len(req.SHA256) != 64 || !api.IsHex(req.SHA256) {
+			return api.ErrSHA256Format
 		}
 		if rec.SHA256 != "" && !strings.EqualFold(req.SHA256, rec.SHA256) {
 			return errSHA256Differs
@@ -92,7 +92,7 @@ func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 			return invalid("parts", "partNumber %d is outside 1..%d", p.PartNumber, count)
 		case named[p.PartNumber]:
 			return invalid("parts", "part %d is listed twice", p.PartNumber)
-		case len(p.SHA256) != 64 || !isHex(p.SHA256):
+		case len(p.SHA256) != 64 || !api.IsHex(p.SHA256):
 			return invalid("parts", "the sha256 of part %d must be 64 hex characters", p.PartNumber)
 		}
 		named[p.PartNumber] = true

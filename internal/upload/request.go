@@ -15,14 +15,6 @@ import (
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
-// The refusals of a create's sha256, which the decoder makes too
-// (api.DecodeCreateRequest) for a body; the service makes them for any
-// request.
-var (
-	errSHA256Required = invalid("sha256", "sha256 is required for a single PUT (without partSize): S3 checks the file against it")
-	errSHA256Format   = invalid("sha256", "sha256 must be 64 hex characters")
-)
-
 // validateCreate checks r's values against the contract and the
 // deployment's limits and returns r with sha256 in lower case, the form
 // that is fingerprinted, recorded and answered.
@@ -39,12 +31,12 @@ func validateCreate(r api.CreateRequest, cfg *Config) (api.CreateRequest, error)
 	}
 	switch {
 	case r.SHA256 == "" && r.PartSize == 0:
-		return r, errSHA256Required
-	case r.SHA256 != "" && (len(r.SHA256) != 64 || !isHex(r.SHA256)):
-		return r, errSHA256Format
+		return r, api.ErrSHA256Required
+	case r.SHA256 != "" && (len(r.SHA256) != 64 || !api.IsHex(r.SHA256)):
+		return r, api.ErrSHA256Format
 	}
 	if r.PartSize != 0 && (r.PartSize < api.MinPartSize || r.PartSize > api.MaxPartSize) {
-		return r, invalid("partSize", "partSize must be from %d (5 MiB) to %d (5 GiB) bytes", api.MinPartSize, api.MaxPartSize)
+		return r, api.ErrPartSizeRange
 	}
 	// Malformed fields (400) first, then the deployment's limits (413, 415).
 	// The size limit comes before the part count, which relates size to
@@ -176,11 +168,6 @@ func validMediaType(ct string) (string, error) {
 		return "", invalid("contentType", "contentType must be one media type, not a range such as image/*")
 	}
 	return mediaType, nil
-}
-
-func isHex(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // fingerprint identifies a request for one key: method, route, tenant and

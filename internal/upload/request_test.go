@@ -502,3 +502,28 @@ func TestAllows(t *testing.T) {
 		t.Error("an empty list must allow any type")
 	}
 }
+
+// The decoder and the service refuse a create's part size and sha256 in
+// one wording: the decoder for a body, the service for any request.
+func TestOneWordingForTheSharedRefusals(t *testing.T) {
+	t.Parallel()
+	cfg := &Config{MaxUploadBytes: api.MaxMultipartBytes}
+	for _, c := range []struct {
+		body string
+		req  api.CreateRequest
+		want error
+	}{
+		{`{"filename":"a","contentType":"text/plain","size":1,"sha256":"` + sha + `","partSize":0}`,
+			api.CreateRequest{Filename: "a", ContentType: "text/plain", Size: 1, SHA256: sha, PartSize: 1}, api.ErrPartSizeRange},
+		{`{"filename":"a","contentType":"text/plain","size":1}`,
+			api.CreateRequest{Filename: "a", ContentType: "text/plain", Size: 1}, api.ErrSHA256Required},
+		{`{"filename":"a","contentType":"text/plain","size":1,"sha256":""}`,
+			api.CreateRequest{Filename: "a", ContentType: "text/plain", Size: 1, SHA256: "xyz"}, api.ErrSHA256Format},
+	} {
+		_, decoded := api.DecodeCreateRequest([]byte(c.body))
+		_, validated := validateCreate(c.req, cfg)
+		if decoded != c.want || validated != c.want {
+			t.Errorf("decoder %v, service %v; want both %v", decoded, validated, c.want)
+		}
+	}
+}

@@ -92,22 +92,25 @@ func DecodeCreateRequest(body []byte) (CreateRequest, error) {
 			return r, err
 		}
 		if r.PartSize == 0 {
-			return r, invalid("partSize", "partSize must be from %d to %d bytes", MinPartSize, MaxPartSize)
+			return r, ErrPartSizeRange
 		}
 	}
 	switch {
 	case in.SHA256 == nil && in.PartSize == nil:
-		return r, errSHA256Required
+		return r, ErrSHA256Required
 	case in.SHA256 != nil && r.SHA256 == "":
 		// Given empty is not omitted: "" would read as no sha256.
-		return r, errSHA256Format
+		return r, ErrSHA256Format
 	}
 	return r, nil
 }
 
+// Refusals of a create's values that the upload service makes too, for a
+// request that did not come through DecodeCreateRequest: one wording each.
 var (
-	errSHA256Required = invalid("sha256", "sha256 is required for a single PUT (without partSize): S3 checks the file against it")
-	errSHA256Format   = invalid("sha256", "sha256 must be 64 hex characters")
+	ErrSHA256Required = invalid("sha256", "sha256 is required for a single PUT (without partSize): S3 checks the file against it")
+	ErrSHA256Format   = invalid("sha256", "sha256 must be 64 hex characters")
+	ErrPartSizeRange  = invalid("partSize", "partSize must be from %d (5 MiB) to %d (5 GiB) bytes", MinPartSize, MaxPartSize)
 )
 
 // The members of the strictly decoded objects, as their structs name them.
@@ -168,7 +171,7 @@ func decodeParts(raw jsontext.Value, most int, tooMany string) ([]PartToSign, er
 			return nil, invalid("parts", "parts[%d].partNumber must be a whole number", i)
 		}
 		sum, err := jsonString(part.SHA256, "sha256")
-		if err != nil || len(sum) != 64 || !isHex(sum) {
+		if err != nil || len(sum) != 64 || !IsHex(sum) {
 			return nil, invalid("parts", "parts[%d].sha256 must be 64 hex characters", i)
 		}
 		if seen[n] {
@@ -203,8 +206,8 @@ func DecodeCompleteRequest(body []byte) (CompleteRequest, error) {
 	}
 	if in.SHA256 != nil {
 		sum, err := jsonString(in.SHA256, "sha256")
-		if err != nil || len(sum) != 64 || !isHex(sum) {
-			return r, errSHA256Format
+		if err != nil || len(sum) != 64 || !IsHex(sum) {
+			return r, ErrSHA256Format
 		}
 		r.SHA256 = strings.ToLower(sum)
 	}
@@ -331,10 +334,10 @@ func jsonInt(raw jsontext.Value, name string) (int64, error) {
 	return n, nil
 }
 
-// isHex reports whether hex.DecodeString would accept s (pairs of hex
+// IsHex reports whether hex.DecodeString would accept s (pairs of hex
 // digits of either case), without decoding it into a buffer: a complete
 // body checks up to 10,001 digests.
-func isHex(s string) bool {
+func IsHex(s string) bool {
 	if len(s)%2 != 0 {
 		return false
 	}

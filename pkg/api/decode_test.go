@@ -156,18 +156,18 @@ func TestDecodeCompleteRequest(t *testing.T) {
 	}
 }
 
-// isHex says what hex.DecodeString says, and allocates nothing doing it:
+// IsHex says what hex.DecodeString says, and allocates nothing doing it:
 // a complete body of 10,000 parts asks it 10,000 times.
 func TestIsHex(t *testing.T) {
 	for _, s := range []string{sha, strings.ToUpper(sha), "", "0a", "0", "0g", "g0", "zz", " 0a", "0a ", "\x00\x00", "é0"} {
 		_, err := hex.DecodeString(s)
-		if got, want := isHex(s), err == nil; got != want {
-			t.Errorf("isHex(%q) = %v, want %v (hex.DecodeString: %v)", s, got, want, err)
+		if got, want := IsHex(s), err == nil; got != want {
+			t.Errorf("IsHex(%q) = %v, want %v (hex.DecodeString: %v)", s, got, want, err)
 		}
 	}
 	ok := false
-	if n := testing.AllocsPerRun(100, func() { ok = isHex(sha) }); n != 0 || !ok {
-		t.Errorf("isHex of a digest: %v, %v allocations, want true, 0", ok, n)
+	if n := testing.AllocsPerRun(100, func() { ok = IsHex(sha) }); n != 0 || !ok {
+		t.Errorf("IsHex of a digest: %v, %v allocations, want true, 0", ok, n)
 	}
 }
 
