@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -147,7 +147,7 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	}
 	sum := sha256.Sum256(content)
 	id, err := upload.ParseUploadID(u.UploadID)
-	ok := err == nil && id == recordstore.NewID(presign.JWTTenant("", tenant), key) &&
+	ok := err == nil && id == recordstore.NewID(caller.JWT("", tenant), key) &&
 		u.Filename == fmt.Sprintf("w%d-r%d.txt", worker, seq) && u.Bytes == int64(len(content)) && u.SHA256 == hex.EncodeToString(sum[:])
 	if status == 201 {
 		ok = ok && a.header.Get("Location") == "/uploads/"+u.UploadID

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -200,7 +200,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	if status.status != 200 || !bytes.Contains(status.body, []byte(`"status":"completed"`)) {
 		t.Fatalf("status: %d %s", status.status, status.body)
 	}
-	if id, _ := upload.ParseUploadID(u.UploadID); id != recordstore.NewID(presign.JWTTenant("", LocalTenant), "multipart-event-key-1") {
+	if id, _ := upload.ParseUploadID(u.UploadID); id != recordstore.NewID(caller.JWT("", LocalTenant), "multipart-event-key-1") {
 		t.Fatalf("upload id %s is not the key's", u.UploadID)
 	}
 }

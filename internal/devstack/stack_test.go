@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -151,7 +151,7 @@ func TestWalkthrough(t *testing.T) {
 			wg.Wait()
 			for i := range 2 * n {
 				id, err := upload.ParseUploadID(ids[i])
-				if err != nil || ids[i] != ids[i%2] || id != recordstore.NewID(presign.JWTTenant("", LocalTenant), keys[i%2]) {
+				if err != nil || ids[i] != ids[i%2] || id != recordstore.NewID(caller.JWT("", LocalTenant), keys[i%2]) {
 					t.Fatalf("client %d of key %s got upload %q; the first client of that key got %q", i, keys[i%2], ids[i], ids[i%2])
 				}
 			}

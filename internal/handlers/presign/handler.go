@@ -242,10 +242,6 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	return "", false
 }
 
-// JWTTenant is the tenant of a JWT's issuer and subject together: see
-// principal.JWT.
-func JWTTenant(iss, sub string) string { return principal.JWT(iss, sub) }
-
 // errorFor maps an error to its response and the request's outcome. Only
 // the messages written for clients reach them: a refused request's own
 // (*api.RequestError, from the decoders or the service), or the handler's
