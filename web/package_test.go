@@ -46,11 +46,11 @@ func TestBrowserPackage(t *testing.T) {
 	var files []string
 	for _, f := range packed[0].Files {
 		files = append(files, f.Path)
-		if f.Path != "package.json" && f.Path != "README.md" && !strings.HasPrefix(f.Path, "dist/lib/") {
-			t.Errorf("the tarball holds %s; want only package.json, README.md and dist/lib/", f.Path)
+		if f.Path != "package.json" && f.Path != "README.md" && f.Path != "LICENSE" && !strings.HasPrefix(f.Path, "dist/lib/") {
+			t.Errorf("the tarball holds %s; want only package.json, README.md, LICENSE and dist/lib/", f.Path)
 		}
 	}
-	for _, want := range []string{"dist/lib/onceupload.js", "dist/lib/hash-worker.js", "dist/lib/index.d.ts", "README.md"} {
+	for _, want := range []string{"dist/lib/onceupload.js", "dist/lib/hash-worker.js", "dist/lib/index.d.ts", "README.md", "LICENSE"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the tarball lacks %s: %v", want, files)
 		}
