@@ -1,5 +1,6 @@
 // Command bench measures the system and prints one report (Markdown on
-// stdout, JSON to --out): round trips per request, hot-path CPU, load
+// stdout, JSON to --out): round trips per request, the DynamoDB capacity
+// units of each path and whole upload (and the record's size), hot-path CPU, load
 // through the local front door side by side with a Powertools peer, cold
 // start and binary size, and a large file: the CLI against the AWS CLI,
 // tusd and a raw S3 probe, its peak RSS, the time to the first part stored
@@ -58,6 +59,10 @@ type report struct {
 	// Chromium), when run.
 	FirstPart *bench.FirstPart     `json:"first_part,omitempty"`
 	Browser   *bench.BrowserUpload `json:"browser_upload,omitempty"`
+	// Capacity is the DynamoDB units per path and per upload, and
+	// RecordBytes the record's size at each state (--only capacity).
+	Capacity    *bench.CapacityReport `json:"capacity,omitempty"`
+	RecordBytes map[string]int        `json:"record_bytes,omitempty"`
 	// PeerNote says why the Powertools peer of the load section did not run.
 	PeerNote string `json:"peer_not_run,omitempty"`
 	// Sections are those run (--only).
@@ -68,7 +73,7 @@ type report struct {
 }
 
 // allSections are --only's choices, in the order they run.
-var allSections = []string{"roundtrips", "hotpath", "load", "coldstart", "large", "tusd", "probe", "firstpart", "browser"}
+var allSections = []string{"roundtrips", "capacity", "hotpath", "load", "coldstart", "large", "tusd", "probe", "firstpart", "browser"}
 
 // selected says whether --only picked a section.
 var selected = map[string]bool{}
@@ -90,6 +95,7 @@ func main() {
 	flag.Int64Var(&largeFile.size, "large-file", 1<<30, "bytes of the large-file comparison's file (0: skip the section)")
 	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
 	flag.Int64Var(&largeFile.firstPart, "first-part-file", 4<<30, "bytes of the file whose first stored part is timed, CLI and Chromium (0: skip)")
+	flag.Int64Var(&capacityFile, "capacity-file", 1<<30, "bytes of the multipart upload the capacity section sends the CLI's way")
 	only := flag.String("only", strings.Join(allSections, ","), "sections to run, comma-separated: "+strings.Join(allSections, ", ")+
 		" (tusd and probe run with the CLI in parts of the large-file comparison, large adds its one PUT, aws s3 cp and phases;"+
 		" firstpart times the CLI, and Chromium too with browser; browser uploads the --large-file file in Chromium)")
@@ -135,6 +141,7 @@ func run(ctx context.Context, out string) error {
 		}
 	}
 	var calls callcount.Counter
+	var meter bench.Meter // armed by the capacity section only
 	dir, err := os.MkdirTemp("", "onceupload-bench-")
 	if err != nil {
 		return err
@@ -146,7 +153,7 @@ func run(ctx context.Context, out string) error {
 	}
 	st, err := devstack.Start(ctx, devstack.Config{
 		DataDir: dir, Table: "idempotency-bench", Bucket: "uploads-bench",
-		APIOptions: []func(*middleware.Stack) error{calls.Middleware},
+		APIOptions: []func(*middleware.Stack) error{calls.Middleware, meter.Middleware},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		StaticDir:  static,
 	})
@@ -155,7 +162,7 @@ func run(ctx context.Context, out string) error {
 	}
 	defer st.Close()
 
-	if err := sections(ctx, &rep, st, &calls, dir); err != nil {
+	if err := sections(ctx, &rep, st, &calls, &meter, dir); err != nil {
 		return err
 	}
 	return finish(os.Stdout, rep, out)
@@ -181,10 +188,15 @@ func finish(w io.Writer, rep report, out string) error {
 }
 
 // sections runs the selected sections on the stack.
-func sections(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount.Counter, dir string) error {
+func sections(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount.Counter, meter *bench.Meter, dir string) error {
 	var err error
 	if rep.ran("roundtrips") {
 		if err := roundTrips(ctx, rep, st); err != nil {
+			return err
+		}
+	}
+	if rep.ran("capacity") {
+		if err := capacity(ctx, rep, st, meter); err != nil {
 			return err
 		}
 	}

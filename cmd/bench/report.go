@@ -50,6 +50,9 @@ func printMarkdown(w io.Writer, rep report) {
 			fmt.Fprintf(w, "| %s | %v |\n", p, rep.RoundTrips.ByPath[p])
 		}
 	}
+	if rep.ran("capacity") {
+		printCapacity(w, rep)
+	}
 	if rep.ran("hotpath") {
 		printHotPath(w, rep)
 	}

@@ -137,3 +137,41 @@ func TestFinishFailsWhenASectionDidNotRun(t *testing.T) {
 		})
 	}
 }
+
+// The capacity section shows each path's units beside the server's, each
+// upload's dollars per million at list prices, the record's size at each
+// state with its units, and where the server and the rules part.
+func TestPrintCapacity(t *testing.T) {
+	two := 2.0
+	put := bench.Call{Op: "PutItem", Sent: 1538, After: 1538, WriteUnits: 2, Reported: &two}
+	replay := bench.Call{Op: "PutItem", Failed: true, Before: 1538, After: 1538, Sent: 1538, WriteUnits: 2}
+	rep := report{
+		Sections: []string{"capacity"},
+		Capacity: &bench.CapacityReport{
+			Paths:          map[string]bench.Capacity{"create": bench.Summarize([]bench.Call{put}), "replay-pending": bench.Summarize([]bench.Call{replay})},
+			PathsWithToken: map[string]bench.Capacity{"create": {WriteUnits: 3}},
+			Uploads: map[string]bench.UploadCapacity{bench.UploadSingle: {
+				Capacity: bench.Capacity{Calls: map[string]int{"PutItem": 1, "GetItem": 1, "UpdateItem": 2}, WriteUnits: 6, ReadUnits: 1},
+				Bytes:    1 << 20, S3Requests: map[string]int{"HeadObject": 2}, ClientPUTs: 1,
+			}},
+			MultipartParts: 128, MultipartBytes: 1 << 30,
+		},
+		RecordBytes: map[string]int{"pending_single": 1538, "pending_single_with_token": 2732},
+	}
+	var b strings.Builder
+	printMarkdown(&b, rep)
+	out := b.String()
+	for _, want := range []string{
+		"| create | PutItem 1 | 2 | 0 | 2 / 0 | 3 / 0 |",
+		"| replay-pending | PutItem 1 | 2 | 0 | 0 / 0 (1 call(s) unreported) | — |",
+		// 6 × $0.625 + 1 × $0.125 per million units; 1 PUT × $5 + 2 HEAD × $0.40 per million requests.
+		"| single-put | 1048576 | 0 | GetItem 1, PutItem 1, UpdateItem 2 | 6 | 1 | 0 / 0 | HeadObject 2 | 1 | 3.88 | 5.80 |",
+		"| pending_single | 1538 | 2 | 1 |",
+		"| pending_single_with_token | 2732 | 3 | 1 |",
+		"- replay-pending: PutItem (failed): rules 2, server none",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}
