@@ -125,13 +125,16 @@ var PathOrder = []string{"create", "replay-pending", "finalize", "replay-complet
 
 // RecordStates are the keys of RecordBytes, in order.
 var RecordStates = []string{"pending_single", "completed_single", "pending_single_with_token", "completed_single_with_token",
-	"pending_multipart", "completed_multipart"}
+	"pending_single_on_lambda", "pending_multipart", "completed_multipart"}
 
 // MeasureCapacity runs each path once, as MeasureRoundTrips does, against
 // an existing table and bucket on the DynamoDB and S3 servers at the
 // endpoints, with the service the functions build (wiring.Presign) and a
 // Meter on its DynamoDB client; then the single-PUT paths again with a
-// Lambda-length session token in the presign credentials. multipartBytes
+// Lambda-length session token in the presign credentials, and a create
+// whose URL is signed as on Lambda (pending_single_on_lambda: the token,
+// a temporary key id, AWS's endpoint and a bucket named as the template
+// names it). multipartBytes
 // is the size of the multipart upload whose record is measured (the CLI's
 // part size for it); its bytes are not sent: its create, a sign and its
 // abort need none. The completed multipart record is of a two-part upload
@@ -160,23 +163,57 @@ func MeasureCapacity(ctx context.Context, dynamoURL, table, s3URL, bucket string
 	if err := multipartPaths(ctx, svc, meter, &rep); err != nil {
 		return rep, err
 	}
-	tokenSvc, putPlain, err := tokenService(ctx, lookup, logger, dynamoURL, s3URL, meter)
+	tokenSvc, putPlain, err := tokenService(ctx, lookup, logger, dynamoURL, s3URL, meter, false)
 	if err != nil {
 		return rep, err
 	}
 	if err := singlePaths(ctx, tokenSvc, meter, bucket, "capacity-token", rep.PathsWithToken, rep.RecordBytes, "_with_token", putPlain); err != nil {
 		return rep, fmt.Errorf("with a session token: %w", err)
 	}
+	// A create as on Lambda: its URL signed for AWS's endpoint and a
+	// bucket named as the template names it, with temporary credentials'
+	// key id. Only the create runs: it sends nothing to S3.
+	env["BUCKET_NAME"] = lambdaBucket
+	lambdaSvc, _, err := tokenService(ctx, lookup, logger, dynamoURL, s3URL, meter, true)
+	if err != nil {
+		return rep, err
+	}
+	meter.Take()
+	if _, err := lambdaSvc.Create(ctx, "capacity-lambda", "capacity-key-0003", singleRequest()); err != nil {
+		return rep, fmt.Errorf("create as on Lambda: %w", err)
+	}
+	calls, _ := meter.Take()
+	rep.RecordBytes["pending_single_on_lambda"] = lastWritten(calls)
 	return rep, nil
 }
+
+// What a URL signed on Lambda holds besides the token: temporary
+// credentials' key id (20 characters, "ASIA" and 16 more) and the bucket
+// of template.yaml (onceupload-<account>-<region>-<12 hex of the stack id>),
+// addressed virtual-hosted at AWS's regional endpoint.
+const (
+	lambdaAccessKeyID = "ASIAEXAMPLEEXAMPLE00"
+	lambdaBucket      = "onceupload-123456789012-us-east-1-0123456789ab"
+)
+
+// singleRequest is the create of the single-PUT paths.
+func singleRequest() api.CreateRequest {
+	content := singleContent()
+	sum := sha256.Sum256(content)
+	return api.CreateRequest{Filename: "capacity.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+}
+
+func singleContent() []byte { return []byte("capacity of one upload") }
 
 // tokenService is the service of wiring.Service, but for its presigner,
 // whose credentials carry a session token of Lambda's length: the records
 // hold the URLs a function on Lambda signs. The local S3 server refuses a
 // token it never issued, so the objects client (HeadObject) keeps the
 // local credentials, and putPlain stores an upload's object through a URL
-// signed as the token's was, without the token.
-func tokenService(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, dynamoURL, s3URL string, meter *Meter) (
+// signed as the token's was, without the token. asOnLambda signs, too,
+// with lambdaAccessKeyID for AWS's own endpoint: URLs that no local server
+// takes.
+func tokenService(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, dynamoURL, s3URL string, meter *Meter, asOnLambda bool) (
 	svc *upload.Service, putPlain func(context.Context, api.Upload, []byte) error, err error) {
 	cfg, err := config.LoadPresign(lookup)
 	if err != nil {
@@ -191,6 +228,10 @@ func tokenService(ctx context.Context, lookup func(string) (string, bool), logge
 	objects := s3.NewFromConfig(local, s3Opts)
 	withToken := s3.NewFromConfig(local, s3Opts, func(o *s3.Options) {
 		o.Credentials = credentials.NewStaticCredentialsProvider(services.AccessKey, services.SecretKey, services.LambdaSessionToken())
+		if asOnLambda {
+			o.BaseEndpoint, o.UsePathStyle = nil, false
+			o.Credentials = credentials.NewStaticCredentialsProvider(lambdaAccessKeyID, services.SecretKey, services.LambdaSessionToken())
+		}
 	})
 	store := recordstore.NewDynamoStore(dyn, cfg.Table, func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
 	svc = upload.New(store, upload.NewPresigner(withToken, cfg.Upload.Bucket), objects, cfg.Upload,
@@ -220,9 +261,7 @@ func tokenService(ctx context.Context, lookup func(string) (string, bool), logge
 // states with suffix; put stores an upload's object as its client would.
 func singlePaths(ctx context.Context, svc *upload.Service, meter *Meter, bucket, tenant string, paths map[string]Capacity, bytes map[string]int, suffix string,
 	put func(context.Context, api.Upload, []byte) error) error {
-	content := []byte("capacity of one upload")
-	sum := sha256.Sum256(content)
-	req := api.CreateRequest{Filename: "capacity.txt", ContentType: "text/plain", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+	content, req := singleContent(), singleRequest()
 	var created api.Upload
 	create := func(key string, u *api.Upload) error {
 		r, err := svc.Create(ctx, tenant, key, req)

@@ -84,6 +84,11 @@ func TestCapacitySelfConsistent(t *testing.T) {
 	if grew := rep.RecordBytes["pending_single_with_token"] - rep.RecordBytes["pending_single"]; grew < services.LambdaSessionTokenLength {
 		t.Errorf("a Lambda-length token grew the pending record by %d bytes, want at least %d", grew, services.LambdaSessionTokenLength)
 	}
+	// As on Lambda, the URL also names AWS's host, a longer bucket and a
+	// temporary key id.
+	if lambda, token := rep.RecordBytes["pending_single_on_lambda"], rep.RecordBytes["pending_single_with_token"]; lambda <= token {
+		t.Errorf("a create signed as on Lambda stored %d bytes, no more than with the token alone (%d)", lambda, token)
+	}
 	if rep.MultipartParts != 128 || rep.RecordBytes["pending_multipart"] == 0 || rep.RecordBytes["completed_multipart"] == 0 {
 		t.Errorf("multipart: %d parts, records %d and %d bytes", rep.MultipartParts, rep.RecordBytes["pending_multipart"], rep.RecordBytes["completed_multipart"])
 	}
