@@ -134,11 +134,10 @@ var RecordStates = []string{"pending_single", "completed_single", "pending_singl
 // Lambda-length session token in the presign credentials, and a create
 // whose URL is signed as on Lambda (pending_single_on_lambda: the token,
 // a temporary key id, AWS's endpoint and a bucket named as the template
-// names it). multipartBytes
-// is the size of the multipart upload whose record is measured (the CLI's
-// part size for it); its bytes are not sent: its create, a sign and its
-// abort need none. The completed multipart record is of a two-part upload
-// whose parts are sent.
+// names it). multipartBytes is the size of the multipart upload whose
+// record is measured (the CLI's part size for it); its bytes are not sent:
+// its create, a sign and its abort need none. The completed multipart
+// record is of a two-part upload whose parts are sent.
 func MeasureCapacity(ctx context.Context, dynamoURL, table, s3URL, bucket string, multipartBytes int64) (CapacityReport, error) {
 	rep := CapacityReport{Paths: map[string]Capacity{}, PathsWithToken: map[string]Capacity{}, RecordBytes: map[string]int{},
 		MultipartBytes: multipartBytes}

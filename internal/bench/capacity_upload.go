@@ -48,7 +48,12 @@ func (zeroes) ReadAt(p []byte, _ int64) (int, error) {
 // batches as parts are hashed, its wait for completion), the bytes sent
 // for real. The stack's functions' clients carry meter; peek reads their
 // table. An upload costs every call the meter sees from its create until
-// the stack has been quiet for a second after the client returned.
+// the stack has been quiet for a second after the client returned. Which
+// of the status and finalize records the object first, and how many parts
+// each sign request carries, are the run's: they vary with timing, and the
+// calls of each run say what happened (Detail). Writes to one item at once
+// (that status and finalize) can blur the sizes the meter reads around a
+// call by the other's write.
 func MeasureUploadCapacity(ctx context.Context, apiURL string, meter *Meter, peek *dynamodb.Client, singleBytes, multipartBytes int64) (map[string]UploadCapacity, error) {
 	c, err := client.New(apiURL)
 	if err != nil {
