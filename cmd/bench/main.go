@@ -95,7 +95,7 @@ func main() {
 	flag.Int64Var(&largeFile.size, "large-file", 1<<30, "bytes of the large-file comparison's file (0: skip the section)")
 	flag.IntVar(&largeFile.runs, "large-file-runs", 3, "runs of each way in the large-file comparison")
 	flag.Int64Var(&largeFile.firstPart, "first-part-file", 4<<30, "bytes of the file whose first stored part is timed, CLI and Chromium (0: skip)")
-	flag.Int64Var(&capacityFile, "capacity-file", 1<<30, "bytes of the multipart upload the capacity section sends the CLI's way")
+	flag.Int64Var(&capacityFile, "capacity-file", 1<<30, "bytes of the multipart upload the capacity section sends the CLI's way (64 MiB at least: the CLI sends less in one PUT)")
 	only := flag.String("only", strings.Join(allSections, ","), "sections to run, comma-separated: "+strings.Join(allSections, ", ")+
 		" (tusd and probe run with the CLI in parts of the large-file comparison, large adds its one PUT, aws s3 cp and phases;"+
 		" firstpart times the CLI, and Chromium too with browser; browser uploads the --large-file file in Chromium)")
