@@ -452,13 +452,7 @@ func (s *DynamoStore) updateExpression(u encodedUpdate, claimID string, now time
 		set = set.Remove(name(s.schema.Group))
 	}
 	if u.Response != nil {
-		// response_status was for a status code beside the body, which
-		// nothing records (callers choose their answer's status) and no
-		// read decodes. The REMOVE stays so that the update expression is
-		// the one internal/golden holds: dropping it changes what tables
-		// are sent, for a deliberate golden update.
-		set = set.Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body))).
-			Remove(name(attrStatus))
+		set = set.Set(name(s.schema.ResponseBody), expression.Value(string(u.Response.Body)))
 	}
 	if u.RestartExpiry {
 		set = set.Set(name(s.schema.ExpiresAt), expression.Value(epochSeconds(now.Add(s.opts.TTL))))

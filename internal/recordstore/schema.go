@@ -22,8 +22,8 @@ import (
 // expiryAttr, inProgressExpiryAttr, statusAttr, dataAttr and
 // validationKeyAttr). The other attributes keep fixed names: tenant,
 // claim_id, data (a map of the caller's own fields), created_at and
-// updated_at; response_status is reserved too (an update that records a
-// response removes it, and nothing writes it).
+// updated_at; response_status is reserved too (nothing writes or reads it
+// now, but items written before its status code was dropped may hold it).
 type Schema struct {
 	// PartitionKey is the table's partition key, a string attribute.
 	// Defaults to "pk".

@@ -12,8 +12,10 @@ import "github.com/onceupload/onceupload/internal/recordstore"
 // expiryAttr, inProgressExpiryAttr, statusAttr, dataAttr and
 // validationKeyAttr). The other attributes keep fixed names: tenant,
 // claim_id, data, created_at and updated_at; response_status and group are
-// reserved, and a completion removes both (the upload service's records, on
-// the same engine, keep a group there until they finish).
+// reserved: nothing writes response_status (items from before its status
+// code was dropped may hold it), and a completion removes group (the upload
+// service's records, on the same engine, keep a group there until they
+// finish).
 type Schema struct {
 	// PartitionKey is the table's partition key, a string attribute.
 	// Defaults to "pk".
