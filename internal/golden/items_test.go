@@ -102,6 +102,12 @@ func TestGoldenItems(t *testing.T) {
 	svc := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
 		o.Random, o.Logger = rand.NewChaCha8([32]byte{}), quiet
 	})
+	// again answers the replays the bodies are checked with: a replay
+	// draws an upload id before its claim meets the record, and drawn from
+	// svc's source it would change every later upload id of the run.
+	again := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
+		o.Random, o.Logger = rand.NewChaCha8([32]byte{1}), quiet
+	})
 	const tenant = "tenant-golden"
 	single := api.CreateRequest{Filename: "report.pdf", ContentType: "application/pdf", Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
 	const partSize = 5 << 20
@@ -126,22 +132,52 @@ func TestGoldenItems(t *testing.T) {
 		}
 	}
 
+	// Every answer's body goes to testdata/bodies.txt; the ones a record
+	// answers again (a replay, a status) must be, byte for byte, the first
+	// it gave: rebuilt from the record's fields or recorded, a client sees
+	// one body.
+	var bodies strings.Builder
+	answer := func(what string, res upload.Result, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		fmt.Fprintf(&bodies, "## %s\n%s\n", what, res.Body)
+		return res.Body
+	}
+	same := func(what string, res upload.Result, err error, first []byte) {
+		t.Helper()
+		if got := answer(what, res, err); !bytes.Equal(got, first) {
+			t.Errorf("%s =\n %s\nwant the first answer, byte for byte:\n %s", what, got, first)
+		}
+	}
+
 	g.step("create a single PUT")
-	put := create("key-single-put", single)
+	res, err := svc.Create(ctx, tenant, "key-single-put", single)
+	put := res.UploadID
+	first := answer("create a single PUT", res, err)
 	g.snapshot("single PUT, pending", put)
 	g.step("replay its create")
-	if again := create("key-single-put", single); again != put {
-		t.Fatalf("replay = %s, want %s", again, put)
-	}
+	res, err = svc.Create(ctx, tenant, "key-single-put", single)
+	same("replay its create", res, err, first)
 	g.step("status of the pending single PUT")
-	if _, err := svc.Status(ctx, tenant, put); err != nil {
-		t.Fatal(err)
-	}
+	res, err = svc.Status(ctx, tenant, put)
+	same("status of the pending single PUT", res, err, first)
 	g.step("finalize the single PUT")
 	clock.Advance(time.Minute)
 	stored(put)
 	finalize(put, upload.OutcomeCompleted)
 	g.snapshot("single PUT, completed", put)
+	// The event reads the object key the record derives, as every reader.
+	if ev, ok, err := upload.EventOf(cfg.Bucket, nil, g.record(put)); !ok || err != nil || ev.Detail.StorageKey != cfg.Prefix+put {
+		t.Errorf("the completed record's event = %+v, %v, %v; want storageKey %s", ev.Detail, ok, err, cfg.Prefix+put)
+	}
+	g.step("status of the completed single PUT")
+	res, err = svc.Status(ctx, tenant, put)
+	completed := answer("status of the completed single PUT", res, err)
+	g.step("replay its create once completed")
+	res, err = again.Create(ctx, tenant, "key-single-put", single)
+	same("replay its create once completed", res, err, completed)
 	g.step("finalize it again: a duplicate event")
 	finalize(put, upload.OutcomeDuplicate)
 
@@ -150,16 +186,26 @@ func TestGoldenItems(t *testing.T) {
 		g.snapshot("multipart create, in progress with its lease", strings.TrimPrefix(aws.ToString(in.Key), cfg.Prefix))
 		return next(ctx, in)
 	}
-	mp := create("key-multipart-complete", multipart)
+	res, err = svc.Create(ctx, tenant, "key-multipart-complete", multipart)
+	mp := res.UploadID
+	first = answer("create a multipart upload without the file's sha256", res, err)
 	objects.Hooks.CreateMultipartUpload = nil
 	putParts(t, objects, cfg.Prefix+mp)
 	g.snapshot("multipart, pending in the tenant's group", mp)
+	g.step("replay the multipart create")
+	res, err = again.Create(ctx, tenant, "key-multipart-complete", multipart)
+	same("replay the multipart create", res, err, first)
 	g.step("complete it, declaring the file's sha256")
 	clock.Advance(time.Minute)
-	if _, err := svc.Complete(ctx, tenant, mp, api.CompleteRequest{SHA256: fileSum}); err != nil {
-		t.Fatal(err)
-	}
+	res, err = svc.Complete(ctx, tenant, mp, api.CompleteRequest{SHA256: fileSum})
+	completed = answer("complete it, declaring the file's sha256", res, err)
 	g.snapshot("multipart, completed", mp)
+	g.step("status of the completed multipart upload")
+	res, err = svc.Status(ctx, tenant, mp)
+	same("status of the completed multipart upload", res, err, completed)
+	g.step("replay the multipart create once completed")
+	res, err = again.Create(ctx, tenant, "key-multipart-complete", multipart)
+	same("replay the multipart create once completed", res, err, completed)
 
 	g.step("create a multipart upload with the file's sha256")
 	withSum := multipart
@@ -176,11 +222,16 @@ func TestGoldenItems(t *testing.T) {
 		g.snapshot("multipart, aborting", strings.TrimPrefix(aws.ToString(in.Key), cfg.Prefix))
 		return next(ctx, in)
 	}
-	if _, err := svc.Abort(ctx, tenant, ab); err != nil {
-		t.Fatal(err)
-	}
+	res, err = svc.Abort(ctx, tenant, ab)
+	aborted := answer("abort it", res, err)
 	objects.Hooks.AbortMultipartUpload = nil
 	g.snapshot("multipart, aborted", ab)
+	g.step("status of the aborted upload")
+	res, err = svc.Status(ctx, tenant, ab)
+	same("status of the aborted upload", res, err, aborted)
+	g.step("replay its create once aborted")
+	res, err = again.Create(ctx, tenant, "key-multipart-abort", withSum)
+	same("replay its create once aborted", res, err, aborted)
 
 	g.step("a multipart create that S3 refuses: the claim is released")
 	objects.Hooks.CreateMultipartUpload = func(context.Context, *s3.CreateMultipartUploadInput, s3fake.Next[s3.CreateMultipartUploadInput, s3.CreateMultipartUploadOutput]) (*s3.CreateMultipartUploadOutput, error) {
@@ -197,6 +248,12 @@ func TestGoldenItems(t *testing.T) {
 	clock.Advance(ttl + time.Minute)
 	finalize(late, upload.OutcomeCompleted)
 	g.snapshot("single PUT, completed late (revived)", late)
+	g.step("status of the upload completed late")
+	res, err = svc.Status(ctx, tenant, late)
+	completed = answer("status of the upload completed late", res, err)
+	g.step("replay its create once completed late")
+	res, err = again.Create(ctx, tenant, "key-single-put-late", single)
+	same("replay its create once completed late", res, err, completed)
 
 	g.step("MakeIdempotent: a request runs and is recorded")
 	istore := idempotency.NewDynamoStore(rec, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
@@ -227,6 +284,7 @@ func TestGoldenItems(t *testing.T) {
 	}
 	g.released(string(idempotency.NewID("payments", "order-2")))
 
+	compare(t, "bodies.txt", []byte(bodies.String()))
 	g.check()
 }
 
@@ -269,6 +327,23 @@ func (g *golden) snapshot(name, id string) {
 		}
 	}
 	g.shapes = append(g.shapes, shape{Name: name, Item: itemJSON(out.Item)})
+}
+
+// record decodes the item of id (or of an upload id) as the table holds
+// it now, as the table's stream would carry it.
+func (g *golden) record(id string) *recordstore.Record {
+	g.t.Helper()
+	out, err := g.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &g.table, ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id[:idempotency.IDLen]}},
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	rec, err := recordstore.DefaultSchema().DecodeItem(out.Item)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return &rec
 }
 
 // released notes that the item of id was deleted: the table must not

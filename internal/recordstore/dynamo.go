@@ -146,7 +146,8 @@ type ClaimResult struct {
 
 // Claim writes rec as the holder of rec.ID in one conditional PutItem. The
 // caller fills ID, Tenant, ClaimID (unique per claim), Fingerprint, Data and
-// either State=StatePending with Response, or State=StateInProgress (the
+// either State=StatePending with Response (or none, for a caller that keeps
+// what it answers with in Data), or State=StateInProgress (the
 // store sets the lease). The store sets the timestamps and expiry.
 //
 // When the key is held, the holder comes back from the same call: a replay

@@ -77,7 +77,7 @@ func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 		if len(req.SHA256) != 64 || !api.IsHex(req.SHA256) {
 			return api.ErrSHA256Format
 		}
-		if rec.SHA256 != "" && !strings.EqualFold(req.SHA256, rec.SHA256) {
+		if rec.SHA256 != "" && !strings.EqualFold(req.SHA256, string(rec.SHA256)) {
 			return errSHA256Differs
 		}
 	}
@@ -304,7 +304,7 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
 	done, err := s.update(ctx, rec, recordstore.Update{
 		State: recordstore.StatePending, From: recordstore.StatePending,
-		Data: fields{SHA256: sum}, RequireAbsentOrEqual: map[string]any{attrSHA256: sum},
+		Data: fields{SHA256: sum256(sum)}, RequireAbsentOrEqual: map[string]any{attrSHA256: sum256(sum)},
 	})
 	var conflict *recordstore.ConflictError
 	switch {

@@ -14,8 +14,9 @@ import (
 
 // Create claims key for the tenant and answers with a presigned PUT
 // (EffectCreated), or replays the answer recorded for the key
-// (EffectReplayed). The record holds the answer's body, the bytes every
-// replay returns; how to answer is the caller's choice. Errors:
+// (EffectReplayed). The record holds the answer's body, or for a single
+// PUT the fields and URL it is rebuilt from byte for byte (compactPut): the
+// bytes every replay returns; how to answer is the caller's choice. Errors:
 // *api.RequestError (a value the contract or the deployment refuses,
 // ErrFileTooLarge, ErrNeedsParts and ErrUnsupportedMedia among them),
 // ErrTooManyUploads (a new multipart upload past the tenant's cap), and the
@@ -37,8 +38,13 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	}
 	claim := recordstore.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
 	f := fields{
-		ObjectKey: pending.StorageKey, Filename: r.Filename, ContentType: r.ContentType,
-		Size: r.Size, SHA256: r.SHA256, PartSize: r.PartSize,
+		KeyPrefix: s.cfg.Prefix, Filename: r.Filename, ContentType: r.ContentType,
+		Size: r.Size, SHA256: sum256(r.SHA256), PartSize: r.PartSize,
+	}
+	if s.cfg.Prefix == "" {
+		// An empty prefix is no attribute (every field is omitempty), so
+		// the key is stored: it is the upload id, as long.
+		f.ObjectKey = pending.StorageKey
 	}
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
@@ -51,13 +57,16 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	// Everything the record holds is computed before the one put, so no
 	// record ever exists without its response. The URL expires no later
 	// than the claim will.
-	body, urlExpires, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.store.TTL()))
+	body, put, err := s.pendingBody(ctx, pending, min(s.cfg.PresignTTL, s.store.TTL()))
 	if err != nil {
 		return Result{}, err
 	}
 	claim.State = recordstore.StatePending
-	claim.Response = recordstore.Response{Body: body}
-	f.URLExpires = urlExpires
+	if !compactPut(&f, pending, put) {
+		// A URL the record cannot rebuild is recorded whole, in its body.
+		claim.Response = recordstore.Response{Body: body}
+		f.URLExpires = put.ExpiresAt
+	}
 	if claim.Data, err = f.attrs(); err != nil {
 		return Result{}, err
 	}
@@ -104,19 +113,23 @@ func (s *Service) replayBody(ctx context.Context, rec stored) ([]byte, error) {
 	if rec.multipart() {
 		return rec.Response.Body, nil // no URL in it: parts are signed on request
 	}
-	if expires, err := time.Parse(timeFormat, rec.URLExpires); err == nil && s.store.Now().Before(expires) {
-		return rec.Response.Body, nil
+	body, expires, ok, err := rec.recordedBody()
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", rec.ClaimID, err)
 	}
-	body, _, err := s.pendingBody(ctx, rec.upload(), s.urlLifetime(rec.ExpiresAt))
+	if ok && s.store.Now().Before(expires) {
+		return body, nil
+	}
+	body, _, err = s.pendingBody(ctx, rec.upload(), s.urlLifetime(rec.ExpiresAt))
 	return body, err
 }
 
 // pendingBody presigns the PUT for u, valid for lifetime, and renders the
-// pending body; it returns the URL's expiry as the body states it.
-func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.Duration) ([]byte, string, error) {
+// pending body; it returns the instructions the body holds.
+func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.Duration) ([]byte, *api.PutInstructions, error) {
 	sum, err := hex.DecodeString(u.SHA256)
 	if err != nil {
-		return nil, "", fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
+		return nil, nil, fmt.Errorf("presign %s: sha256: %w", u.UploadID, err)
 	}
 	// Signing Content-Length, Content-Type and the checksum makes S3 itself
 	// refuse any other bytes.
@@ -128,11 +141,11 @@ func (s *Service) pendingBody(ctx context.Context, u api.Upload, lifetime time.D
 		Expires:        lifetime,
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("presign %s: %w", u.UploadID, err)
+		return nil, nil, fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
 	if u.Upload, err = putInstructions(req); err != nil {
-		return nil, "", fmt.Errorf("presign %s: %w", u.UploadID, err)
+		return nil, nil, fmt.Errorf("presign %s: %w", u.UploadID, err)
 	}
 	body, err := encode(u)
-	return body, u.Upload.ExpiresAt, err
+	return body, u.Upload, err
 }

@@ -397,16 +397,17 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pending answer is the create's; the record holds the sha256.
+	// The pending answer is the create's; the record holds the sha256, as
+	// its 32 bytes.
 	rec, err := e.store.Get(ctx, id)
 	var got struct {
-		SHA256 string `dynamodbav:"sha256"`
+		SHA256 []byte `dynamodbav:"sha256"`
 	}
 	if err == nil {
 		err = rec.Data.Decode(&got)
 	}
-	if err != nil || got.SHA256 != sum {
-		t.Fatalf("the record after the refused complete: %v, sha256 %q; want %s kept", err, got.SHA256, sum)
+	if err != nil || hex.EncodeToString(got.SHA256) != sum {
+		t.Fatalf("the record after the refused complete: %v, sha256 %x; want %s kept", err, got.SHA256, sum)
 	}
 
 	// The client sends its part 1 again, then completes.

@@ -75,8 +75,9 @@ func New(store recordstore.Store, presigner Presigner, objects ObjectAPI, cfg Co
 type Result struct {
 	UploadID string
 	// Body is the answer as compact JSON: an upload, signed parts or a
-	// part list. A create records it with its claim, and a replay returns
-	// those bytes verbatim (re-signed only once its URL has expired).
+	// part list. A create records it with its claim (a single PUT's as the
+	// fields and URL that rebuild it), and a replay returns those bytes
+	// verbatim (re-signed only once its URL has expired).
 	Body []byte
 	// Effect is what the call did.
 	Effect Effect
