@@ -91,13 +91,19 @@ type DynamoStore struct {
 	table  string
 	opts   Options
 	schema *schema
+	// claimNames are claimCondition's attribute names, built once: the
+	// SDK only reads them, so every claim shares them.
+	claimNames map[string]string
 }
 
 // NewDynamoStore returns a store on table. A Schema whose names collide
 // makes every operation fail with the error of Schema.Validate.
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
 	opts := newOptions(optFns)
-	return &DynamoStore{client: client, table: table, opts: opts, schema: newSchema(opts.Schema)}
+	s := &DynamoStore{client: client, table: table, opts: opts, schema: newSchema(opts.Schema)}
+	s.claimNames = map[string]string{"#key": s.schema.PartitionKey, "#expires": s.schema.ExpiresAt,
+		"#state": s.schema.State, "#lease": s.schema.LeaseExpiresAt}
+	return s
 }
 
 // TTL is Options.TTL.
@@ -171,16 +177,12 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 		if err != nil {
 			return ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
 		}
-		cond, err := s.claimCondition(now)
-		if err != nil {
-			return ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
-		}
 		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(s.table),
 			Item:                                item,
-			ConditionExpression:                 cond.Condition(),
-			ExpressionAttributeNames:            cond.Names(),
-			ExpressionAttributeValues:           cond.Values(),
+			ConditionExpression:                 aws.String(claimCondition),
+			ExpressionAttributeNames:            s.claimNames,
+			ExpressionAttributeValues:           claimValues(now),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
@@ -201,14 +203,22 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 }
 
 // claimCondition lets a claim at now succeed on a free key: never claimed,
-// expired, or an in-progress claim whose lease ran out.
-func (s *DynamoStore) claimCondition(now time.Time) (expression.Expression, error) {
-	state := name(s.schema.State)
-	free := expression.AttributeNotExists(name(s.schema.PartitionKey)).
-		Or(name(s.schema.ExpiresAt).LessThan(expression.Value(epochSeconds(now))),
-			state.Equal(expression.Value(StateInProgress)).
-				And(name(s.schema.LeaseExpiresAt).LessThan(expression.Value(epochMillis(now)))))
-	return expression.NewBuilder().WithCondition(free).Build()
+// expired, or an in-progress claim whose lease ran out. It is written once,
+// on placeholders (the schema's names in DynamoStore.claimNames), so a
+// claim builds only the values that change with now (claimValues) instead
+// of running the expression builder every time.
+const claimCondition = "attribute_not_exists(#key) OR #expires < :now" +
+	" OR (#state = :in_progress AND #lease < :now_ms)"
+
+// inProgressValue is StateInProgress as stored; the SDK only reads it.
+var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: string(StateInProgress)}
+
+// claimValues are claimCondition's values at now: expiry in seconds and
+// leases in milliseconds, as they are stored.
+func claimValues(now time.Time) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": inProgressValue,
+	}
 }
 
 // JudgeHolder decides what a claimant of rec gets when holder, live at now,
