@@ -101,8 +101,8 @@ type DynamoStore struct {
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
 	opts := newOptions(optFns)
 	s := &DynamoStore{client: client, table: table, opts: opts, schema: newSchema(opts.Schema)}
-	s.claimNames = map[string]string{"#key": s.schema.PartitionKey, "#expires": s.schema.ExpiresAt,
-		"#state": s.schema.State, "#lease": s.schema.LeaseExpiresAt}
+	s.claimNames = map[string]string{"#0": s.schema.PartitionKey, "#1": s.schema.ExpiresAt,
+		"#2": s.schema.State, "#3": s.schema.LeaseExpiresAt}
 	return s
 }
 
@@ -202,13 +202,15 @@ func (s *DynamoStore) Claim(ctx context.Context, rec Record) (ClaimResult, error
 	}
 }
 
-// claimCondition lets a claim at now succeed on a free key: never claimed,
-// expired, or an in-progress claim whose lease ran out. It is written once,
-// on placeholders (the schema's names in DynamoStore.claimNames), so a
-// claim builds only the values that change with now (claimValues) instead
-// of running the expression builder every time.
-const claimCondition = "attribute_not_exists(#key) OR #expires < :now" +
-	" OR (#state = :in_progress AND #lease < :now_ms)"
+// claimCondition lets a claim succeed on a free key: never claimed (#0,
+// the partition key), expired (#1 < :0, now in seconds), or an
+// in-progress claim (#2 = :1) whose lease ran out (#3 < :2, now in
+// milliseconds). It is written once, with the schema's names mapped once
+// per store (DynamoStore.claimNames), so a claim builds only the values of
+// now (claimValues) instead of running the expression builder. The text is
+// the builder's, byte for byte, so requests are as they were
+// (internal/golden holds them).
+const claimCondition = "(attribute_not_exists (#0)) OR (#1 < :0) OR ((#2 = :1) AND (#3 < :2))"
 
 // inProgressValue is StateInProgress as stored; the SDK only reads it.
 var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: string(StateInProgress)}
@@ -217,7 +219,7 @@ var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: s
 // leases in milliseconds, as they are stored.
 func claimValues(now time.Time) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		":now": epochSeconds(now), ":now_ms": epochMillis(now), ":in_progress": inProgressValue,
+		":0": epochSeconds(now), ":1": inProgressValue, ":2": epochMillis(now),
 	}
 }
 
