@@ -48,11 +48,16 @@ type report struct {
 	HotPath    []benchLine        `json:"hot_path"`
 	Load       []bench.LoadResult `json:"load"`
 	Sizes      map[string]int64   `json:"bootstrap_bytes"`
-	ColdStart  bench.ColdStart    `json:"cold_start"`
+	// ColdStart is presign's, every round's runs pooled (ColdStarts).
+	ColdStart bench.ColdStart `json:"cold_start"`
 	// Baseline is the same measurement of the smallest Go function.
 	Baseline bench.ColdStart `json:"cold_start_hello_baseline"`
+	// ColdStarts are each function's, in rounds against the baseline.
+	ColdStarts *bench.ColdStarts `json:"cold_starts,omitempty"`
 	// Inits are presign's package inits, slowest first (GODEBUG=inittrace=1).
 	Inits []bench.PackageInit `json:"presign_package_inits"`
+	// FunctionInits are every function's, presign's among them.
+	FunctionInits map[string][]bench.PackageInit `json:"package_inits"`
 	// LargeFile is absent when --large-file is 0.
 	LargeFile *bench.LargeFile `json:"large_file,omitempty"`
 	// FirstPart (--first-part-file) and Browser (the --large-file file in
@@ -310,7 +315,7 @@ var bootstraps string
 
 // coldStart measures the bootstraps make bench built (make build's, for
 // both architectures; the hello baseline for this machine's) and starts
-// presign cold.
+// each function cold, in rounds against the baseline.
 func coldStart(ctx context.Context, rep *report, st *devstack.Stack) error {
 	fmt.Fprintln(os.Stderr, "bench: bootstrap size and cold start")
 	built := func(path string) (int64, error) {
@@ -321,36 +326,86 @@ func coldStart(ctx context.Context, rep *report, st *devstack.Stack) error {
 		return info.Size(), nil
 	}
 	for _, arch := range []string{"arm64", "amd64"} {
-		for fn, logicalID := range map[string]string{"presign": "PresignFunction", "finalize": "FinalizeFunction"} {
-			size, err := built(filepath.Join(bootstraps, arch, logicalID, "bootstrap"))
+		for _, fn := range coldStartFunctions {
+			if fn.alsoOf != "" {
+				continue
+			}
+			size, err := built(filepath.Join(bootstraps, arch, fn.logicalID, "bootstrap"))
 			if err != nil {
 				return err
 			}
-			rep.Sizes[fn+"/"+arch] = size
+			rep.Sizes[fn.name+"/"+arch] = size
 		}
 	}
 	hello := filepath.Join(bootstraps, "bench", "hello", "bootstrap")
 	if _, err := built(hello); err != nil {
 		return err
 	}
-	event, err := os.ReadFile("events/presign-create.json")
-	if err != nil {
-		return err
-	}
 	env := []string{"TABLE_NAME=" + st.Table, "BUCKET_NAME=" + st.Bucket, "AWS_ENDPOINT_URL_DYNAMODB=" + st.DynamoURL,
 		"AWS_ENDPOINT_URL_S3=" + st.S3URL, "S3_FORCE_PATH_STYLE=true", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=localsecret",
 		"AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_LEVEL=ERROR"}
-	// This machine's build runs here under the emulator.
-	presign := filepath.Join(bootstraps, runtime.GOARCH, "PresignFunction", "bootstrap")
-	if rep.ColdStart, err = bench.MeasureColdStart(ctx, presign, env, event, 9, 1000); err != nil {
-		return err
+	if st.EventBusURL != "" {
+		env = append(env, "AWS_ENDPOINT_URL_EVENTBRIDGE="+st.EventBusURL)
 	}
-	if rep.Inits, err = bench.InitTrace(ctx, presign, env); err != nil {
-		return err
+	// This machine's build runs here under the emulator, each function on
+	// its first event: presign a create (one PutItem), and the same create
+	// without its Idempotency-Key (answered 400 before any AWS call: start-up
+	// alone); finalize the sample object in the stack's bucket (one
+	// HeadObject, which finds no object); events an empty batch (no call: a
+	// stream record needs a stored item).
+	var fns []bench.Bootstrap
+	for _, fn := range coldStartFunctions {
+		event := []byte(`{"Records":[]}`)
+		if fn.event != "" {
+			raw, err := os.ReadFile(filepath.Join("events", fn.event))
+			if err != nil {
+				return err
+			}
+			event = []byte(strings.ReplaceAll(string(raw), sampleBucket, st.Bucket))
+		}
+		if fn.alsoOf != "" {
+			event = idempotencyKeyHeader.ReplaceAll(event, nil)
+		}
+		fns = append(fns, bench.Bootstrap{Function: fn.name, Path: filepath.Join(bootstraps, runtime.GOARCH, fn.logicalID, "bootstrap"), Env: env, Event: event})
 	}
-	rep.Baseline, err = bench.MeasureColdStart(ctx, hello, nil, []byte(`{}`), 9, 1000)
-	return err
+	cs, err := bench.MeasureColdStarts(ctx, bench.Bootstrap{Function: "hello", Path: hello, Event: []byte(`{}`)}, fns, 3, 9, 1000)
+	if err != nil {
+		return fmt.Errorf("cold start: %w", err)
+	}
+	rep.ColdStarts = &cs
+	rep.Baseline = bench.Pooled(cs.Baseline)
+	rep.FunctionInits = map[string][]bench.PackageInit{}
+	for i, fn := range fns {
+		if coldStartFunctions[i].alsoOf != "" {
+			continue
+		}
+		if rep.FunctionInits[fn.Function], err = bench.InitTrace(ctx, fn.Path, env); err != nil {
+			return err
+		}
+		if fn.Function == "presign" {
+			rep.ColdStart, rep.Inits = bench.Pooled(cs.Functions[i].Rounds), rep.FunctionInits[fn.Function]
+		}
+	}
+	return nil
 }
+
+// coldStartFunctions are the bootstraps the cold-start section sizes and
+// starts: the function, its directory under make build's <arch>, and the
+// sample event (events/) of its first invocation, if it has one.
+// A row alsoOf another function starts the same bootstrap on an event it
+// answers without AWS (its size is the other's).
+var coldStartFunctions = []struct{ name, logicalID, event, alsoOf string }{
+	{"presign", "PresignFunction", "presign-create.json", ""},
+	{"presign, no AWS call", "PresignFunction", "presign-create.json", "presign"},
+	{"finalize", "FinalizeFunction", "finalize-object-created.json", ""},
+	{"events", "EventsFunction", "", ""},
+}
+
+// idempotencyKeyHeader is the create sample's Idempotency-Key header.
+var idempotencyKeyHeader = regexp.MustCompile(`"idempotency-key": "[^"]*",\s*`)
+
+// sampleBucket is the bucket events/finalize-object-created.json names.
+const sampleBucket = "onceupload-123456789012-us-east-1-50e2416294e0"
 
 var benchRE = regexp.MustCompile(`^Benchmark([\w/]+)-\d+\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
 

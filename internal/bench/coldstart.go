@@ -63,6 +63,104 @@ func MeasureColdStart(ctx context.Context, bootstrap string, env []string, event
 	return cs, nil
 }
 
+// Bootstrap is a function to start cold: its bootstrap, its environment
+// and the event of its first invocation.
+type Bootstrap struct {
+	Function string
+	Path     string
+	Env      []string
+	Event    []byte
+}
+
+// ColdStarts are rounds of cold starts. In each round the baseline and
+// every function are started in turn, Spawns times over, so that the
+// shared machine's drift falls on all of them alike, and each function is
+// judged against the baseline of its own round.
+type ColdStarts struct {
+	Rounds int `json:"rounds"`
+	Spawns int `json:"spawns_per_round"`
+	// Baseline is the hello function's measurement in each round.
+	Baseline  []ColdStart         `json:"baseline_rounds"`
+	Functions []FunctionColdStart `json:"functions"`
+}
+
+// FunctionColdStart is one function's cold start over the baseline.
+type FunctionColdStart struct {
+	Function string      `json:"function"`
+	Rounds   []ColdStart `json:"rounds"`
+	// OverBaseline is, per round, the function's median less the
+	// baseline's median of the same round.
+	OverBaseline []time.Duration `json:"over_baseline_ns"`
+	// MedianOver is the median of OverBaseline; MinOver and MaxOver its
+	// spread.
+	MedianOver time.Duration `json:"median_over_baseline_ns"`
+	MinOver    time.Duration `json:"min_over_baseline_ns"`
+	MaxOver    time.Duration `json:"max_over_baseline_ns"`
+}
+
+// MeasureColdStarts measures baseline and fns in rounds, each spawned
+// (MeasureColdStart) once in turn, spawns times; at the last spawn of the
+// last round each is then invoked invocations times more for its resident
+// memory.
+func MeasureColdStarts(ctx context.Context, baseline Bootstrap, fns []Bootstrap, rounds, spawns, invocations int) (ColdStarts, error) {
+	cs := ColdStarts{Rounds: rounds, Spawns: spawns, Functions: make([]FunctionColdStart, len(fns))}
+	all := append([]Bootstrap{baseline}, fns...)
+	for r := range rounds {
+		round := make([]ColdStart, len(all))
+		for n := range spawns {
+			extra := 0
+			if r == rounds-1 && n == spawns-1 {
+				extra = invocations
+			}
+			for i, b := range all {
+				m, err := MeasureColdStart(ctx, b.Path, b.Env, b.Event, 1, extra)
+				if err != nil {
+					return cs, fmt.Errorf("%s: %w", b.Function, err)
+				}
+				round[i].Runs = append(round[i].Runs, m.Runs...)
+				round[i].RSSKiB, round[i].Invocations = m.RSSKiB, m.Invocations
+			}
+		}
+		for i := range round {
+			round[i].Median = Median(round[i].Runs)
+		}
+		cs.Baseline = append(cs.Baseline, round[0])
+		for i, fn := range fns {
+			cs.Functions[i].Function = fn.Function
+			cs.Functions[i].Rounds = append(cs.Functions[i].Rounds, round[i+1])
+		}
+	}
+	for i := range cs.Functions {
+		cs.Functions[i].judge(cs.Baseline)
+	}
+	return cs, nil
+}
+
+// judge sets the function's figures over the baseline's rounds.
+func (f *FunctionColdStart) judge(baseline []ColdStart) {
+	f.OverBaseline = f.OverBaseline[:0]
+	for r, m := range f.Rounds {
+		f.OverBaseline = append(f.OverBaseline, m.Median-baseline[r].Median)
+	}
+	if len(f.OverBaseline) == 0 {
+		return
+	}
+	f.MedianOver = Median(f.OverBaseline)
+	f.MinOver, f.MaxOver = slices.Min(f.OverBaseline), slices.Max(f.OverBaseline)
+}
+
+// Pooled is every run of rounds as one measurement: their runs, the median
+// of all, and the last round's memory.
+func Pooled(rounds []ColdStart) ColdStart {
+	var p ColdStart
+	for _, r := range rounds {
+		p.Runs = append(p.Runs, r.Runs...)
+		p.RSSKiB, p.Invocations = r.RSSKiB, r.Invocations
+	}
+	p.Median = Median(p.Runs)
+	return p
+}
+
 func invoke(ctx context.Context, url string, event []byte) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(event))
 	resp, err := http.DefaultClient.Do(req)
