@@ -33,7 +33,7 @@ func TestPrintColdStartPerFunction(t *testing.T) {
 		Sizes: map[string]int64{"presign/arm64": 13 << 20, "presign/amd64": 14 << 20, "finalize/arm64": 12 << 20,
 			"finalize/amd64": 12 << 20, "events/arm64": 17_000_000, "events/amd64": 11 << 20},
 		ColdStarts: &bench.ColdStarts{Rounds: 3, Spawns: 9,
-			Baseline:  []bench.ColdStart{round(40 * ms), round(41 * ms), round(39 * ms)},
+			Baseline: []bench.ColdStart{round(40 * ms), round(41 * ms), round(39 * ms)},
 			Functions: []bench.FunctionColdStart{fn("presign", 6*ms, 9*ms, 7*ms), fn("presign, no AWS call", 4*ms, 3*ms, 5*ms),
 				fn("finalize", 5*ms, 5*ms, 6*ms), fn("events", 3*ms, 2*ms, 4*ms)}},
 		FunctionInits: map[string][]bench.PackageInit{"presign": {{Package: "a", ClockMs: 0.75}, {Package: "b", ClockMs: 0.5}}},
