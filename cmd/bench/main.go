@@ -93,6 +93,7 @@ type benchLine struct {
 }
 
 func main() {
+	bench.LoadWorker() // when this process is a load run's worker (bench.RunLoad), that and no more
 	flag.IntVar(&loadCount, "count", 1000, "requests per load run")
 	out := flag.String("out", ".build/bench/report.json", "where to write the JSON report")
 	flag.StringVar(&bootstraps, "bootstraps", ".build", "where make bench built the bootstraps the cold-start section measures: make build's <arch>/<LogicalId>/bootstrap for arm64 and amd64, and bench/hello/bootstrap")
@@ -263,44 +264,50 @@ func roundTrips(ctx context.Context, rep *report, st *devstack.Stack) error {
 // load runs POST /uploads under load, ours and the Powertools peer's.
 func load(ctx context.Context, rep *report, st *devstack.Stack, calls *callcount.Counter, dir string) error {
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
-	targets := []struct {
+	// Each target's CPU is read from /proc: ours is this process (the front
+	// door and the functions, in process; the load generator runs in a
+	// process of its own), the peer's its one Node process (its front door
+	// and its function).
+	type target = struct {
 		name, api string
 		reset     func()
 		calls     func() int
-	}{{"onceupload", st.APIURL, calls.Reset, calls.Total}}
+		pids      []int
+		processes string
+	}
+	targets := []target{{"onceupload", st.APIURL, calls.Reset, calls.Total, []int{os.Getpid()},
+		"the bench process: front door and in-process functions (and the local stack's pollers)"}}
+	dynamo := bench.ChildrenNamed(os.Getpid(), "dynoxide")
 	peer, err := startPeer(ctx, st, dir)
 	if err != nil {
 		rep.PeerNote = err.Error()
 	} else {
 		defer peer.stop()
-		targets = append(targets, struct {
-			name, api string
-			reset     func()
-			calls     func() int
-		}{"powertools-peer", peer.url, peer.reset, peer.calls})
+		targets = append(targets, target{"powertools-peer", peer.url, peer.reset, peer.calls, []int{peer.proc.Pid()},
+			"the peer's Node process: its front door and its function"})
 	}
 	for ti, tgt := range targets {
 		for _, workload := range []string{"fresh", "replay"} {
 			for _, conc := range []int{1, 8, 32} {
 				run := fmt.Sprintf("%d-%s-%d-%d", ti, workload, conc, time.Now().UnixNano())
-				keys := bench.FreshKeys(run)
 				if workload == "replay" {
-					keys = bench.ReplayKeys(run, 64)
-					if _, err := bench.Load(ctx, httpClient, tgt.api, 8, 64, keys); err != nil {
+					// The 64 keys the run replays, created first.
+					if _, err := bench.Load(ctx, httpClient, tgt.api, 8, 64, bench.ReplayKeys(run, 64)); err != nil {
 						return err
 					}
 				}
-				// Warm up connections and both runtimes' code paths.
-				if _, err := bench.Load(ctx, httpClient, tgt.api, conc, min(200, loadCount), bench.FreshKeys(run+"-warm")); err != nil {
-					return err
-				}
+				// The worker warms up connections and both runtimes' code
+				// paths first.
 				fmt.Fprintf(os.Stderr, "bench: load %s %s c=%d\n", tgt.name, workload, conc)
-				tgt.reset()
-				res, err := bench.Load(ctx, httpClient, tgt.api, conc, loadCount, keys)
+				lr := bench.LoadRun{API: tgt.api, Concurrency: conc, Count: loadCount, Warm: min(200, loadCount), Run: run}
+				if workload == "replay" {
+					lr.ReplayKeys = 64
+				}
+				res, cpu, err := bench.RunLoad(ctx, lr, bench.CPUOf{Target: tgt.pids, Processes: tgt.processes, DynamoDB: dynamo}, tgt.reset)
 				if err != nil {
 					return err
 				}
-				res.Target, res.Workload = tgt.name, workload
+				res.Target, res.Workload, res.CPU = tgt.name, workload, &cpu
 				res.CallsPerRequest = float64(tgt.calls()) / float64(loadCount)
 				rep.Load = append(rep.Load, res)
 			}

@@ -24,6 +24,9 @@ type LoadResult struct {
 	P99ms       float64 `json:"p99_ms"`
 	// CallsPerRequest is AWS calls (DynamoDB and S3) per request.
 	CallsPerRequest float64 `json:"aws_calls_per_request"`
+	// CPU is the CPU time per request of the target, the load generator
+	// and the DynamoDB server (RunLoad).
+	CPU *CPU `json:"cpu_per_request,omitempty"`
 }
 
 // CreateBody is the create request every load run sends.
