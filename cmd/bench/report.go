@@ -245,6 +245,9 @@ func printColdStart(w io.Writer, rep report) {
 	}
 	fmt.Fprintf(w, "\nBaseline, the smallest Go function measured the same way (the emulator's own start-up included): medians %s by round, RSS %d KiB.\n",
 		strings.Join(base, ", "), rep.Baseline.RSSKiB)
+	if cs.Retries > 0 {
+		fmt.Fprintf(w, "%d spawn(s) failed to start and were made again.\n", cs.Retries)
+	}
 	fmt.Fprintf(w, "\nLargest package inits of presign (GODEBUG=inittrace=1, one run):\n\n| package | clock | bytes | allocs |\n|---|---|---|---|\n")
 	for _, p := range rep.Inits[:min(len(rep.Inits), 8)] {
 		fmt.Fprintf(w, "| %s | %.3f ms | %d | %d |\n", p.Package, p.ClockMs, p.Bytes, p.Allocs)

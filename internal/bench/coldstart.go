@@ -82,6 +82,10 @@ type ColdStarts struct {
 	// Baseline is the hello function's measurement in each round.
 	Baseline  []ColdStart         `json:"baseline_rounds"`
 	Functions []FunctionColdStart `json:"functions"`
+	// Retries counts spawns made again because the first failed (an
+	// emulator whose free port another process took first); a second
+	// failure ends the measurement.
+	Retries int `json:"spawn_retries"`
 }
 
 // FunctionColdStart is one function's cold start over the baseline.
@@ -114,6 +118,10 @@ func MeasureColdStarts(ctx context.Context, baseline Bootstrap, fns []Bootstrap,
 			}
 			for i, b := range all {
 				m, err := MeasureColdStart(ctx, b.Path, b.Env, b.Event, 1, extra)
+				if err != nil && ctx.Err() == nil {
+					cs.Retries++
+					m, err = MeasureColdStart(ctx, b.Path, b.Env, b.Event, 1, extra)
+				}
 				if err != nil {
 					return cs, fmt.Errorf("%s: %w", b.Function, err)
 				}

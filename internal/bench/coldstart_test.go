@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/onceupload/onceupload/internal/testenv"
 )
 
 func coldStartOf(median time.Duration) ColdStart {
@@ -54,5 +60,32 @@ func TestPooledColdStart(t *testing.T) {
 	})
 	if want := []time.Duration{5 * ms, 9 * ms, 7 * ms}; !slices.Equal(got.Runs, want) || got.Median != 7*ms || got.RSSKiB != 300 || got.Invocations != 1001 {
 		t.Errorf("Pooled = %+v; want runs %v, median 7ms, RSS 300 KiB after 1001 invocations", got, want)
+	}
+}
+
+// A spawn that fails once (here a bootstrap that exits on its first start,
+// as an emulator whose port was taken fails) is made again and counted;
+// the rounds keep every spawn asked for.
+func TestColdStartsRetryASpawnOnce(t *testing.T) {
+	testenv.RequireTools(t, "aws-lambda-rie")
+	dir := t.TempDir()
+	hello := filepath.Join(dir, "hello")
+	if out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", hello, "./testdata/hello").CombinedOutput(); err != nil {
+		t.Fatalf("build hello: %v\n%s", err, out)
+	}
+	flaky := filepath.Join(dir, "flaky")
+	script := "#!/bin/sh\nif [ ! -e \"$MARK\" ]; then : > \"$MARK\"; exit 1; fi\nexec \"$HELLO\"\n"
+	if err := os.WriteFile(flaky, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MARK=" + filepath.Join(dir, "failed-once"), "HELLO=" + hello}
+	cs, err := MeasureColdStarts(context.Background(), Bootstrap{Function: "hello", Path: hello, Event: []byte(`{}`)},
+		[]Bootstrap{{Function: "flaky", Path: flaky, Env: env, Event: []byte(`{}`)}}, 1, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Retries != 1 || len(cs.Functions[0].Rounds[0].Runs) != 2 || len(cs.Baseline[0].Runs) != 2 {
+		t.Errorf("retries %d, runs %d of flaky and %d of the baseline; want 1 retry and 2 runs each",
+			cs.Retries, len(cs.Functions[0].Rounds[0].Runs), len(cs.Baseline[0].Runs))
 	}
 }
