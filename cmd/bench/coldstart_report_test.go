@@ -17,10 +17,12 @@ import (
 func TestPrintColdStartPerFunction(t *testing.T) {
 	ms := time.Millisecond
 	round := func(d time.Duration) bench.ColdStart {
-		return bench.ColdStart{Runs: []time.Duration{d}, Median: d, RSSKiB: 9000, Invocations: 1001}
+		// CPU is a tenth of the time, and the wait a half.
+		return bench.ColdStart{Runs: []time.Duration{d}, Median: d, RSSKiB: 9000, Invocations: 1001,
+			CPU: []time.Duration{d / 10}, CPUMedian: d / 10, Wait: []time.Duration{d / 2}, WaitMedian: d / 2}
 	}
 	fn := func(name string, over ...time.Duration) bench.FunctionColdStart {
-		f := bench.FunctionColdStart{Function: name, OverBaseline: over, MedianOver: bench.Median(over)}
+		f := bench.FunctionColdStart{Function: name, OverBaseline: over, MedianOver: bench.Median(over), CPUOver: bench.Median(over) / 10}
 		f.MinOver, f.MaxOver = over[0], over[0]
 		for _, o := range over {
 			f.MinOver, f.MaxOver = min(f.MinOver, o), max(f.MaxOver, o)
@@ -42,11 +44,11 @@ func TestPrintColdStartPerFunction(t *testing.T) {
 	printMarkdown(&b, rep)
 	out := b.String()
 	for _, want := range []string{
-		"| presign | 13.00 MiB | 14.00 MiB | 7.0 ms | 6.0 ms to 9.0 ms | 6.0 ms, 9.0 ms, 7.0 ms | 9000 KiB | 1.25 ms |",
-		"| presign, no AWS call | (as above) | | 4.0 ms | 3.0 ms to 5.0 ms | 4.0 ms, 3.0 ms, 5.0 ms | 9000 KiB |  |",
+		"| presign | 13.00 MiB | 14.00 MiB | 7.0 ms | 6.0 ms to 9.0 ms | 6.0 ms, 9.0 ms, 7.0 ms | 4.7 ms (0.7 ms) | 23.5 ms | 9000 KiB | 1.25 ms |",
+		"| presign, no AWS call | (as above) | | 4.0 ms | 3.0 ms to 5.0 ms | 4.0 ms, 3.0 ms, 5.0 ms | 4.4 ms (0.4 ms) | 22.0 ms | 9000 KiB |  |",
 		"| finalize | 12.00 MiB | 12.00 MiB | 5.0 ms | 5.0 ms to 6.0 ms |",
 		"| events | 16.21 MiB | 11.00 MiB | 3.0 ms | 2.0 ms to 4.0 ms |",
-		"medians 40.0 ms, 41.0 ms, 39.0 ms by round",
+		"medians 40.0 ms, 41.0 ms, 39.0 ms by round; its CPU to first answer 4.0 ms, waiting for a core 20.0 ms",
 		"| presign cold start ≤ hello-world + 8 ms (median of 3 rounds) | 7.0 ms (spread 6.0 ms to 9.0 ms) | met |",
 		"| bootstrap events/arm64 ≤ 16 MB | 16.21 MiB | MISSED |",
 	} {

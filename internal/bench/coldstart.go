@@ -24,6 +24,14 @@ type ColdStart struct {
 	Median      time.Duration   `json:"median_ns"`
 	RSSKiB      int64           `json:"rss_kib_after_invocations"`
 	Invocations int             `json:"invocations"`
+	// CPU is, per run, the bootstrap's CPU time up to its first answer,
+	// and Wait its time ready to run but waiting for a core, every thread
+	// summed (/proc/<pid>/task/*/schedstat): on shared cores the time of a
+	// run grows with Wait, its CPU much less.
+	CPU        []time.Duration `json:"bootstrap_cpu_ns"`
+	Wait       []time.Duration `json:"bootstrap_runqueue_wait_ns"`
+	CPUMedian  time.Duration   `json:"bootstrap_cpu_median_ns"`
+	WaitMedian time.Duration   `json:"bootstrap_runqueue_wait_median_ns"`
 }
 
 // MeasureColdStart spawns bootstrap under the emulator runs times, invoking
@@ -43,6 +51,12 @@ func MeasureColdStart(ctx context.Context, bootstrap string, env []string, event
 			return cs, err
 		}
 		cs.Runs = append(cs.Runs, time.Since(t0))
+		cpu, wait, err := childSchedstat(p.Pid())
+		if err != nil {
+			p.Stop()
+			return cs, err
+		}
+		cs.CPU, cs.Wait = append(cs.CPU, cpu), append(cs.Wait, wait)
 		if r == runs-1 {
 			for range invocations {
 				if err := invoke(ctx, url, event); err != nil {
@@ -59,8 +73,61 @@ func MeasureColdStart(ctx context.Context, bootstrap string, env []string, event
 		}
 		p.Stop()
 	}
-	cs.Median = Median(cs.Runs)
+	cs.Median, cs.CPUMedian, cs.WaitMedian = Median(cs.Runs), Median(cs.CPU), Median(cs.Wait)
 	return cs, nil
+}
+
+// childSchedstat reads the CPU and run-queue wait of the emulator's child
+// (the bootstrap), every thread summed. The bootstrap has answered and
+// waits for its next event, so its figures are up to date.
+func childSchedstat(emulatorPid int) (cpu, wait time.Duration, err error) {
+	pids := childPids(emulatorPid)
+	if len(pids) == 0 {
+		return 0, 0, fmt.Errorf("no bootstrap process under the emulator %d", emulatorPid)
+	}
+	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pids[0]))
+	for _, f := range threads {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that ended
+		}
+		c, w, err := parseSchedstat(string(raw))
+		if err != nil {
+			return 0, 0, err
+		}
+		cpu, wait = cpu+c, wait+w
+	}
+	return cpu, wait, nil
+}
+
+// parseSchedstat reads a schedstat line: nanoseconds on a core, nanoseconds
+// waiting for one, and time slices.
+func parseSchedstat(line string) (cpu, wait time.Duration, err error) {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("schedstat %q: too few fields", line)
+	}
+	c, err1 := strconv.ParseInt(f[0], 10, 64)
+	w, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("schedstat %q: not numbers", line)
+	}
+	return time.Duration(c), time.Duration(w), nil
+}
+
+// childPids are the emulator's children (the bootstrap).
+func childPids(emulatorPid int) []int {
+	var pids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", emulatorPid))
+	for _, f := range tasks {
+		raw, _ := os.ReadFile(f)
+		for _, p := range strings.Fields(string(raw)) {
+			if pid, err := strconv.Atoi(p); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // Bootstrap is a function to start cold: its bootstrap, its environment
@@ -100,6 +167,10 @@ type FunctionColdStart struct {
 	MedianOver time.Duration `json:"median_over_baseline_ns"`
 	MinOver    time.Duration `json:"min_over_baseline_ns"`
 	MaxOver    time.Duration `json:"max_over_baseline_ns"`
+	// CPUOver is the median, over the rounds, of the bootstrap's median
+	// CPU to its first answer less the baseline's of the same round: the
+	// function's own work, which waiting for a busy core does not inflate.
+	CPUOver time.Duration `json:"cpu_over_baseline_ns"`
 }
 
 // MeasureColdStarts measures baseline and fns in rounds, each spawned
@@ -126,11 +197,12 @@ func MeasureColdStarts(ctx context.Context, baseline Bootstrap, fns []Bootstrap,
 					return cs, fmt.Errorf("%s: %w", b.Function, err)
 				}
 				round[i].Runs = append(round[i].Runs, m.Runs...)
+				round[i].CPU, round[i].Wait = append(round[i].CPU, m.CPU...), append(round[i].Wait, m.Wait...)
 				round[i].RSSKiB, round[i].Invocations = m.RSSKiB, m.Invocations
 			}
 		}
 		for i := range round {
-			round[i].Median = Median(round[i].Runs)
+			round[i].Median, round[i].CPUMedian, round[i].WaitMedian = Median(round[i].Runs), Median(round[i].CPU), Median(round[i].Wait)
 		}
 		cs.Baseline = append(cs.Baseline, round[0])
 		for i, fn := range fns {
@@ -147,13 +219,15 @@ func MeasureColdStarts(ctx context.Context, baseline Bootstrap, fns []Bootstrap,
 // judge sets the function's figures over the baseline's rounds.
 func (f *FunctionColdStart) judge(baseline []ColdStart) {
 	f.OverBaseline = f.OverBaseline[:0]
+	var cpu []time.Duration
 	for r, m := range f.Rounds {
 		f.OverBaseline = append(f.OverBaseline, m.Median-baseline[r].Median)
+		cpu = append(cpu, m.CPUMedian-baseline[r].CPUMedian)
 	}
 	if len(f.OverBaseline) == 0 {
 		return
 	}
-	f.MedianOver = Median(f.OverBaseline)
+	f.MedianOver, f.CPUOver = Median(f.OverBaseline), Median(cpu)
 	f.MinOver, f.MaxOver = slices.Min(f.OverBaseline), slices.Max(f.OverBaseline)
 }
 
@@ -163,9 +237,10 @@ func Pooled(rounds []ColdStart) ColdStart {
 	var p ColdStart
 	for _, r := range rounds {
 		p.Runs = append(p.Runs, r.Runs...)
+		p.CPU, p.Wait = append(p.CPU, r.CPU...), append(p.Wait, r.Wait...)
 		p.RSSKiB, p.Invocations = r.RSSKiB, r.Invocations
 	}
-	p.Median = Median(p.Runs)
+	p.Median, p.CPUMedian, p.WaitMedian = Median(p.Runs), Median(p.CPU), Median(p.Wait)
 	return p
 }
 

@@ -12,8 +12,10 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
+// coldStartOf is a round of one run, which spent a fifth of its time on
+// a core.
 func coldStartOf(median time.Duration) ColdStart {
-	return ColdStart{Runs: []time.Duration{median}, Median: median}
+	return ColdStart{Runs: []time.Duration{median}, Median: median, CPU: []time.Duration{median / 5}, CPUMedian: median / 5}
 }
 
 // A function is judged against the baseline of its own round, so a round
@@ -43,9 +45,9 @@ func TestColdStartOverTheBaselineOfItsRound(t *testing.T) {
 				f.Rounds = append(f.Rounds, coldStartOf(c.fn[i]))
 			}
 			f.judge(base)
-			if !slices.Equal(f.OverBaseline, c.over) || f.MedianOver != c.median || f.MinOver != c.lowest || f.MaxOver != c.worst {
-				t.Errorf("over baseline %v, median %v, spread %v to %v; want %v, median %v, spread %v to %v",
-					f.OverBaseline, f.MedianOver, f.MinOver, f.MaxOver, c.over, c.median, c.lowest, c.worst)
+			if !slices.Equal(f.OverBaseline, c.over) || f.MedianOver != c.median || f.MinOver != c.lowest || f.MaxOver != c.worst || f.CPUOver != c.median/5 {
+				t.Errorf("over baseline %v, median %v, spread %v to %v, CPU over %v; want %v, median %v, spread %v to %v, CPU over %v",
+					f.OverBaseline, f.MedianOver, f.MinOver, f.MaxOver, f.CPUOver, c.over, c.median, c.lowest, c.worst, c.median/5)
 			}
 		})
 	}
@@ -84,8 +86,29 @@ func TestColdStartsRetryASpawnOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f := cs.Functions[0].Rounds[0]; len(f.CPU) != 2 || len(f.Wait) != 2 || f.CPUMedian <= 0 {
+		t.Errorf("flaky's CPU %v and waits %v; want one of each per run, on a core for some time", f.CPU, f.Wait)
+	}
 	if cs.Retries != 1 || len(cs.Functions[0].Rounds[0].Runs) != 2 || len(cs.Baseline[0].Runs) != 2 {
 		t.Errorf("retries %d, runs %d of flaky and %d of the baseline; want 1 retry and 2 runs each",
 			cs.Retries, len(cs.Functions[0].Rounds[0].Runs), len(cs.Baseline[0].Runs))
+	}
+}
+
+func TestParseSchedstat(t *testing.T) {
+	for _, c := range []struct {
+		line       string
+		cpu, wait  time.Duration
+		wantErrors bool
+	}{
+		{"539723582 10003055847 1867\n", 539723582, 10003055847, false},
+		{"0 0 1", 0, 0, false},
+		{"12", 0, 0, true},
+		{"a b c", 0, 0, true},
+	} {
+		cpu, wait, err := parseSchedstat(c.line)
+		if cpu != c.cpu || wait != c.wait || (err != nil) != c.wantErrors {
+			t.Errorf("parseSchedstat(%q) = %v, %v, %v; want %v, %v (error: %v)", c.line, cpu, wait, err, c.cpu, c.wait, c.wantErrors)
+		}
 	}
 }
