@@ -13,6 +13,11 @@
 #   prism      Stoplight Prism, the OpenAPI validating proxy of the contract
 #              tests (npm, not with --dev)
 #   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
+#   minio      MinIO, the second S3 server of the tests (Go tool, pinned in
+#              tools/minio/go.mod apart from the others, whose requirements
+#              would otherwise bend its; not with --dev unless DEV_S3=minio,
+#              as `DEV_S3=minio make dev` sets it). AGPL: a test server,
+#              never shipped.
 #   aws-lambda-rie  Lambda Runtime Interface Emulator (Go tool; Linux only:
 #              it runs the Linux bootstraps, for DEV_RIE=true and the tests)
 #   tusd       the tus reference server, make bench's resumable-upload peer (Go
@@ -131,6 +136,10 @@ done
 echo "install-tools: building ${names:+$names and }$last from source, pinned in tools/go.mod (the first time takes a few minutes; later runs reuse Go's build cache)"
 # $go_tools unquoted: a list of import paths, none with a space.
 (cd tools && go build -o "$TOOLS/bin/" $go_tools)
+if ! $dev || [ "${DEV_S3:-}" = minio ]; then
+  echo "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)"
+  (cd tools/minio && go build -o "$TOOLS/bin/" github.com/minio/minio)
+fi
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
 # test tool). Installed here when running as root with apt, as on CI; make

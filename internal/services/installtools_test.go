@@ -14,16 +14,17 @@ import (
 const installScript = "../../scripts/install-tools.sh"
 
 // stubs are commands put first on PATH for install-tools.sh: go and npm
-// log their arguments and do nothing, uname answers as the machine under
-// test does.
+// log their arguments (and the folder they ran in, last) and do nothing,
+// uname answers as the machine under test does.
 const stubs = `#!/bin/sh
-echo "$(basename "$0") $*" >> "$STUB_LOG"
+echo "$(basename "$0") $* in=$(basename "$PWD")" >> "$STUB_LOG"
 echo "stub: $(basename "$0") $*"
 `
 
 // runInstall runs install-tools.sh with args on a stubbed go, npm and uname
-// into an empty TOOLS_DIR and returns its stdout and the go commands it ran.
-func runInstall(t *testing.T, uname []string, args ...string) (string, [][]string) {
+// into an empty TOOLS_DIR, with env added to the environment, and returns
+// its stdout and the go commands it ran, each ending with in=FOLDER.
+func runInstall(t *testing.T, env []string, uname []string, args ...string) (string, [][]string) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -42,7 +43,8 @@ func runInstall(t *testing.T, uname []string, args ...string) (string, [][]strin
 	log := filepath.Join(t.TempDir(), "stub.log")
 	cmd := exec.Command(bash, append([]string{installScript}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"TOOLS_DIR="+tools, "STUB_LOG="+log, "INSTALL_CHROMIUM=0", "INSTALL_REDIS=0")
+		"TOOLS_DIR="+tools, "STUB_LOG="+log, "INSTALL_CHROMIUM=0", "INSTALL_REDIS=0", "DEV_S3=")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("install-tools.sh %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -61,32 +63,54 @@ func runInstall(t *testing.T, uname []string, args ...string) (string, [][]strin
 }
 
 // make dev (--dev) builds the Go tools it runs: versitygw, and on Linux
-// aws-lambda-rie; tusd, make bench's peer, only a full run builds. The
-// run says what it builds, and that it happens once, before the build.
+// aws-lambda-rie; tusd, make bench's peer, only a full run builds, and
+// minio, the tests' second S3 server, a full run or DEV_S3=minio make dev.
+// The run says what it builds, and that it happens once, before the build.
+// minio is built in tools/minio, its own module, apart from the others.
 func TestInstallToolsGoBuilds(t *testing.T) {
+	const minio = "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)\n"
 	for _, c := range []struct {
 		os, arch string
+		env      []string
 		args     []string
 		want     []string
 		says     string
+		minio    bool
 	}{
-		{"Linux", "x86_64", []string{"--dev"}, []string{"aws-lambda-rie", "versitygw"},
-			"install-tools: building versitygw and aws-lambda-rie from source"},
-		{"Linux", "x86_64", nil, []string{"aws-lambda-rie", "tusd", "versitygw"},
-			"install-tools: building versitygw, aws-lambda-rie and tusd from source"},
-		{"Darwin", "arm64", []string{"--dev"}, []string{"versitygw"},
-			"install-tools: building versitygw from source"},
-		{"Darwin", "arm64", nil, []string{"tusd", "versitygw"},
-			"install-tools: building versitygw and tusd from source"},
+		{"Linux", "x86_64", nil, []string{"--dev"}, []string{"aws-lambda-rie", "versitygw"},
+			"install-tools: building versitygw and aws-lambda-rie from source", false},
+		{"Linux", "x86_64", nil, nil, []string{"aws-lambda-rie", "tusd", "versitygw"},
+			"install-tools: building versitygw, aws-lambda-rie and tusd from source", true},
+		{"Linux", "x86_64", []string{"DEV_S3=minio"}, []string{"--dev"}, []string{"aws-lambda-rie", "versitygw"},
+			"install-tools: building versitygw and aws-lambda-rie from source", true},
+		{"Linux", "x86_64", []string{"DEV_S3=versity"}, []string{"--dev"}, []string{"aws-lambda-rie", "versitygw"},
+			"install-tools: building versitygw and aws-lambda-rie from source", false},
+		{"Darwin", "arm64", nil, []string{"--dev"}, []string{"versitygw"},
+			"install-tools: building versitygw from source", false},
+		{"Darwin", "arm64", nil, nil, []string{"tusd", "versitygw"},
+			"install-tools: building versitygw and tusd from source", true},
 	} {
-		name := c.os + " " + strings.Join(append([]string{"install-tools.sh"}, c.args...), " ")
+		name := c.os + " " + strings.Join(append(slices.Clone(c.env), append([]string{"install-tools.sh"}, c.args...)...), " ")
 		t.Run(name, func(t *testing.T) {
-			out, gos := runInstall(t, []string{c.os, c.arch}, c.args...)
-			if len(gos) != 1 || len(gos[0]) < 3 || gos[0][0] != "build" || gos[0][1] != "-o" {
-				t.Fatalf("go ran %q, want one go build -o", gos)
+			out, gos := runInstall(t, c.env, []string{c.os, c.arch}, c.args...)
+			builds := 1
+			if c.minio {
+				builds = 2
+			}
+			if len(gos) != builds {
+				t.Fatalf("go ran %q, want %d go builds", gos, builds)
+			}
+			for _, g := range gos {
+				if len(g) < 4 || g[0] != "build" || g[1] != "-o" {
+					t.Fatalf("go ran %q, want go build -o", g)
+				}
+			}
+			tools := gos[0][3 : len(gos[0])-1]
+			if in := gos[0][len(gos[0])-1]; in != "in=tools" {
+				t.Errorf("the tools were built %s, want in=tools", in)
 			}
 			var got []string
-			for _, p := range gos[0][3:] {
+			for _, p := range tools {
 				got = append(got, path.Base(p))
 			}
 			slices.Sort(got)
@@ -97,6 +121,14 @@ func TestInstallToolsGoBuilds(t *testing.T) {
 			build := strings.Index(out, "stub: go build")
 			if says < 0 || says > build {
 				t.Errorf("the output lacks %q before the go build:\n%s", c.says, out)
+			}
+			if says := strings.Contains(out, minio); says != c.minio {
+				t.Errorf("the output says it builds minio: %v, want %v:\n%s", says, c.minio, out)
+			}
+			if c.minio {
+				if got, want := gos[1][3:], []string{"github.com/minio/minio", "in=minio"}; !slices.Equal(got, want) {
+					t.Errorf("the second go build built %q, want %q", got, want)
+				}
 			}
 		})
 	}

@@ -1,5 +1,5 @@
 // Package services starts and stops the local servers the project runs
-// against instead of AWS: dynoxide (DynamoDB), Versity Gateway (S3),
+// against instead of AWS: dynoxide (DynamoDB), Versity Gateway and MinIO (S3),
 // dynalite (a DynamoDB that ignores ALL_OLD, and the local stack's DynamoDB
 // where no dynoxide build is published: [StartDynamoDB]), moto (SQS), the
 // Lambda Runtime Interface Emulator, Prism (an OpenAPI validating
@@ -254,16 +254,21 @@ func StartMoto(ctx context.Context, o Options) (*Process, error) {
 	return start(ctx, "moto_server", port, o.LogPath, bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 }
 
-// S3Options configure Versity Gateway.
+// S3Options configure an S3 server (StartVersity, StartMinIO).
 type S3Options struct {
 	Options
-	// DataDir holds the buckets (a posix backend). Required.
+	// DataDir holds the buckets (Versity's posix backend, MinIO's drive).
+	// Required.
 	DataDir   string
 	AccessKey string // Defaults to AccessKey.
 	SecretKey string // Defaults to SecretKey.
 	// WebhookURL receives s3:ObjectCreated:* notifications. It must already
-	// be listening: the gateway exits at start-up otherwise.
+	// be listening: Versity Gateway exits at start-up otherwise. On MinIO,
+	// only from buckets subscribed to MinIOWebhookARN.
 	WebhookURL string
+	// CORSOrigins are the origins MinIO's server-wide CORS allows (it has
+	// no per-bucket CORS). Versity ignores them: its CORS is the bucket's.
+	CORSOrigins []string
 }
 
 // StartVersity starts Versity Gateway on a posix data directory.
