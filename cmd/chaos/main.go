@@ -16,6 +16,9 @@
 // D, L, W, M, X and Y must be 0; the exit status is 1 otherwise. M counts answers
 // that belong to another request: the client refuses a create answer that
 // does not echo its own request, and every upload id must be its key's.
+//
+// The stack's S3 is Versity Gateway, or MinIO with --s3 minio (or
+// CHAOS_S3=minio make chaos).
 package main
 
 import (
@@ -59,6 +62,7 @@ type settings struct {
 	killEvery      int
 	multipartEvery int
 	eventFaults    float64
+	s3             services.S3Server
 }
 
 func main() {
@@ -70,7 +74,14 @@ func main() {
 	flag.IntVar(&s.killEvery, "kill-every", 7, "every Nth upload's client is killed mid-upload and restarted")
 	flag.IntVar(&s.multipartEvery, "multipart-every", 10, "every Nth upload is a multipart upload (two or three 5 MiB parts)")
 	flag.Float64Var(&s.eventFaults, "event-faults", 0.3, "fraction of S3 events duplicated, delayed or dropped")
+	s3Name := flag.String("s3", os.Getenv("CHAOS_S3"), "the S3 server: versity (the default) or minio")
 	flag.Parse()
+	var err error
+	if s.s3, err = services.ParseS3Server(*s3Name); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: --s3:", err)
+		os.Exit(2)
+	}
+	fmt.Fprintf(os.Stderr, "chaos: S3 is %s\n", s.s3.Title())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bad, err := run(ctx, s, os.Stdout)
@@ -142,7 +153,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		// PutEvents whose answer is lost is put again, twice on the bus.
 		FunctionEventBus: proxied(&busProxy),
 
-		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet,
+		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet, S3: s.s3,
 		// The functions reach DynamoDB through a fault-injecting proxy.
 		FunctionDynamo: proxied(&dynamoProxy),
 		Env: func(k string) (string, bool) {

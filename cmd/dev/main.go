@@ -5,7 +5,8 @@
 // Settings come from the environment: API_PORT (3000), DYNAMODB_PORT
 // (8000), S3_PORT (9000), TABLE_NAME (idempotency-local), BUCKET_NAME
 // (uploads-local), ALLOWED_ORIGINS (*; the demo's own origins are always
-// allowed besides), DEV_DATA_DIR (.local), and the
+// allowed besides), DEV_DATA_DIR (.local), DEV_S3 (versity; minio runs
+// MinIO instead of Versity Gateway, on the same port, bucket and keys), and the
 // functions' own variables (IDEMPOTENCY_TTL=5s make dev).
 // STATIC_DIR (web/dist) is served at / for the browser demo. Each upload
 // that completes or is aborted yields an event (docs/api.md, "Events"),
@@ -54,6 +55,7 @@ func main() {
 		APIPort:      port("API_PORT", 3000),
 		DynamoPort:   port("DYNAMODB_PORT", 8000),
 		S3Port:       port("S3_PORT", 9000),
+		S3:           s3Server(os.Getenv("DEV_S3")),
 		Table:        env("TABLE_NAME", "idempotency-local"),
 		Bucket:       env("BUCKET_NAME", "uploads-local"),
 		Origins:      strings.Split(env("ALLOWED_ORIGINS", "*"), ","),
@@ -79,12 +81,12 @@ func main() {
   origins    %s
   CLI        upload --api %s FILE     (build it once: go install ./cmd/upload)
   DynamoDB   %s     table %s (%s)
-  S3         %s     bucket %s (path style, access key %s, secret %s)
+  S3         %s     bucket %s (%s, path style, access key %s, secret %s)
   events     %s
   data, logs %s
 A tally of the functions' metrics is printed every 10 s while requests come.
 Press Ctrl-C to stop.
-`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), origins(st.Origins), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, devstack.AccessKey, devstack.SecretKey, events(cfg.EventsURL), cfg.DataDir)
+`, st.Mode, st.APIURL, demo(st.APIURL, cfg.StaticDir), origins(st.Origins), st.APIURL, st.DynamoURL, st.Table, dynamo, st.S3URL, st.Bucket, st.S3Server.Title(), devstack.AccessKey, devstack.SecretKey, events(cfg.EventsURL), cfg.DataDir)
 	go showTally(ctx, &tally, 10*time.Second)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
@@ -145,6 +147,16 @@ func showTally(ctx context.Context, tally *telemetry.Tally, interval time.Durati
 			}
 		}
 	}
+}
+
+// s3Server is the S3 server DEV_S3 names, or the end of the run with why.
+func s3Server(name string) services.S3Server {
+	s, err := services.ParseS3Server(name)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dev: DEV_S3: %v\n", err)
+		os.Exit(2)
+	}
+	return s
 }
 
 func env(name, def string) string {

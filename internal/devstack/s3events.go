@@ -3,18 +3,23 @@ package devstack
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
 
-// versityEvent is Versity Gateway's webhook payload. It resembles AWS's S3
-// event but differs: eventName carries an "s3:" prefix, the key is not
-// URL-encoded, the ETag keeps its quotes, the bucket ARN holds the key,
-// request ids are empty, and an empty lifecycleRestorationExpiryTime breaks
-// decoding into events.S3Event. It also sends an s3:TestEvent first.
+// versityEvent is Versity Gateway's webhook payload, and MinIO's. It
+// resembles AWS's S3 event but differs. Versity Gateway's: eventName
+// carries an "s3:" prefix, the key is not URL-encoded, the ETag keeps its
+// quotes, the bucket ARN holds the key, request ids are empty, and an
+// empty lifecycleRestorationExpiryTime breaks decoding into
+// events.S3Event; it also sends an s3:TestEvent first. MinIO's
+// (eventSource "minio:s3"): the "s3:" prefix too, and the key
+// query-escaped whole, '/' as %2F (AWS keeps the '/').
 type versityEvent struct {
 	Event   string `json:"Event"` // "s3:TestEvent" for the start-up probe
 	Records []struct {
+		EventSource  string `json:"eventSource"`
 		EventVersion string `json:"eventVersion"`
 		AWSRegion    string `json:"awsRegion"`
 		EventTime    string `json:"eventTime"`
@@ -73,12 +78,16 @@ type S3NotificationRecord struct {
 	} `json:"s3"`
 }
 
+// minioEventSource is the eventSource of MinIO's records (AWS's: "aws:s3").
+const minioEventSource = "minio:s3"
+
 type principal struct {
 	PrincipalID string `json:"principalId"`
 }
 
-// TranslateS3Event turns a Versity Gateway notification into the event AWS
-// would deliver to Lambda. It returns ok=false for the test event.
+// TranslateS3Event turns a Versity Gateway or MinIO notification into the
+// event AWS would deliver to Lambda. It returns ok=false for the test
+// event.
 func TranslateS3Event(payload []byte, now time.Time, newID func() string) (S3Notification, bool, error) {
 	var in versityEvent
 	if err := json.Unmarshal(payload, &in); err != nil {
@@ -112,8 +121,14 @@ func TranslateS3Event(payload []byte, now time.Time, newID func() string) (S3Not
 		rec.S3.Bucket.Name = r.S3.Bucket.Name
 		rec.S3.Bucket.OwnerIdentity = principal{localAccountID}
 		rec.S3.Bucket.ARN = "arn:aws:s3:::" + r.S3.Bucket.Name
+		key := r.S3.Object.Key
+		if r.EventSource == minioEventSource {
+			if key, err = url.QueryUnescape(key); err != nil {
+				return S3Notification{}, false, fmt.Errorf("decode S3 notification: key %q: %w", r.S3.Object.Key, err)
+			}
+		}
 		o := &rec.S3.Object
-		o.Key, o.Size, o.Sequencer = EncodeS3EventKey(r.S3.Object.Key), r.S3.Object.Size, r.S3.Object.Sequencer
+		o.Key, o.Size, o.Sequencer = EncodeS3EventKey(key), r.S3.Object.Size, r.S3.Object.Sequencer
 		o.ETag = strings.Trim(r.S3.Object.ETag, `"`)
 		if r.S3.Object.VersionID != nil {
 			o.VersionID = *r.S3.Object.VersionID

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,30 +48,48 @@ func seqID() func() string {
 	return func() string { n++; return "REQ" + string(rune('0'+n)) }
 }
 
-// Versity Gateway's payload in (captured from v1.8.0), AWS's shape out.
+// Each S3 server's payload in (captured from Versity Gateway v1.8.0 and
+// MinIO's last release), AWS's shape out: the same event for one object.
 func TestTranslateS3Event(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "versity-object-created.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, ok, err := TranslateS3Event(raw, time.Time{}, seqID())
-	if err != nil || !ok {
-		t.Fatalf("TranslateS3Event = %v, %v", ok, err)
-	}
-	goldenJSON(t, "versity-object-created.aws.json", ev)
+	for _, c := range []struct {
+		payload, golden, etag string
+	}{
+		{"versity-object-created.json", "versity-object-created.aws.json", "764efa883dda1e11db47671c4a3bbd9e"},
+		{"minio-object-created.json", "minio-object-created.aws.json", "900150983cd24fb0d6963f7d28e17f72"},
+	} {
+		t.Run(c.payload, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", c.payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, ok, err := TranslateS3Event(raw, time.Time{}, seqID())
+			if err != nil || !ok {
+				t.Fatalf("TranslateS3Event = %v, %v", ok, err)
+			}
+			goldenJSON(t, c.golden, ev)
 
-	// What finalize sees after the round trip through JSON, as Lambda
-	// delivers it: AWS's event name, the key decoded back, a bare ETag.
-	out, _ := json.Marshal(ev)
-	var got events.S3Event
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
+			// What finalize sees after the round trip through JSON, as Lambda
+			// delivers it: AWS's event name, the key decoded back, a bare ETag.
+			out, _ := json.Marshal(ev)
+			var got events.S3Event
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			r := got.Records[0]
+			if r.EventName != "ObjectCreated:Put" || r.S3.Object.URLDecodedKey != "uploads/my photo+x é%.txt" ||
+				r.S3.Object.Key != "uploads/my+photo%2Bx+%C3%A9%25.txt" || r.S3.Object.ETag != c.etag ||
+				r.S3.Bucket.Arn != "arn:aws:s3:::bucket-one" {
+				t.Errorf("translated record = %+v", r)
+			}
+		})
 	}
-	r := got.Records[0]
-	if r.EventName != "ObjectCreated:Put" || r.S3.Object.URLDecodedKey != "uploads/my photo+x é%.txt" ||
-		r.S3.Object.Key != "uploads/my+photo%2Bx+%C3%A9%25.txt" || r.S3.Object.ETag != "764efa883dda1e11db47671c4a3bbd9e" ||
-		r.S3.Bucket.Arn != "arn:aws:s3:::bucket-one" {
-		t.Errorf("translated record = %+v", r)
+}
+
+// A MinIO key that is not query-escaped is refused, not passed on garbled.
+func TestTranslateRefusesABadMinIOKey(t *testing.T) {
+	raw := []byte(`{"EventName":"s3:ObjectCreated:Put","Records":[{"eventSource":"minio:s3","eventName":"s3:ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"uploads%2"}}}]}`)
+	if _, _, err := TranslateS3Event(raw, time.Now(), seqID()); err == nil || !strings.Contains(err.Error(), "uploads%2") {
+		t.Fatalf("TranslateS3Event = %v, want a refusal naming the key", err)
 	}
 }
 

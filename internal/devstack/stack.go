@@ -1,5 +1,6 @@
 // Package devstack runs the whole system on 127.0.0.1 without an AWS
-// account or Docker: dynoxide for DynamoDB, Versity Gateway for S3, the two
+// account or Docker: dynoxide for DynamoDB, Versity Gateway (or MinIO,
+// Config.S3) for S3, the two
 // functions (in-process, or the built bootstraps under the Lambda Runtime
 // Interface Emulator), and a front door that plays API Gateway (HTTP API,
 // payload v2, CORS, a JWT authorizer that does not check signatures) and
@@ -61,6 +62,9 @@ type Config struct {
 	DataDir string
 	// Ports on 127.0.0.1.
 	APIPort, DynamoPort, S3Port int
+	// S3 is the S3 server: Versity Gateway (the default) or MinIO
+	// (DEV_S3=minio).
+	S3 services.S3Server
 	// Table and Bucket names.
 	Table, Bucket string
 	// Origins allowed by CORS on the API and the bucket (ALLOWED_ORIGINS),
@@ -111,6 +115,7 @@ type Config struct {
 // Stack is a running local system.
 type Stack struct {
 	APIURL, DynamoURL, S3URL string
+	S3Server                 services.S3Server
 	Table, Bucket            string
 	Mode                     string
 	// Origins are the origins the API's and the bucket's CORS allow:
@@ -157,6 +162,9 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
+	if cfg.S3 == "" {
+		cfg.S3 = services.Versity
+	}
 	if cfg.Env == nil {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
@@ -170,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			return nil, err
 		}
 	}
-	st = &Stack{cfg: cfg, spec: spec, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]*functionPool{}, Mode: "in-process"}
+	st = &Stack{cfg: cfg, spec: spec, S3Server: cfg.S3, Table: cfg.Table, Bucket: cfg.Bucket, invokers: map[string]*functionPool{}, Mode: "in-process"}
 	// Not Start's ctx, which may end when Start returns: the stack's
 	// background work ends with Close.
 	st.ctx, st.cancel = context.WithCancel(context.Background())
@@ -218,10 +226,10 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err != nil {
 		return st, err
 	}
-	gw, err := services.StartVersity(ctx, services.S3Options{
-		Options: services.Options{Port: cfg.S3Port, LogPath: logs("versitygw")},
+	gw, err := services.StartS3(ctx, cfg.S3, services.S3Options{
+		Options: services.Options{Port: cfg.S3Port, LogPath: logs(cfg.S3.Binary())},
 		DataDir: filepath.Join(cfg.DataDir, "s3"), AccessKey: AccessKey, SecretKey: SecretKey,
-		WebhookURL: hookURL + "/s3-events",
+		WebhookURL: hookURL + "/s3-events", CORSOrigins: st.Origins,
 	})
 	if err != nil {
 		return st, err
@@ -372,10 +380,32 @@ func (st *Stack) createResources(ctx context.Context) error {
 			AllowedOrigins: st.Origins, MaxAgeSeconds: aws.Int32(r.MaxAge),
 		})
 	}
+	if st.S3Server == services.MinIO {
+		// MinIO has no bucket CORS (PutBucketCors is not implemented):
+		// its server-wide CORS allows st.Origins (services.StartMinIO).
+		// Nor does it send a bucket's events unsubscribed.
+		return st.subscribeMinIO(ctx, s3c)
+	}
 	if len(rules) > 0 {
 		if _, err := s3c.PutBucketCors(ctx, &s3.PutBucketCorsInput{Bucket: &st.Bucket, CORSConfiguration: &s3types.CORSConfiguration{CORSRules: rules}}); err != nil {
 			return fmt.Errorf("bucket CORS: %w", err)
 		}
+	}
+	return nil
+}
+
+// subscribeMinIO sends the bucket's ObjectCreated events to the stack's
+// webhook, which Versity Gateway does for every bucket unasked (and AWS
+// for the bucket the template subscribes).
+func (st *Stack) subscribeMinIO(ctx context.Context, s3c *s3.Client) error {
+	_, err := s3c.PutBucketNotificationConfiguration(ctx, &s3.PutBucketNotificationConfigurationInput{
+		Bucket: &st.Bucket,
+		NotificationConfiguration: &s3types.NotificationConfiguration{QueueConfigurations: []s3types.QueueConfiguration{{
+			QueueArn: aws.String(services.MinIOWebhookARN), Events: []s3types.Event{"s3:ObjectCreated:*"},
+		}}},
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %s's event notifications on MinIO: %w", st.Bucket, err)
 	}
 	return nil
 }
