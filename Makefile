@@ -7,9 +7,9 @@
 #               measures (every tool, web/dist, the bootstraps) and fails if a selected section cannot run
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
-#   also: make lint, unit (no servers), fuzz, web (lint, build, unit tests of web/), web-build (web/dist
-#         only), tools (install-tools.sh), dev-tools (install-tools.sh --dev), clean; each is described
-#         where it is defined
+#   also: make lint, unit (no servers), test-minio (the S3 tests again on MinIO), fuzz, web (lint, build,
+#         unit tests of web/), web-build (web/dist only), tools (install-tools.sh), dev-tools
+#         (install-tools.sh --dev), clean; each is described where it is defined
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -38,7 +38,8 @@ build:
 tools:
 	@bash scripts/install-tools.sh
 
-# What make dev needs, and no more: no linters, no test browser, no tusd.
+# What make dev needs, and no more: no linters, no test browser, no tusd,
+# and no MinIO unless DEV_S3=minio.
 dev-tools:
 	@bash scripts/install-tools.sh --dev
 
@@ -46,7 +47,7 @@ dev-tools:
 web-build:
 	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
-.PHONY: dev-tools web-build
+.PHONY: dev-tools web-build test-minio
 
 # The local stack, on Linux and macOS. DEV_RIE=true (Linux only) runs the
 # real bootstraps (built here for this machine's architecture) under the
@@ -75,9 +76,24 @@ lint: tools
 # Unit and integration tests. Integration tests start the servers they need
 # (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
 # REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
+# Then test-minio.
 test: lint web
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
+	@$(MAKE) --no-print-directory test-minio
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
+
+# The S3 behaviours the product relies on, again on a second S3 server,
+# MinIO (TEST_S3=minio; its differences are skipped with the reason
+# printed): the upload service's integration tests whole, and the
+# end-to-end flows named in MINIO_FLOWS, of the local stack, the Go client
+# and the CLI. Everything else runs on Versity Gateway only.
+MINIO_FLOWS := TestWalkthrough|TestUploadEvents|TestMultipartRoutes|TestMultipartEventIsTranslated|TestCORSPreflights
+MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowedOriginsKeepTheDemo|TestRestartOnSamePorts
+MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
+MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
+test-minio: tools
+	REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
+	REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/
 
 # Every fuzz target, for FUZZTIME each: a duration, or an execution count
 # such as 5000x. make test uses a count, because a short time limit can end
@@ -119,7 +135,7 @@ bench: tools web-build
 # prints "chaos: R requests, F faults, U uploads, D duplicate objects,
 # L lost uploads, W wedged keys, M misdirected answers" and fails unless D,
 # L, W and M are 0.
-# Longer: make chaos CHAOS_FLAGS="--duration 5m".
+# Longer: make chaos CHAOS_FLAGS="--duration 5m". On MinIO: CHAOS_S3=minio make chaos.
 chaos: tools
 	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 

@@ -174,9 +174,9 @@ func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter
 // the same command run again sends exactly the 4 parts S3 lacks, counted
 // in bytes through the proxy; one object, the file.
 func TestCLIResumesAfterKill(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	st, err := devstack.Start(context.Background(), devstack.Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-mp", Bucket: "uploads-cli-mp",
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-mp", Bucket: "uploads-cli-mp",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -308,9 +308,9 @@ func TestCLIResumesAfterKill(t *testing.T) {
 // run uploads the file as it is now, with a new key. The completed upload
 // in parts has S3's compositeSha256 and no whole-file sha256.
 func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	st, err := devstack.Start(context.Background(), devstack.Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-changed", Bucket: "uploads-cli-changed",
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cli-changed", Bucket: "uploads-cli-changed",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -166,9 +166,9 @@ func TestEverySpellingOfTheAPIIsOneUpload(t *testing.T) {
 // Against a real local stack: the bucket holds one object after the four
 // runs, and the three reruns send no request.
 func TestEverySpellingOfTheAPIStoresOneObject(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	st, err := devstack.Start(context.Background(), devstack.Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-spellings", Bucket: "uploads-spellings",
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-spellings", Bucket: "uploads-spellings",
 	})
 	if err != nil {
 		t.Fatal(err)

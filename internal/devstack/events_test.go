@@ -253,11 +253,11 @@ func multipartUpload(t *testing.T, st *Stack, auth, key string, data []byte) str
 // end, as an existing event source mapping would: the events of the last
 // run are not delivered again, and new uploads' are.
 func TestUploadEventsAfterRestart(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	sink := &collector{refused: true}
 	srv := httptest.NewServer(sink)
 	defer srv.Close()
-	cfg := Config{Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+	cfg := Config{S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-restart", Bucket: "uploads-restart", EventsURL: srv.URL}
 	uploadOne := func(st *Stack, key string) string {
 		content := []byte("restart " + key)

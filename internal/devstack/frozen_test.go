@@ -19,9 +19,9 @@ import (
 // Retry-After, not a hang and not the gateway's bare error. Once DynamoDB
 // thaws, the same key works: nothing was left claimed.
 func TestFrozenDynamoDBGetsA503(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	st, err := Start(context.Background(), Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-frozen", Bucket: "uploads-frozen", FunctionTimeout: 2 * time.Second,
 	})
 	if err != nil {

@@ -45,10 +45,10 @@ func TestTemplateTableIsTheStoresTable(t *testing.T) {
 // 429 too_many_uploads without Retry-After; another tenant is not counted;
 // an abort frees the place.
 func TestMultipartCapThroughTheFrontDoor(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	env := map[string]string{"MAX_PENDING_MULTIPART_PER_TENANT": "1"}
 	st, err := Start(context.Background(), Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cap", Bucket: "uploads-cap",
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-cap", Bucket: "uploads-cap",
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func TestMultipartCapThroughTheFrontDoor(t *testing.T) {
 // A data directory whose table predates the index (kept across an
 // upgrade) gets it at the next start, as a CloudFormation update adds it.
 func TestStackAddsAMissingIndex(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	ctx, dir := context.Background(), t.TempDir()
 	old, err := services.StartDynoxide(ctx, services.Options{DBPath: filepath.Join(dir, "dynamodb.sqlite")})
 	if err != nil {
@@ -103,7 +103,7 @@ func TestStackAddsAMissingIndex(t *testing.T) {
 	if stopErr := old.Stop(); err != nil || stopErr != nil {
 		t.Fatalf("the old table: %v, %v", err, stopErr)
 	}
-	st, err := Start(ctx, Config{Template: filepath.Join("..", "..", "template.yaml"), DataDir: dir, Table: table, Bucket: "uploads-old"})
+	st, err := Start(ctx, Config{S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: dir, Table: table, Bucket: "uploads-old"})
 	if err != nil {
 		t.Fatal(err)
 	}

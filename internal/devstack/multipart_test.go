@@ -18,6 +18,7 @@ import (
 
 	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -183,7 +184,11 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	}
 	in := &s3.CompleteMultipartUploadInput{Bucket: &st.Bucket, Key: &u.StorageKey, UploadId: mpus.Uploads[0].UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed}}
-	for range 2 { // Versity announces each call
+	for i := range 2 { // Versity announces each call
+		if i > 0 && testenv.S3() == services.MinIO {
+			t.Log("MinIO refuses a repeated CompleteMultipartUpload (NoSuchUpload), so it announces one: one call")
+			break
+		}
 		if _, err := s3c.CompleteMultipartUpload(ctx, in); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
+	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -126,10 +128,6 @@ func TestBucketPreflightForTheListedHeaders(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	// The bucket does check the headers: one it does not allow is refused.
-	if resp := preflight([]string{"x-not-allowed"}); resp.StatusCode < 300 && resp.Header.Get("Access-Control-Allow-Origin") != "" {
-		t.Fatalf("preflight for a header the rule does not allow: %d %v", resp.StatusCode, resp.Header)
-	}
 	resp := preflight(names)
 	allowHeaders := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
 	if resp.StatusCode >= 300 || resp.Header.Get("Access-Control-Allow-Origin") == "" {
@@ -154,5 +152,10 @@ func TestBucketPreflightForTheListedHeaders(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("PUT %d: %d, want %d", i+1, resp.StatusCode, want)
 		}
+	}
+	testenv.SkipOnS3(t, services.MinIO, "its CORS is server-wide and allows every request header: no bucket rule lists them")
+	// The bucket does check the headers: one it does not allow is refused.
+	if resp := preflight([]string{"x-not-allowed"}); resp.StatusCode < 300 && resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight for a header the rule does not allow: %d %v", resp.StatusCode, resp.Header)
 	}
 }

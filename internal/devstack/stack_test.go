@@ -34,9 +34,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // emulator if rie, else in process; each of with changes the config first.
 func startStack(t *testing.T, rie bool, with ...func(*Config)) *Stack {
 	t.Helper()
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	cfg := Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test", RIE: rie,
 	}
 	if rie {
@@ -248,7 +248,7 @@ func TestNarrowedOriginsKeepTheDemo(t *testing.T) {
 // directory starts cleanly (a leftover server would hold a port), and
 // finds the first one's data.
 func TestRestartOnSamePorts(t *testing.T) {
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	var ports [3]int
 	for i := range ports {
 		p, err := services.FreePort()
@@ -258,7 +258,7 @@ func TestRestartOnSamePorts(t *testing.T) {
 		ports[i] = p
 	}
 	cfg := Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-restart", Bucket: "uploads-restart",
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(), Table: "idempotency-restart", Bucket: "uploads-restart",
 		APIPort: ports[0], DynamoPort: ports[1], S3Port: ports[2],
 	}
 	first, err := Start(context.Background(), cfg)

@@ -269,6 +269,58 @@ func SharedVersity() *Shared {
 	return s
 }
 
+// S3 is the S3 server that the integration tests of packages written for
+// both run on: TEST_S3, "versity" (the default) or "minio". make test runs
+// them on Versity Gateway, then a named subset again with TEST_S3=minio.
+// An unknown name fails the servers' start (SharedS3, StackS3).
+func S3() services.S3Server {
+	s, _ := services.ParseS3Server(os.Getenv("TEST_S3"))
+	return s
+}
+
+// s3Server is S3, or why TEST_S3 names none.
+func s3Server() (services.S3Server, error) { return services.ParseS3Server(os.Getenv("TEST_S3")) }
+
+// StackS3 is the S3 server for a test's local stack (devstack.Config.S3):
+// S3, once its binary is known to be installed (t is skipped, or under
+// REQUIRE_INTEGRATION=1 fails, otherwise).
+func StackS3(t testing.TB) services.S3Server {
+	t.Helper()
+	s, err := s3Server()
+	need(t, err)
+	RequireTools(t, s.Binary())
+	return s
+}
+
+// SkipOnS3 skips t when the tests run on server, saying why: for a case
+// that only a documented difference of that server's fails (never a
+// reason to delete the case or to bend the product to the server).
+func SkipOnS3(t testing.TB, server services.S3Server, why string) {
+	t.Helper()
+	if S3() == server {
+		t.Skipf("skipped on %s: %s", server.Title(), why)
+	}
+}
+
+// SharedS3 starts S3 (TEST_S3's server) on a fresh temporary directory on
+// first use.
+func SharedS3() *Shared {
+	s := &Shared{}
+	s.start = func(ctx context.Context) (*services.Process, error) {
+		server, err := s3Server()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "onceupload-s3-")
+		if err != nil {
+			return nil, err
+		}
+		s.dir = dir
+		return services.StartS3(ctx, server, services.S3Options{DataDir: dir + "/data", AccessKey: AccessKey, SecretKey: SecretKey})
+	}
+	return s
+}
+
 // SharedRedis starts redis-server, as Redis does, on first use.
 func SharedRedis() *Shared { return &Shared{start: startRedis} }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
+	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -32,10 +33,11 @@ import (
 
 var (
 	dynoxide = testenv.SharedDynoxide()
-	versity  = testenv.SharedVersity()
+	// objectStore is TEST_S3's server: Versity Gateway, or MinIO.
+	objectStore = testenv.SharedS3()
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, objectStore) }
 
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
@@ -56,8 +58,8 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	e := &env{Clock: testenv.NewClock(time.Now())}
 	dynamoURL := dynoxide.Endpoint(t)
 	ddb := testenv.DynamoClient(dynamoURL, nil)
-	e.s3 = testenv.S3Client(versity.Endpoint(t), nil)
-	e.objectsClient = testenv.S3Client(versity.Endpoint(t), &e.objects)
+	e.s3 = testenv.S3Client(objectStore.Endpoint(t), nil)
+	e.objectsClient = testenv.S3Client(objectStore.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
 	store := recordstore.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
@@ -481,6 +483,7 @@ func TestConcurrentCreatesOneUpload(t *testing.T) {
 // with write access to the bucket, or through a URL signed before URLs
 // carried If-None-Match.)
 func TestMismatchRemovalSparesAReplacement(t *testing.T) {
+	testenv.SkipOnS3(t, services.MinIO, "it ignores If-Match on DeleteObject, so there the removal takes the replacement too")
 	ctx := context.Background()
 	e := newEnv(t, 15*time.Minute)
 	content := []byte("twelve bytes")
@@ -693,6 +696,7 @@ func TestS3AnswersTheServiceReliesOn(t *testing.T) {
 	})
 
 	t.Run("Complete with a wrong MpuObjectSize is refused", func(t *testing.T) {
+		testenv.SkipOnS3(t, services.MinIO, "it ignores MpuObjectSize (x-amz-mp-object-size); the service's own check of the listed part sizes keeps a short object out there (TestAShortPartIsNotCompleted)")
 		k := key + " size"
 		uploadID, parts := e.s3Parts(t, k, 1024)
 		_, err := e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
@@ -739,9 +743,7 @@ func TestS3AnswersTheServiceReliesOn(t *testing.T) {
 		if _, err := e.s3.AbortMultipartUpload(ctx, abort); err != nil {
 			t.Fatal(err)
 		}
-		_, err := e.s3.AbortMultipartUpload(ctx, abort)
-		wantAPIError(t, "abort again", err, "NoSuchUpload")
-		_, err = e.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: &e.bucket, Key: &k, UploadId: &uploadID})
+		_, err := e.s3.ListParts(ctx, &s3.ListPartsInput{Bucket: &e.bucket, Key: &k, UploadId: &uploadID})
 		wantAPIError(t, "list parts", err, "NoSuchUpload")
 		_, err = e.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 			Bucket: &e.bucket, Key: &k, UploadId: &uploadID, MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
@@ -751,5 +753,8 @@ func TestS3AnswersTheServiceReliesOn(t *testing.T) {
 		// service retries an InvalidPart, whose next list finds the upload
 		// gone.
 		wantAPIError(t, "complete", err, "NoSuchUpload", "InvalidPart")
+		testenv.SkipOnS3(t, services.MinIO, "it answers an abort of an upload that is gone with success, not NoSuchUpload")
+		_, err = e.s3.AbortMultipartUpload(ctx, abort)
+		wantAPIError(t, "abort again", err, "NoSuchUpload")
 	})
 }

@@ -346,6 +346,44 @@ func TestCompleteWithPartsMissing(t *testing.T) {
 	}
 }
 
+// A part S3 holds shorter than its place in the file (sent past its URL,
+// which signs the length) counts as missing: the service's own check of
+// the listed sizes keeps a short object out, not MpuObjectSize alone,
+// which MinIO ignores.
+func TestAShortPartIsNotCompleted(t *testing.T) {
+	ctx := context.Background()
+	e := multipartEnv(t)
+	f := newBigFile(t, 11<<20)
+	created, err := e.svc.Create(ctx, "tenant", "key-short-part-01", f.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := decode(t, created.Body)
+	for n, p := range e.sign(t, "tenant", u.UploadID, f, 1, 2) {
+		if code := testenv.PutPart(p, f.part(n)); code != 200 {
+			t.Fatalf("part %d: %d", n, code)
+		}
+	}
+	uploads, err := e.s3.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &e.bucket, Prefix: &u.StorageKey})
+	if err != nil || len(uploads.Uploads) != 1 {
+		t.Fatalf("S3's uploads of %s: %v, %v; want one", u.StorageKey, uploads, err)
+	}
+	if _, err := e.s3.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: &e.bucket, Key: &u.StorageKey, UploadId: uploads.Uploads[0].UploadId, PartNumber: aws.Int32(3),
+		Body: bytes.NewReader(f.part(3)[1:]), ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+	}); err != nil {
+		t.Fatalf("part 3, one byte short: %v", err)
+	}
+	_, err = e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
+	var missing *upload.PartsMissingError
+	if !errors.As(err, &missing) || missing.Count != 1 || fmt.Sprint(missing.Missing) != "[3]" {
+		t.Fatalf("complete with part 3 one byte short: %v, want part 3 missing", err)
+	}
+	if n := e.objectCount(t); n != 0 {
+		t.Fatalf("%d objects after a refused complete", n)
+	}
+}
+
 // Abort: S3's upload is gone, the record answers "aborted" from then on
 // (to a replay of the create too), and nothing can be signed, sent or
 // completed; a part PUT racing the abort is refused by S3.

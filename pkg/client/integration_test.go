@@ -33,9 +33,9 @@ import (
 
 func startStack(t *testing.T, env map[string]string) *devstack.Stack {
 	t.Helper()
-	testenv.RequireTools(t, "dynoxide", "versitygw")
+	testenv.RequireTools(t, "dynoxide")
 	st, err := devstack.Start(context.Background(), devstack.Config{
-		Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
+		S3: testenv.StackS3(t), Template: filepath.Join("..", "..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-test", Bucket: "uploads-test",
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
