@@ -76,10 +76,10 @@ lint: tools
 # Unit and integration tests. Integration tests start the servers they need
 # (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
 # REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
-# Then test-minio.
+# Then test-minio's tests.
 test: lint web
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
-	@$(MAKE) --no-print-directory test-minio
+	$(minio_tests)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
 
 # The S3 behaviours the product relies on, again on a second S3 server,
@@ -91,9 +91,13 @@ MINIO_FLOWS := TestWalkthrough|TestUploadEvents|TestMultipartRoutes|TestMultipar
 MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowedOriginsKeepTheDemo|TestRestartOnSamePorts
 MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
 MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
+# With -race as above, so that make test reuses the test binaries it built.
+define minio_tests
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/
+endef
 test-minio: tools
-	REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
-	REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/
+	$(minio_tests)
 
 # Every fuzz target, for FUZZTIME each: a duration, or an execution count
 # such as 5000x. make test uses a count, because a short time limit can end

@@ -166,3 +166,27 @@ func procAddr(t *testing.T, s string) *net.TCPAddr {
 	}
 	return &net.TCPAddr{IP: net.IP(raw), Port: int(port)}
 }
+
+// DEV_S3, CHAOS_S3 and TEST_S3 name a server; empty is Versity, and a
+// name that is neither is refused, saying which are.
+func TestParseS3Server(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		want   services.S3Server
+		binary string
+	}{
+		{"", services.Versity, "versitygw"},
+		{"versity", services.Versity, "versitygw"},
+		{"minio", services.MinIO, "minio"},
+	} {
+		got, err := services.ParseS3Server(c.in)
+		if err != nil || got != c.want || got.Binary() != c.binary {
+			t.Errorf("ParseS3Server(%q) = %q (binary %q), %v; want %q (%q)", c.in, got, got.Binary(), err, c.want, c.binary)
+		}
+	}
+	for _, in := range []string{"MinIO", "s3", " minio"} {
+		if got, err := services.ParseS3Server(in); err == nil || !strings.Contains(err.Error(), `"versity" or "minio"`) {
+			t.Errorf("ParseS3Server(%q) = %q, %v; want a refusal naming versity and minio", in, got, err)
+		}
+	}
+}
