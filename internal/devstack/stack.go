@@ -115,7 +115,7 @@ type Config struct {
 // Stack is a running local system.
 type Stack struct {
 	APIURL, DynamoURL, S3URL string
-	S3Server                 services.S3Server
+	S3Server                 services.S3Server // Config.S3
 	Table, Bucket            string
 	Mode                     string
 	// Origins are the origins the API's and the bucket's CORS allow:

@@ -272,7 +272,7 @@ func SharedVersity() *Shared {
 // S3 is the S3 server that the integration tests of packages written for
 // both run on: TEST_S3, "versity" (the default) or "minio". make test runs
 // them on Versity Gateway, then a named subset again with TEST_S3=minio.
-// An unknown name fails the servers' start (SharedS3, StackS3).
+// An unknown name fails the tests (Main, StackS3), never skips them.
 func S3() services.S3Server {
 	s, _ := services.ParseS3Server(os.Getenv("TEST_S3"))
 	return s
@@ -287,7 +287,9 @@ func s3Server() (services.S3Server, error) { return services.ParseS3Server(os.Ge
 func StackS3(t testing.TB) services.S3Server {
 	t.Helper()
 	s, err := s3Server()
-	need(t, err)
+	if err != nil {
+		t.Fatalf("TEST_S3: %v", err)
+	}
 	RequireTools(t, s.Binary())
 	return s
 }
@@ -347,6 +349,10 @@ func (s *Shared) Stop() {
 // the package's tests, stops the servers they started, removes the
 // bootstraps they built, and exits with the tests' code.
 func Main(m *testing.M, servers ...*Shared) {
+	if _, err := s3Server(); err != nil {
+		fmt.Fprintln(os.Stderr, "TEST_S3:", err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	for _, s := range servers {
 		s.Stop()
