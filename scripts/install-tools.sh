@@ -49,6 +49,18 @@ mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 # stamp NAME VERSION: true when NAME is already installed at VERSION.
 stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")" = "$2" ]; }
 
+# MinIO's first build is the longest step here (minutes of CPU), and the
+# steps below mostly wait on the network (npm, apt): so it starts first, in
+# the background, and the run waits for it at the end.
+minio_pid=
+if ! $dev || [ "${DEV_S3:-}" = minio ]; then
+  echo "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)"
+  (cd tools/minio && go build -o "$TOOLS/bin/" github.com/minio/minio) > "$TOOLS/minio-build.log" 2>&1 &
+  minio_pid=$!
+  # A run that stops early does not leave the build running.
+  trap '[ -z "$minio_pid" ] || kill "$minio_pid" 2>/dev/null || true' EXIT
+fi
+
 # npm tools: dependencies (make dev) and devDependencies (lint, tests). A full
 # install serves make dev too; one made with --dev is completed by a full run.
 npm_pin=$(cat tools/package.json tools/package-lock.json | sha256_hex | cut -c1-16)
@@ -136,10 +148,6 @@ done
 echo "install-tools: building ${names:+$names and }$last from source, pinned in tools/go.mod (the first time takes a few minutes; later runs reuse Go's build cache)"
 # $go_tools unquoted: a list of import paths, none with a space.
 (cd tools && go build -o "$TOOLS/bin/" $go_tools)
-if ! $dev || [ "${DEV_S3:-}" = minio ]; then
-  echo "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)"
-  (cd tools/minio && go build -o "$TOOLS/bin/" github.com/minio/minio)
-fi
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
 # test tool). Installed here when running as root with apt, as on CI; make
@@ -168,4 +176,15 @@ if ! $dev && ! command -v redis-server >/dev/null && [ "${INSTALL_REDIS:-1}" = 1
 fi
 if ! $dev && command -v redis-server >/dev/null; then
   echo "install-tools: $(redis-server --version)"
+fi
+
+if [ -n "$minio_pid" ]; then
+  status=0
+  wait "$minio_pid" || status=$?
+  minio_pid=
+  if [ "$status" != 0 ]; then
+    cat "$TOOLS/minio-build.log" >&2
+    echo "install-tools: the minio build failed (above)" >&2
+    exit 1
+  fi
 fi

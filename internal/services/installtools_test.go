@@ -16,15 +16,39 @@ const installScript = "../../scripts/install-tools.sh"
 // stubs are commands put first on PATH for install-tools.sh: go and npm
 // log their arguments (and the folder they ran in, last) and do nothing,
 // uname answers as the machine under test does.
+// With STUB_FAIL_IN=FOLDER, a command run in FOLDER fails.
 const stubs = `#!/bin/sh
 echo "$(basename "$0") $* in=$(basename "$PWD")" >> "$STUB_LOG"
 echo "stub: $(basename "$0") $*"
+if [ -n "${STUB_FAIL_IN:-}" ] && [ "$(basename "$PWD")" = "$STUB_FAIL_IN" ]; then echo "stub: failing in $STUB_FAIL_IN" >&2; exit 3; fi
 `
 
 // runInstall runs install-tools.sh with args on a stubbed go, npm and uname
 // into an empty TOOLS_DIR, with env added to the environment, and returns
 // its stdout and the go commands it ran, each ending with in=FOLDER.
 func runInstall(t *testing.T, env []string, uname []string, args ...string) (string, [][]string) {
+	t.Helper()
+	cmd, log := installCommand(t, env, uname, args...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("install-tools.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gos [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "go" {
+			gos = append(gos, f[1:])
+		}
+	}
+	return string(out), gos
+}
+
+// installCommand is install-tools.sh with args, set up as runInstall runs
+// it, and the file its stubs log to.
+func installCommand(t *testing.T, env []string, uname []string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -45,21 +69,22 @@ func runInstall(t *testing.T, env []string, uname []string, args ...string) (str
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TOOLS_DIR="+tools, "STUB_LOG="+log, "INSTALL_CHROMIUM=0", "INSTALL_REDIS=0", "DEV_S3=")
 	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("install-tools.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	return cmd, log
+}
+
+// MinIO builds in the background while the rest installs; a build that
+// fails still fails the run, with the build's own output shown.
+func TestInstallToolsFailsWithMinIOsBuild(t *testing.T) {
+	cmd, _ := installCommand(t, []string{"STUB_FAIL_IN=minio"}, []string{"Linux", "x86_64"})
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("install-tools.sh succeeded with a failing minio build:\n%s", out)
 	}
-	raw, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gos [][]string
-	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "go" {
-			gos = append(gos, f[1:])
+	for _, want := range []string{"stub: failing in minio", "install-tools: the minio build failed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
 		}
 	}
-	return string(out), gos
 }
 
 // make dev (--dev) builds the Go tools it runs: versitygw, and on Linux
@@ -100,14 +125,17 @@ func TestInstallToolsGoBuilds(t *testing.T) {
 			if len(gos) != builds {
 				t.Fatalf("go ran %q, want %d go builds", gos, builds)
 			}
+			// minio builds in the background, so the stub may log it first.
+			in := map[string][]string{}
 			for _, g := range gos {
 				if len(g) < 4 || g[0] != "build" || g[1] != "-o" {
 					t.Fatalf("go ran %q, want go build -o", g)
 				}
+				in[g[len(g)-1]] = g[3 : len(g)-1]
 			}
-			tools := gos[0][3 : len(gos[0])-1]
-			if in := gos[0][len(gos[0])-1]; in != "in=tools" {
-				t.Errorf("the tools were built %s, want in=tools", in)
+			tools, ok := in["in=tools"]
+			if !ok {
+				t.Errorf("no go build ran in tools: %q", gos)
 			}
 			var got []string
 			for _, p := range tools {
@@ -126,8 +154,8 @@ func TestInstallToolsGoBuilds(t *testing.T) {
 				t.Errorf("the output says it builds minio: %v, want %v:\n%s", says, c.minio, out)
 			}
 			if c.minio {
-				if got, want := gos[1][3:], []string{"github.com/minio/minio", "in=minio"}; !slices.Equal(got, want) {
-					t.Errorf("the second go build built %q, want %q", got, want)
+				if got, want := in["in=minio"], []string{"github.com/minio/minio"}; !slices.Equal(got, want) {
+					t.Errorf("the go build in tools/minio built %q, want %q", got, want)
 				}
 			}
 		})
