@@ -30,6 +30,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -74,7 +75,7 @@ func newFixture(t *testing.T) *fixture {
 	ddb := testenv.DynamoClient(f.dynamoURL, nil)
 	f.s3 = testenv.S3Client(versity.Endpoint(t), nil)
 	f.table, f.bucket = testenv.NewTable(t, ddb), testenv.NewBucket(t, f.s3)
-	store := recordstore.NewDynamoStore(ddb, f.table, func(o *recordstore.Options) { o.Now = f.Now })
+	store := dynamostore.New(ddb, f.table, func(o *recordstore.Options) { o.Now = f.Now })
 	f.svc = upload.New(store, upload.NewPresigner(f.s3, f.bucket), f.s3,
 		upload.Config{Bucket: f.bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 64 << 20},
 		func(o *upload.Options) {

@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -45,7 +46,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	table, bucket := testenv.NewTable(t, ddb), testenv.NewBucket(t, s3c)
 
 	// An upload whose bytes S3 holds, and whose event was lost.
-	store := recordstore.NewDynamoStore(ddb, table)
+	store := dynamostore.New(ddb, table)
 	svc := upload.New(store, upload.NewPresigner(s3c, bucket), s3c, upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 1 << 20})
 	content := []byte("an upload whose event failed")
 	sum := sha256.Sum256(content)

@@ -18,6 +18,7 @@ import (
 
 	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -116,7 +117,7 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 			}
 			// Finalize ran concurrently for every PUT; each record completed
 			// with its own object (size, and S3's MD5 ETag of its bytes).
-			store := recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := dynamostore.New(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			for _, p := range put {
 				rec := waitCompleted(t, store, p.uploadID)
 				sum := md5.Sum(p.content)
@@ -191,7 +192,7 @@ func do(t *testing.T, method, url, key, auth string, body []byte) answer {
 
 // waitCompleted polls the record of uploadID until it is completed, which
 // only finalize (through S3's notification) does, and returns it.
-func waitCompleted(t *testing.T, store *recordstore.DynamoStore, uploadID string) recordstore.Record {
+func waitCompleted(t *testing.T, store *dynamostore.Store, uploadID string) recordstore.Record {
 	t.Helper()
 	id, _ := upload.ParseUploadID(uploadID)
 	deadline := time.Now().Add(15 * time.Second)

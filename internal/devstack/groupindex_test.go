@@ -14,6 +14,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -113,7 +114,7 @@ func TestStackAddsAMissingIndex(t *testing.T) {
 	if err != nil || kept.Item == nil {
 		t.Fatalf("the old table's item: %v, %v; the stack did not keep the old table", kept, err)
 	}
-	store := recordstore.NewDynamoStore(client, table)
+	store := dynamostore.New(client, table)
 	if n, err := store.CountGroup(ctx, "g", ""); err != nil || n != 0 {
 		t.Fatalf("count on the upgraded table: %d, %v", n, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -193,7 +194,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := waitCompleted(t, recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
+	rec := waitCompleted(t, dynamostore.New(testenv.DynamoClient(st.DynamoURL, nil), st.Table), u.UploadID)
 	if f := fieldsOf(t, rec); f.Size != int64(len(data)) || f.Checksum == "" {
 		t.Fatalf("recorded size %d, checksum %q", f.Size, f.Checksum)
 	}

@@ -20,6 +20,7 @@ import (
 
 	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -103,7 +104,7 @@ func TestWalkthrough(t *testing.T) {
 
 			// Finalize must come through the S3 server's notification, so
 			// watch the record itself (a GET would complete it on its own).
-			store := recordstore.NewDynamoStore(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
+			store := dynamostore.New(testenv.DynamoClient(st.DynamoURL, nil), st.Table)
 			waitCompleted(t, store, u.UploadID)
 
 			status := call(t, "GET", st.APIURL+"/uploads/"+u.UploadID, "", nil)

@@ -27,6 +27,7 @@ import (
 	"github.com/onceupload/onceupload/internal/handlers/presign"
 	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 // fault-injecting proxy, and a real S3.
 type rig struct {
 	proxy    *faults.Proxy
-	store    *recordstore.DynamoStore // direct, no faults: to inspect
+	store    *dynamostore.Store // direct, no faults: to inspect
 	presign  *presign.Handler
 	finalize *finalize.Handler
 	s3       *s3.Client
@@ -79,12 +80,12 @@ func newRig(t *testing.T) *rig {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A short lease, so that a multipart claim a fault left in progress is
 	// taken over within the test.
-	store := recordstore.NewDynamoStore(viaProxy, table, func(o *recordstore.Options) { o.Lease = time.Second })
+	store := dynamostore.New(viaProxy, table, func(o *recordstore.Options) { o.Lease = time.Second })
 	svc := upload.New(store, presigner, s3c,
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
-		proxy: proxy, store: recordstore.NewDynamoStore(direct, table),
+		proxy: proxy, store: dynamostore.New(direct, table),
 		presign: &presign.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
 		s3: s3c, bucket: bucket,
 	}
@@ -230,7 +231,7 @@ func TestFaultsDuringRelease(t *testing.T) {
 		o.BaseEndpoint = aws.String(r.proxy.URL)
 		o.RetryMaxAttempts = 1
 	})
-	store := recordstore.NewDynamoStore(client, r.store.TableName())
+	store := dynamostore.New(client, r.store.TableName())
 	id := recordstore.NewID("tenant", "release-fault-0001")
 	if _, err := store.Claim(ctx, recordstore.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress}); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -129,7 +130,7 @@ func TestFormerItemsBehave(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock := testenv.NewClock(base.Add(step.at))
-			store := recordstore.NewDynamoStore(client, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
+			store := dynamostore.New(client, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
 			objects := newBucket(clock)
 			svc := upload.New(store, presigner{clock}, objects, goldenConfig, func(o *upload.Options) {
 				// Not the golden run's source: a replay draws another

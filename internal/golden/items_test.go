@@ -31,6 +31,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -97,7 +98,7 @@ func TestGoldenItems(t *testing.T) {
 	objects := newBucket(clock)
 	g := &golden{t: t, client: direct, table: table, rec: rec}
 
-	store := recordstore.NewDynamoStore(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
+	store := dynamostore.New(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
 	cfg := goldenConfig
 	svc := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
 		o.Random, o.Logger = rand.NewChaCha8([32]byte{}), quiet

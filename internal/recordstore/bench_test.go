@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
@@ -28,12 +29,12 @@ func (okDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamo
 func BenchmarkClaim(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
-		store func(b *testing.B) *recordstore.DynamoStore
+		store func(b *testing.B) *dynamostore.Store
 	}{
-		{"store", func(*testing.B) *recordstore.DynamoStore { return recordstore.NewDynamoStore(okDynamo{}, "table") }},
-		{"dynoxide", func(b *testing.B) *recordstore.DynamoStore {
+		{"store", func(*testing.B) *dynamostore.Store { return dynamostore.New(okDynamo{}, "table") }},
+		{"dynoxide", func(b *testing.B) *dynamostore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(b), nil)
-			return recordstore.NewDynamoStore(client, testenv.NewTable(b, client))
+			return dynamostore.New(client, testenv.NewTable(b, client))
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

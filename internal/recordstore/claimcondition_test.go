@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 )
 
 // acceptedPuts accepts every PutItem and keeps what was sent.
@@ -34,7 +35,7 @@ func (a *acceptedPuts) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ .
 func TestClaimConditionIsBuiltOncePerStore(t *testing.T) {
 	c := newClock()
 	sent := &acceptedPuts{}
-	st := recordstore.NewDynamoStore(sent, "table", func(o *recordstore.Options) { o.Now = c.Now }, singleTable)
+	st := dynamostore.New(sent, "table", func(o *recordstore.Options) { o.Now = c.Now }, singleTable)
 	var at []time.Time
 	for i := range 2 {
 		at = append(at, c.Now())

@@ -52,30 +52,30 @@ func (d Data) Decode(v any) error {
 
 func (d Data) clone() Data { return Data{m: maps.Clone(d.m)} }
 
-// field is one data field of an update's Require or RequireAbsentOrEqual,
+// Field is one data field of an update's Require or RequireAbsentOrEqual,
 // its value encoded.
-type field struct {
-	name  string
-	value types.AttributeValue
+type Field struct {
+	Name  string
+	Value types.AttributeValue
 }
 
 // fieldValues encodes fields, each value as attributevalue.Marshal does,
 // for an update's Require and RequireAbsentOrEqual, in name order: the
-// order DynamoStore writes their conditions in. Both stores only walk
+// order dynamostore.Store writes their conditions in. Both stores only walk
 // them, so a slice, not a second map.
-func fieldValues(fields map[string]any) ([]field, error) {
+func fieldValues(fields map[string]any) ([]Field, error) {
 	if len(fields) == 0 {
 		return nil, nil
 	}
-	fs := make([]field, 0, len(fields))
+	fs := make([]Field, 0, len(fields))
 	for k, v := range fields {
 		av, err := encoder.Encode(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode data field %q: %w", k, err)
 		}
-		fs = append(fs, field{k, av})
+		fs = append(fs, Field{k, av})
 	}
-	slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(fs, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
 	return fs, nil
 }
 

@@ -1,8 +1,8 @@
 // Package recordstore is the engine under pkg/idempotency and the upload
 // service's record store: records of claims on keys in one DynamoDB table
-// (DynamoStore) or in memory (MemoryStore, the same semantics, held to the
-// same conformance cases), with conditional updates, caller-defined states
-// and groups.
+// (dynamostore.Store, in the subpackage) or in memory (MemoryStore, the
+// same semantics, held to the same conformance cases), with conditional
+// updates, caller-defined states and groups.
 //
 // A record is addressed by an ID, a fixed-length hash of (tenant, key),
 // and carries:
@@ -35,4 +35,9 @@
 // server that does not return the old item costs one more, strongly
 // consistent, GetItem. The table's layout is a Schema; Schema.DecodeItem
 // reads the table's items as the store does, stream images included.
+//
+// This package calls no DynamoDB client (it imports only the SDK's
+// attribute value types), so a reader of the table's stream links none:
+// the store that calls one is dynamostore, which encodes with this
+// package's Codec.
 package recordstore

@@ -29,6 +29,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
@@ -38,7 +39,7 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := recordstore.NewDynamoStore(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
+	store := dynamostore.New(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
 	id := recordstore.NewID("t", "round-trips")
 
 	steps := []struct {
@@ -92,7 +93,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynalite(t), nil)
-	store := recordstore.NewDynamoStore(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
+	store := dynamostore.New(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
 	id := recordstore.NewID("t", "fallback")
 
 	// Prove the server really ignores ALL_OLD, or this test proves nothing.
@@ -127,7 +128,7 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 func TestClaimRace(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	store := recordstore.NewDynamoStore(client, testenv.NewTable(t, client))
+	store := dynamostore.New(client, testenv.NewTable(t, client))
 	id := recordstore.NewID("t", "race")
 
 	const n = 200
@@ -162,7 +163,7 @@ func TestClaimRace(t *testing.T) {
 // fakeDynamo answers every call with err.
 type fakeDynamo struct{ err error }
 
-var _ recordstore.DynamoDBAPI = fakeDynamo{}
+var _ dynamostore.DynamoDBAPI = fakeDynamo{}
 
 func (f fakeDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	return nil, f.err
@@ -203,7 +204,7 @@ func (p *pagedCount) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 func TestCountGroupQuery(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &pagedCount{size: 3}
-	store := recordstore.NewDynamoStore(client, "table", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
+	store := dynamostore.New(client, "table", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
 	own := recordstore.NewID("t", "own")
 	n, err := store.CountGroup(context.Background(), "g", own)
 	if err != nil || n != 3 || len(client.queries) != 3 {
@@ -305,7 +306,7 @@ func TestErrorsAreClassified(t *testing.T) {
 			if !tc.unavailable && classified != tc.err {
 				t.Errorf("Classify changed an error no retry cures: %v", classified)
 			}
-			store := recordstore.NewDynamoStore(fakeDynamo{err: tc.err}, "table")
+			store := dynamostore.New(fakeDynamo{err: tc.err}, "table")
 			_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
 			_, getErr := store.Get(ctx, id)
 			_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: recordstore.StateCompleted})
@@ -354,7 +355,7 @@ func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...fu
 func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &vanishingHolder{}
-	s := recordstore.NewDynamoStore(client, "t", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
+	s := dynamostore.New(client, "t", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
 	res, err := s.Claim(context.Background(), recordstore.Record{
 		ID: recordstore.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress, Lease: 10 * time.Minute,
 	})
@@ -391,7 +392,7 @@ func TestClaimThatMeetsItsOwnWrite(t *testing.T) {
 		inProgress(recordstore.NewID("t", "own-in-progress"), "c1", "fp"),
 	} {
 		client := &echoOwnWrite{}
-		res, err := recordstore.NewDynamoStore(client, "t").Claim(context.Background(), rec)
+		res, err := dynamostore.New(client, "t").Claim(context.Background(), rec)
 		if err != nil || res.Replayed || res.Record.ClaimID != "c1" || client.puts != 1 {
 			t.Errorf("%s claim: %+v, %v after %d puts; want the claim itself after 1", rec.State, res, err, client.puts)
 		}
@@ -458,7 +459,7 @@ func TestClaimAfterALostAnswer(t *testing.T) {
 				o.Retryer = fastRetryer(3)
 				o.APIOptions = append(o.APIOptions, counter.Middleware)
 			})
-			store := recordstore.NewDynamoStore(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
+			store := dynamostore.New(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
 			for _, rec := range []recordstore.Record{
 				pending(recordstore.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
 				inProgress(recordstore.NewID("t", "lost-in-progress"), "c1", "fp"),
@@ -532,7 +533,7 @@ func TestClientErrorsAreClassified(t *testing.T) {
 				o.BaseEndpoint = aws.String(srv.URL)
 				o.Retryer = retryer()
 			})
-			_, err := recordstore.NewDynamoStore(client, "t").Get(context.Background(), recordstore.NewID("t", "k"))
+			_, err := dynamostore.New(client, "t").Get(context.Background(), recordstore.NewID("t", "k"))
 			if got := errors.Is(err, recordstore.ErrUnavailable); got != tc.unavailable {
 				t.Errorf("unavailable = %v for %v, want %v", got, err, tc.unavailable)
 			}
@@ -565,7 +566,7 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		_, err := recordstore.NewDynamoStore(client, "t").Get(ctx, recordstore.NewID("t", "k"))
+		_, err := dynamostore.New(client, "t").Get(ctx, recordstore.NewID("t", "k"))
 		if !errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("err = %v, want ErrUnavailable for the deadline", err)
 		}
@@ -579,7 +580,7 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := recordstore.NewDynamoStore(client, "t").Get(ctx, recordstore.NewID("t", "k"))
+		_, err := dynamostore.New(client, "t").Get(ctx, recordstore.NewID("t", "k"))
 		if err == nil || errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want the cancellation, not ErrUnavailable", err)
 		}

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// MemoryStore is an in-memory Store with the same semantics as DynamoStore,
+// MemoryStore is an in-memory Store with the same semantics as
+// dynamostore.Store,
 // for fast unit tests of code built on this package. The conformance tests
 // run both against the same cases, so the two cannot drift apart.
 type MemoryStore struct {
@@ -24,15 +25,15 @@ var (
 )
 
 // NewMemoryStore returns an empty store with the same Options as
-// NewDynamoStore.
+// dynamostore.New.
 func NewMemoryStore(optFns ...func(*Options)) *MemoryStore {
-	return &MemoryStore{opts: newOptions(optFns), records: map[ID]Record{}}
+	return &MemoryStore{opts: NewOptions(optFns), records: map[ID]Record{}}
 }
 
-// TTL behaves as DynamoStore.TTL.
+// TTL behaves as dynamostore.Store.TTL.
 func (m *MemoryStore) TTL() time.Duration { return m.opts.TTL }
 
-// Now behaves as DynamoStore.Now.
+// Now behaves as dynamostore.Store.Now.
 func (m *MemoryStore) Now() time.Time { return m.opts.Now() }
 
 // Len returns how many records are stored, live or expired.
@@ -42,7 +43,7 @@ func (m *MemoryStore) Len() int {
 	return len(m.records)
 }
 
-// Claim behaves as DynamoStore.Claim.
+// Claim behaves as dynamostore.Store.Claim.
 func (m *MemoryStore) Claim(_ context.Context, rec Record) (ClaimResult, error) {
 	if rec.State != StatePending && rec.State != StateInProgress {
 		return ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed", rec.ID, rec.State)
@@ -54,12 +55,12 @@ func (m *MemoryStore) Claim(_ context.Context, rec Record) (ClaimResult, error) 
 		(holder.State != StateInProgress || !holder.LeaseExpiresAt.Before(truncMillis(now))) {
 		return JudgeHolder(rec, clone(holder), now)
 	}
-	rec = clone(m.opts.stamp(rec, now))
+	rec = clone(m.opts.Stamp(rec, now))
 	m.records[rec.ID] = rec
 	return ClaimResult{Record: clone(rec)}, nil
 }
 
-// Get behaves as DynamoStore.Get.
+// Get behaves as dynamostore.Store.Get.
 func (m *MemoryStore) Get(_ context.Context, id ID) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -70,9 +71,9 @@ func (m *MemoryStore) Get(_ context.Context, id ID) (Record, error) {
 	return clone(r), nil
 }
 
-// Update behaves as DynamoStore.Update.
+// Update behaves as dynamostore.Store.Update.
 func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update) (Record, error) {
-	enc, err := u.encode()
+	enc, err := u.Encode()
 	if err != nil {
 		return Record{}, fmt.Errorf("update %s: %w", id, err)
 	}
@@ -86,19 +87,19 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 		old = &c
 	}
 	if !ok || r.Expired(now) && !u.Revive || r.ClaimID != claimID || r.State == StateCompleted || r.State == StateAborted {
-		return Record{}, updateRefusal(id, claimID, u, old, now)
+		return Record{}, UpdateRefusal(id, claimID, u, old, now)
 	}
 	if u.From != "" && r.State != u.From {
-		return Record{}, updateRefusal(id, claimID, u, old, now)
+		return Record{}, UpdateRefusal(id, claimID, u, old, now)
 	}
-	for _, f := range enc.require {
-		if got, ok := r.Data.m[f.name]; !ok || !sameValue(got, f.value) {
-			return Record{}, updateRefusal(id, claimID, u, old, now)
+	for _, f := range enc.RequireValues {
+		if got, ok := r.Data.m[f.Name]; !ok || !sameValue(got, f.Value) {
+			return Record{}, UpdateRefusal(id, claimID, u, old, now)
 		}
 	}
-	for _, f := range enc.absentOrEqual {
-		if got, ok := r.Data.m[f.name]; ok && !sameValue(got, f.value) {
-			return Record{}, updateRefusal(id, claimID, u, old, now)
+	for _, f := range enc.AbsentOrEqualValues {
+		if got, ok := r.Data.m[f.Name]; ok && !sameValue(got, f.Value) {
+			return Record{}, UpdateRefusal(id, claimID, u, old, now)
 		}
 	}
 	r = clone(r)
@@ -112,12 +113,12 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 	if u.RestartExpiry {
 		r.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
 	}
-	maps.Copy(r.Data.m, enc.data)
+	maps.Copy(r.Data.m, enc.SetValues)
 	m.records[id] = r
 	return clone(r), nil
 }
 
-// Release behaves as DynamoStore.Release.
+// Release behaves as dynamostore.Store.Release.
 func (m *MemoryStore) Release(_ context.Context, id ID, claimID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,7 +128,7 @@ func (m *MemoryStore) Release(_ context.Context, id ID, claimID string) error {
 	return nil
 }
 
-// CountGroup behaves as DynamoStore.CountGroup, but is never behind: a
+// CountGroup behaves as dynamostore.Store.CountGroup, but is never behind: a
 // record counts the moment it is written.
 func (m *MemoryStore) CountGroup(_ context.Context, group string, except ID) (int, error) {
 	if group == "" {
@@ -151,5 +152,5 @@ func clone(r Record) Record {
 	return r
 }
 
-// truncMillis matches the millisecond precision DynamoStore stores.
+// truncMillis matches the millisecond precision dynamostore.Store stores.
 func truncMillis(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }

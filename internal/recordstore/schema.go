@@ -105,8 +105,11 @@ func (s Schema) withDefaults() Schema {
 
 // Fixed attribute names. expires_at (epoch seconds) is the table's TTL
 // attribute; created_at, updated_at and lease_expires_at are epoch
-// milliseconds.
-const attrTenant, attrClaimID, attrStatus, attrData, attrCreated, attrUpdated = "tenant", "claim_id", "response_status", "data", "created_at", "updated_at"
+// milliseconds. dynamostore names the exported ones in its expressions.
+const (
+	attrTenant, attrStatus, attrCreated = "tenant", "response_status", "created_at"
+	AttrClaimID, AttrData, AttrUpdated  = "claim_id", "data", "updated_at"
+)
 
 // Validate reports a schema whose names collide, once defaults are applied.
 func (s Schema) Validate() error {
@@ -116,9 +119,9 @@ func (s Schema) Validate() error {
 	for _, a := range []struct{ role, name string }{
 		{"PartitionKey", s.PartitionKey}, {"SortKey", s.SortKey}, {"ExpiresAt", s.ExpiresAt},
 		{"LeaseExpiresAt", s.LeaseExpiresAt}, {"State", s.State}, {"ResponseBody", s.ResponseBody},
-		{"Fingerprint", s.Fingerprint}, {"Group", s.Group}, {"(fixed) tenant", attrTenant}, {"(fixed) claim_id", attrClaimID},
-		{"(fixed) response_status", attrStatus}, {"(fixed) data", attrData},
-		{"(fixed) created_at", attrCreated}, {"(fixed) updated_at", attrUpdated},
+		{"Fingerprint", s.Fingerprint}, {"Group", s.Group}, {"(fixed) tenant", attrTenant}, {"(fixed) claim_id", AttrClaimID},
+		{"(fixed) response_status", attrStatus}, {"(fixed) data", AttrData},
+		{"(fixed) created_at", attrCreated}, {"(fixed) updated_at", AttrUpdated},
 	} {
 		if a.name == "" {
 			continue
@@ -153,23 +156,27 @@ func validIndexName(n string) bool {
 	return true
 }
 
-// schema is a Schema with its defaults applied.
-type schema struct {
+// Codec is a Schema with its defaults applied: it encodes records as the
+// table's items and decodes them, for the store on the table
+// (dynamostore).
+type Codec struct {
 	Schema
-	err error // from Validate, returned by every operation
+	// Err is Validate's: a store returns it from every operation.
+	Err error
 }
 
-func newSchema(s Schema) *schema {
-	return &schema{Schema: s.withDefaults(), err: s.Validate()}
+// NewCodec returns s's codec.
+func NewCodec(s Schema) *Codec {
+	return &Codec{Schema: s.withDefaults(), Err: s.Validate()}
 }
 
-// key is the primary key of id's record.
-func (s *schema) key(id ID) map[string]types.AttributeValue {
+// Key is the primary key of id's record.
+func (s *Codec) Key(id ID) map[string]types.AttributeValue {
 	return s.putKey(make(map[string]types.AttributeValue, 2), id)
 }
 
 // putKey writes the primary key of id's record into item.
-func (s *schema) putKey(item map[string]types.AttributeValue, id ID) map[string]types.AttributeValue {
+func (s *Codec) putKey(item map[string]types.AttributeValue, id ID) map[string]types.AttributeValue {
 	if s.SortKey == "" {
 		item[s.PartitionKey] = &types.AttributeValueMemberS{Value: s.KeyPrefix + string(id)}
 		return item
@@ -179,8 +186,8 @@ func (s *schema) putKey(item map[string]types.AttributeValue, id ID) map[string]
 	return item
 }
 
-// idAttr is the attribute that holds a record's ID.
-func (s *schema) idAttr() string {
+// IDAttr is the attribute that holds a record's ID.
+func (s *Codec) IDAttr() string {
 	if s.SortKey != "" {
 		return s.SortKey
 	}
@@ -196,9 +203,9 @@ type fixedAttrs struct {
 	UpdatedAt int64  `dynamodbav:"updated_at"`
 }
 
-// toItem encodes a Record: the fixed attributes with attributevalue, then
-// the ones the Schema names, and the caller's Data as a map.
-func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
+// EncodeItem encodes a Record: the fixed attributes with attributevalue,
+// then the ones the Schema names, and the caller's Data as a map.
+func (s *Codec) EncodeItem(r Record) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(fixedAttrs{
 		Tenant: r.Tenant, ClaimID: r.ClaimID,
 		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(),
@@ -209,17 +216,17 @@ func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
 	s.putKey(item, r.ID)
 	item[s.Fingerprint] = &types.AttributeValueMemberS{Value: r.Fingerprint}
 	item[s.State] = &types.AttributeValueMemberS{Value: string(r.State)}
-	item[s.ExpiresAt] = epochSeconds(r.ExpiresAt)
+	item[s.ExpiresAt] = EpochSeconds(r.ExpiresAt)
 	data := r.Data.m
 	if data == nil {
 		data = map[string]types.AttributeValue{}
 	}
-	item[attrData] = &types.AttributeValueMemberM{Value: data} // a map, never NULL, so updates can SET data.x
+	item[AttrData] = &types.AttributeValueMemberM{Value: data} // a map, never NULL, so updates can SET data.x
 	if len(r.Response.Body) > 0 {
 		item[s.ResponseBody] = &types.AttributeValueMemberS{Value: string(r.Response.Body)}
 	}
 	if !r.LeaseExpiresAt.IsZero() {
-		item[s.LeaseExpiresAt] = epochMillis(r.LeaseExpiresAt)
+		item[s.LeaseExpiresAt] = EpochMillis(r.LeaseExpiresAt)
 	}
 	if r.Group != "" {
 		item[s.Group] = &types.AttributeValueMemberS{Value: r.Group}
@@ -227,8 +234,8 @@ func (s *schema) toItem(r Record) (map[string]types.AttributeValue, error) {
 	return item, nil
 }
 
-// fromItem decodes a stored Record, refusing items of another shape.
-func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
+// DecodeItem decodes a stored Record, refusing items of another shape.
+func (s *Codec) DecodeItem(av map[string]types.AttributeValue) (Record, error) {
 	var fixed fixedAttrs
 	if err := attributevalue.UnmarshalMap(av, &fixed); err != nil {
 		return Record{}, fmt.Errorf("decode record: %w", err)
@@ -258,15 +265,15 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 		}
 		return n
 	}
-	for _, name := range []string{attrTenant, attrClaimID} {
+	for _, name := range []string{attrTenant, AttrClaimID} {
 		str(name, false)
 	}
-	for _, name := range []string{attrCreated, attrUpdated} {
+	for _, name := range []string{attrCreated, AttrUpdated} {
 		num(name, false)
 	}
-	id, ok := strings.CutPrefix(str(s.idAttr(), false), s.KeyPrefix)
+	id, ok := strings.CutPrefix(str(s.IDAttr(), false), s.KeyPrefix)
 	if !ok {
-		errs = append(errs, fmt.Errorf("attribute %s: no prefix %q", s.idAttr(), s.KeyPrefix))
+		errs = append(errs, fmt.Errorf("attribute %s: no prefix %q", s.IDAttr(), s.KeyPrefix))
 	}
 	r := Record{
 		ID: ID(id), Tenant: fixed.Tenant, ClaimID: fixed.ClaimID, Fingerprint: str(s.Fingerprint, false),
@@ -281,7 +288,7 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 		r.LeaseExpiresAt = time.UnixMilli(lease)
 	}
 	r.Group = str(s.Group, true)
-	if m, ok := av[attrData].(*types.AttributeValueMemberM); ok {
+	if m, ok := av[AttrData].(*types.AttributeValueMemberM); ok {
 		maps.Copy(r.Data.m, m.Value)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -290,11 +297,13 @@ func (s *schema) fromItem(av map[string]types.AttributeValue) (Record, error) {
 	return r, nil
 }
 
-func epochSeconds(t time.Time) types.AttributeValue {
+// EpochSeconds is t as the table stores an expiry.
+func EpochSeconds(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
 }
 
-func epochMillis(t time.Time) types.AttributeValue {
+// EpochMillis is t as the table stores a timestamp or a lease.
+func EpochMillis(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
 }
 
@@ -303,5 +312,5 @@ func epochMillis(t time.Time) types.AttributeValue {
 // reader of the table's stream sees the same Record the store does.
 func (s Schema) DecodeItem(item map[string]types.AttributeValue) (Record, error) {
 	// Decoding needs only the attribute names: no Validate per item.
-	return (&schema{Schema: s.withDefaults()}).fromItem(item)
+	return (&Codec{Schema: s.withDefaults()}).DecodeItem(item)
 }

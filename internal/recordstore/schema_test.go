@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
@@ -77,7 +78,7 @@ func TestStoredItems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			store := recordstore.NewDynamoStore(client, tc.table, tc.opt)
+			store := dynamostore.New(client, tc.table, tc.opt)
 			key := map[string]types.AttributeValue{}
 			for k, v := range tc.key {
 				key[k] = &types.AttributeValueMemberS{Value: v}
@@ -146,7 +147,7 @@ func TestSchemaValidate(t *testing.T) {
 		})
 	}
 	// A store with a bad schema refuses every operation without a call.
-	store := recordstore.NewDynamoStore(fakeDynamo{err: errors.New("called")}, "table", func(o *recordstore.Options) {
+	store := dynamostore.New(fakeDynamo{err: errors.New("called")}, "table", func(o *recordstore.Options) {
 		o.Schema = recordstore.Schema{PartitionKey: "pk", SortKey: "pk"}
 	})
 	ctx, id := context.Background(), recordstore.NewID("t", "k")

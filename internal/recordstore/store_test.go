@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 )
 
@@ -37,19 +38,19 @@ func factories() map[string]storeFactory {
 		},
 		"dynoxide": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return recordstore.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return dynamostore.New(client, testenv.NewTable(t, client), opts(c))
 		},
 		"dynalite": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return recordstore.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return dynamostore.New(client, testenv.NewTable(t, client), opts(c))
 		},
 		"dynoxide, single-table schema": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
-			return recordstore.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
+			return dynamostore.New(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
 		"dynalite, single-table schema": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynalite(t), nil)
-			return recordstore.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
+			return dynamostore.New(client, testenv.NewTableWithKey(t, client, "PK", "SK", singleTableIndex), opts(c), singleTable)
 		},
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dynoxide, objectStore) }
 // env is one service on real local DynamoDB and S3, with every call counted.
 type env struct {
 	svc           *upload.Service
-	store         *recordstore.DynamoStore
+	store         *dynamostore.Store
 	cfg           upload.Config
 	signer        *upload.S3Presigner
 	s3            *s3.Client // the test's own view of the bucket, not counted
@@ -61,7 +62,7 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	e.s3 = testenv.S3Client(objectStore.Endpoint(t), nil)
 	e.objectsClient = testenv.S3Client(objectStore.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
-	store := recordstore.NewDynamoStore(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
+	store := dynamostore.New(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
@@ -60,7 +61,7 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ddb := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 			table := testenv.NewTable(t, ddb)
-			store := recordstore.NewDynamoStore(ddb, table, func(o *recordstore.Options) { o.TTL = 24 * time.Hour })
+			store := dynamostore.New(ddb, table, func(o *recordstore.Options) { o.TTL = 24 * time.Hour })
 			cfg := upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 			svc := upload.New(store, lambdaPresigner(bucket, tc.token), &s3fake.Client{}, cfg, func(o *upload.Options) {
 				o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

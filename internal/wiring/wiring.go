@@ -19,6 +19,7 @@ import (
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/wiring/sdk"
 )
@@ -77,7 +78,7 @@ func Service(ctx context.Context, cfg config.Service, logger *slog.Logger, optFn
 	awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), callcount.ScopeAPIOptions)
 	s3Client := s3.NewFromConfig(awsCfg, append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = cfg.S3ForcePathStyle }}, opts.S3...)...)
 	dynamoClient := dynamodb.NewFromConfig(awsCfg, opts.DynamoDB...)
-	store := recordstore.NewDynamoStore(dynamoClient, cfg.Table,
+	store := dynamostore.New(dynamoClient, cfg.Table,
 		func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
 	presigner := upload.NewPresigner(s3Client, cfg.Upload.Bucket)
 	return upload.New(store, presigner, s3Client, cfg.Upload,

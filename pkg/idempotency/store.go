@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 )
 
 // Store keeps the records MakeIdempotent reads and writes: [DynamoStore]
@@ -116,13 +117,13 @@ func (withoutQuery) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamo
 // UpdateItem, Release a conditional DeleteItem.
 type DynamoStore struct {
 	adapter
-	dynamo *recordstore.DynamoStore
+	dynamo *dynamostore.Store
 }
 
 // NewDynamoStore returns a store on table. A Schema whose names collide
 // makes every operation fail with the error of Schema.Validate.
 func NewDynamoStore(client DynamoDBAPI, table string, optFns ...func(*Options)) *DynamoStore {
-	e := recordstore.NewDynamoStore(withoutQuery{client}, table, engineOptions(optFns))
+	e := dynamostore.New(withoutQuery{client}, table, engineOptions(optFns))
 	return &DynamoStore{adapter: adapter{e}, dynamo: e}
 }
 
