@@ -23,7 +23,7 @@ import (
 	"github.com/onceupload/onceupload/internal/handlers/publish"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
-	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // TableAPI is the part of *dynamodb.Client the replay uses.
@@ -331,7 +331,7 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 	for _, f := range items {
 		rec, err := r.schema.DecodeItem(f.item)
 		if err == nil {
-			_, _, err = upload.EventOf(r.bucket, nil, &rec)
+			_, _, err = uploadrecord.EventOf(r.bucket, nil, &rec)
 		}
 		if err != nil {
 			res.skipped++

@@ -24,6 +24,7 @@ import (
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -60,7 +61,7 @@ func TestFormerItemsBehave(t *testing.T) {
 			}
 		}
 		if rec.State == recordstore.StateCompleted && rec.Tenant == "tenant-golden" {
-			if _, ok, err := upload.EventOf("uploads-golden", nil, &rec); !ok || err != nil {
+			if _, ok, err := uploadrecord.EventOf("uploads-golden", nil, &rec); !ok || err != nil {
 				t.Errorf("%s: no event (%v)", name, err)
 			}
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -170,7 +171,7 @@ func TestGoldenItems(t *testing.T) {
 	finalize(put, upload.OutcomeCompleted)
 	g.snapshot("single PUT, completed", put)
 	// The event reads the object key the record derives, as every reader.
-	if ev, ok, err := upload.EventOf(cfg.Bucket, nil, g.record(put)); !ok || err != nil || ev.Detail.StorageKey != cfg.Prefix+put {
+	if ev, ok, err := uploadrecord.EventOf(cfg.Bucket, nil, g.record(put)); !ok || err != nil || ev.Detail.StorageKey != cfg.Prefix+put {
 		t.Errorf("the completed record's event = %+v, %v, %v; want storageKey %s", ev.Detail, ok, err, cfg.Prefix+put)
 	}
 	g.step("status of the completed single PUT")

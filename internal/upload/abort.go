@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // Abort aborts a pending multipart upload: S3 first, so that no Complete
@@ -34,7 +35,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 			return Result{}, fmt.Errorf("abort %s: %w", uploadID, err)
 		}
 	}
-	if !rec.final() {
+	if !rec.Final() {
 		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(u.StorageKey), UploadId: aws.String(rec.S3UploadID)})
 		switch {
 		case isNoSuchUpload(err):
@@ -62,9 +63,9 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 // markAborted records that the upload's S3 multipart upload is gone without
 // an object. The record becomes final (state aborted), so every later
 // request, a replay of the create included, answers with it.
-func (s *Service) markAborted(ctx context.Context, rec stored) (stored, error) {
+func (s *Service) markAborted(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
 	done, err := s.update(ctx, rec, recordstore.Update{
-		State: recordstore.StateAborted, Data: fields{CompletedAt: s.store.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
+		State: recordstore.StateAborted, Data: uploadrecord.Fields{CompletedAt: s.store.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
 	})
 	switch {
 	case errors.Is(err, recordstore.ErrNotFound):

@@ -2,16 +2,12 @@ package upload
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // stateAborting is a pending multipart upload whose abort has begun: if the
@@ -19,123 +15,6 @@ import (
 // aborted. The record's other states are the record store's: in progress (a
 // multipart create's lease), pending, aborted and completed.
 const stateAborting recordstore.State = "aborting"
-
-// fields are the service's own attributes of an upload, kept in
-// recordstore.Record.Data, which the store encodes with attributevalue.
-// Every field is omitempty so that an update can carry only the fields it
-// sets.
-//
-// A pending single PUT's record is billed on every create, replay,
-// finalize and heal, by its size, so each value is stored once: the
-// upload id is the claim id, and the object key and the answer's body are
-// derived from it and the other fields (decodeStored, recordedBody).
-// Records written before that hold object_key, url_expires_at and the
-// body itself, and are read as they are.
-type fields struct {
-	// ObjectKey is the object's key as a former record held it; a record
-	// written now holds KeyPrefix instead, and decodeStored derives this.
-	ObjectKey string `dynamodbav:"object_key,omitempty"`
-	// KeyPrefix is the configured prefix the object key was made with: the
-	// key is KeyPrefix followed by the upload id. It is the record's, not
-	// the deployment's, since a deployment may change its prefix.
-	KeyPrefix   string `dynamodbav:"key_prefix,omitempty"`
-	Filename    string `dynamodbav:"filename,omitempty"`
-	ContentType string `dynamodbav:"content_type,omitempty"`
-	Size        int64  `dynamodbav:"size,omitempty"` // attrSize
-	SHA256      sum256 `dynamodbav:"sha256,omitempty"`
-	// URLExpires is when the recorded body's URL stops working (RFC 3339),
-	// in a record that holds its body (a former one, or one whose URL
-	// compactURL could not cut).
-	URLExpires string `dynamodbav:"url_expires_at,omitempty"`
-	// PutURL and PutToken are a pending single PUT's presigned URL, cut by
-	// compactURL: its body is rebuilt from them and the other fields, and
-	// the URL's expiry read from the URL.
-	PutURL   string `dynamodbav:"put_url,omitempty"`
-	PutToken []byte `dynamodbav:"put_token,omitempty"`
-	ETag     string `dynamodbav:"etag,omitempty"`
-	// CompletedAt is the time of completion or abort (RFC 3339).
-	CompletedAt string `dynamodbav:"completed_at,omitempty"`
-	// PartSize is set for multipart uploads only.
-	PartSize int64 `dynamodbav:"part_size,omitempty"`
-	// S3UploadID is the S3 multipart upload's id.
-	S3UploadID string `dynamodbav:"s3_upload_id,omitempty"`
-	// Checksum is a multipart object's composite SHA-256 ("base64-N").
-	Checksum string `dynamodbav:"checksum_sha256,omitempty"`
-}
-
-// sum256 is a SHA-256 in lower-case hex, as the API states it, stored as
-// its 32 bytes (half the size); a former record's hex string reads too.
-type sum256 string
-
-// MarshalDynamoDBAttributeValue stores the sum as binary. Anything but 64
-// lower-case hex characters (validateCreate and checkDeclaration let none
-// through) is stored as the string it is, so nothing is lost.
-func (s sum256) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
-	if len(s) != 2*sha256.Size || strings.ToLower(string(s)) != string(s) {
-		return &types.AttributeValueMemberS{Value: string(s)}, nil
-	}
-	b, err := hex.DecodeString(string(s))
-	if err != nil {
-		return &types.AttributeValueMemberS{Value: string(s)}, nil
-	}
-	return &types.AttributeValueMemberB{Value: b}, nil
-}
-
-// UnmarshalDynamoDBAttributeValue reads the binary form and the string
-// form of former records.
-func (s *sum256) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberB:
-		*s = sum256(hex.EncodeToString(v.Value))
-	case *types.AttributeValueMemberS:
-		*s = sum256(v.Value)
-	default:
-		return fmt.Errorf("sha256: want binary or string, got %T", av)
-	}
-	return nil
-}
-
-// attrSize and attrSHA256 are the names of fields.Size, which finalize's
-// update requires, and of fields.SHA256, which a complete sets once.
-const attrSize, attrSHA256 = "size", "sha256"
-
-// attrs encodes f for a claim.
-func (f fields) attrs() (recordstore.Data, error) {
-	d, err := recordstore.NewData(f)
-	if err != nil {
-		return recordstore.Data{}, fmt.Errorf("encode upload fields: %w", err)
-	}
-	return d, nil
-}
-
-// stored is an upload's record with its fields decoded once.
-type stored struct {
-	recordstore.Record
-	fields
-}
-
-// decodeStored decodes rec's fields.
-func decodeStored(rec recordstore.Record) (stored, error) {
-	s := stored{Record: rec}
-	if err := rec.Data.Decode(&s.fields); err != nil {
-		return stored{}, fmt.Errorf("record %s: %w", rec.ClaimID, err)
-	}
-	if s.ObjectKey == "" && s.KeyPrefix != "" {
-		s.ObjectKey = s.KeyPrefix + rec.ClaimID
-	}
-	if s.Size <= 0 || s.ObjectKey == "" || s.PartSize < 0 {
-		return stored{}, fmt.Errorf("record %s: size %d, part size %d, object key %q: not an upload", rec.ClaimID, s.Size, s.PartSize, s.ObjectKey)
-	}
-	return s, nil
-}
-
-// multipart reports whether the upload goes up in parts.
-func (s *stored) multipart() bool { return s.PartSize > 0 }
-
-// final reports whether the record is in a final state.
-func (s *stored) final() bool {
-	return s.State == recordstore.StateCompleted || s.State == recordstore.StateAborted
-}
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
 // JSON for API clients, and "a&b.jpg" reads better than "a\u0026b.jpg".
@@ -153,34 +32,7 @@ func encode(v any) ([]byte, error) {
 // multipart upload, aborted. Finalize records its parts (etag, completion
 // time) with one UpdateItem, so the body is rendered from the record; the
 // rendering is deterministic, so every replay returns the same bytes.
-func finalBody(s stored) ([]byte, error) { return encode(s.finalUpload()) }
-
-// finalUpload is the upload of a completed or aborted record, as its body
-// and its event state it.
-func (s *stored) finalUpload() api.Upload {
-	u := s.upload()
-	if s.State == recordstore.StateAborted {
-		u.Status = api.StatusAborted
-		return u
-	}
-	u.Status = api.StatusCompleted
-	u.ETag = s.ETag
-	u.CompletedAt = s.CompletedAt
-	u.CompositeSHA256 = s.Checksum
-	return u
-}
-
-// upload is the pending body's upload, without instructions.
-func (s *stored) upload() api.Upload {
-	u := api.Upload{
-		UploadID: s.ClaimID, Status: api.StatusPending, StorageKey: s.ObjectKey, Filename: s.Filename,
-		ContentType: s.ContentType, Bytes: s.Size, SHA256: string(s.SHA256),
-	}
-	if s.multipart() {
-		u.Multipart = &api.Multipart{PartSize: s.PartSize, PartCount: api.PartCount(s.Size, s.PartSize)}
-	}
-	return u
-}
+func finalBody(s uploadrecord.Stored) ([]byte, error) { return encode(s.FinalUpload()) }
 
 // unquoteETag drops the quotes S3 keeps around an ETag in headers (events
 // from AWS carry it bare).

@@ -12,6 +12,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -51,7 +52,7 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api
 	if err != nil {
 		return Result{}, err
 	}
-	if !rec.final() {
+	if !rec.Final() {
 		if err := checkDeclaration(rec, u, req); err != nil {
 			return Result{}, err
 		}
@@ -72,7 +73,7 @@ func (s *Service) Complete(ctx context.Context, tenant, uploadID string, req api
 // checkDeclaration checks a complete's declaration against the upload: the
 // parts, if any, name each of its parts once with a SHA-256, and a whole
 // file sha256 does not contradict the one it has.
-func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
+func checkDeclaration(rec uploadrecord.Stored, u api.Upload, req api.CompleteRequest) error {
 	if req.SHA256 != "" {
 		if len(req.SHA256) != 64 || !api.IsHex(req.SHA256) {
 			return api.ErrSHA256Format
@@ -114,7 +115,7 @@ func checkDeclaration(rec stored, u api.Upload, req api.CompleteRequest) error {
 // (the first recorded stays, even if that complete then failed).
 var errSHA256Differs = invalid("sha256", "sha256 differs from the sha256 recorded for this upload (given at create or by an earlier complete); complete with that one, or without sha256")
 
-func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Upload, req api.CompleteRequest) (stored, error) {
+func (s *Service) completeMultipart(ctx context.Context, rec uploadrecord.Stored, u api.Upload, req api.CompleteRequest) (uploadrecord.Stored, error) {
 	parts, err := s.storedParts(ctx, rec)
 	if isNoSuchUpload(err) {
 		return s.settleLost(ctx, rec, nil)
@@ -135,7 +136,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 		}
 	}
 	if req.SHA256 != "" && rec.SHA256 == "" {
-		if rec, err = s.recordSHA256(ctx, rec, strings.ToLower(req.SHA256)); err != nil || rec.final() {
+		if rec, err = s.recordSHA256(ctx, rec, strings.ToLower(req.SHA256)); err != nil || rec.Final() {
 			return rec, err
 		}
 	}
@@ -188,12 +189,12 @@ func (s *Service) completeMultipart(ctx context.Context, rec stored, u api.Uploa
 // object (settleGone: a twin's object is recorded; without one, a twin is
 // still at work: in progress), a short list is taken again, and a refused
 // Complete whose object is there was a twin's, and is recorded.
-func (s *Service) settleLost(ctx context.Context, rec stored, refused error) (stored, error) {
+func (s *Service) settleLost(ctx context.Context, rec uploadrecord.Stored, refused error) (uploadrecord.Stored, error) {
 	now, err := s.reread(ctx, rec)
 	switch {
 	case err != nil:
 		return rec, err
-	case now.final():
+	case now.Final():
 		return now, nil
 	case refused == nil:
 		return s.settleGone(ctx, now, false)
@@ -213,7 +214,7 @@ func (s *Service) settleLost(ctx context.Context, rec stored, refused error) (st
 		case err != nil:
 			return now, fmt.Errorf("complete %s: list parts: %w", now.ClaimID, recordstore.Classify(err))
 		}
-		if _, missing := partsToComplete(parts, now.upload()); missing != nil {
+		if _, missing := partsToComplete(parts, now.Upload()); missing != nil {
 			return now, missing
 		}
 		return now, fmt.Errorf("complete %s: the parts changed while listed: %w", now.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
@@ -228,7 +229,7 @@ func (s *Service) settleLost(ctx context.Context, rec stored, refused error) (st
 }
 
 // reread reads rec's record again, as ownRecord does.
-func (s *Service) reread(ctx context.Context, rec stored) (stored, error) {
+func (s *Service) reread(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
 	now, err := s.store.Get(ctx, rec.ID)
 	switch {
 	case errors.Is(err, recordstore.ErrNotFound) || err == nil && now.ClaimID != rec.ClaimID:
@@ -236,7 +237,7 @@ func (s *Service) reread(ctx context.Context, rec stored) (stored, error) {
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: read again: %w", rec.ClaimID, err)
 	}
-	return decodeStored(now)
+	return uploadrecord.Decode(now)
 }
 
 // partsToComplete matches the parts S3 lists with u's: every part
@@ -301,10 +302,10 @@ func declaredChecksums(completed []s3types.CompletedPart, declared []api.PartToS
 // complete cannot tell whether a concurrent one relies on it). It returns
 // the record as it is now, final if the upload was completed or aborted
 // meanwhile; errSHA256Differs if another sha256 is recorded.
-func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (stored, error) {
+func (s *Service) recordSHA256(ctx context.Context, rec uploadrecord.Stored, sum string) (uploadrecord.Stored, error) {
 	done, err := s.update(ctx, rec, recordstore.Update{
 		State: recordstore.StatePending, From: recordstore.StatePending,
-		Data: fields{SHA256: sum256(sum)}, RequireAbsentOrEqual: map[string]any{attrSHA256: sum256(sum)},
+		Data: uploadrecord.Fields{SHA256: uploadrecord.Sum256(sum)}, RequireAbsentOrEqual: map[string]any{uploadrecord.AttrSHA256: uploadrecord.Sum256(sum)},
 	})
 	var conflict *recordstore.ConflictError
 	switch {
@@ -328,7 +329,7 @@ func (s *Service) recordSHA256(ctx context.Context, rec stored, sum string) (sto
 // a racing request, in which case recordCompletion removed the object),
 // ErrNotFound when the claim is gone, or an error for an object of the
 // wrong size.
-func completion(rec, done stored, outcome Outcome, err error) (stored, error) {
+func completion(rec, done uploadrecord.Stored, outcome Outcome, err error) (uploadrecord.Stored, error) {
 	switch {
 	case err != nil:
 		return rec, err

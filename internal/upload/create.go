@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -37,9 +38,9 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
 	claim := recordstore.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
-	f := fields{
+	f := uploadrecord.Fields{
 		KeyPrefix: s.cfg.Prefix, Filename: r.Filename, ContentType: r.ContentType,
-		Size: r.Size, SHA256: sum256(r.SHA256), PartSize: r.PartSize,
+		Size: r.Size, SHA256: uploadrecord.Sum256(r.SHA256), PartSize: r.PartSize,
 	}
 	if s.cfg.Prefix == "" {
 		// An empty prefix is no attribute (every field is omitempty), so
@@ -49,7 +50,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
 		claim.State = recordstore.StateInProgress
-		if claim.Data, err = f.attrs(); err != nil {
+		if claim.Data, err = f.Encode(); err != nil {
 			return Result{}, err
 		}
 		return s.createMultipart(ctx, claim, pending)
@@ -67,7 +68,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		claim.Response = recordstore.Response{Body: body}
 		f.URLExpires = put.ExpiresAt
 	}
-	if claim.Data, err = f.attrs(); err != nil {
+	if claim.Data, err = f.Encode(); err != nil {
 		return Result{}, err
 	}
 	res, err := s.store.Claim(ctx, claim)
@@ -92,7 +93,7 @@ func (s *Service) claimError(ctx context.Context, err error) error {
 
 // replay answers a create from the record that holds its key.
 func (s *Service) replay(ctx context.Context, holder recordstore.Record) (Result, error) {
-	rec, err := decodeStored(holder)
+	rec, err := uploadrecord.Decode(holder)
 	if err != nil {
 		return Result{}, err
 	}
@@ -106,21 +107,21 @@ func (s *Service) replay(ctx context.Context, holder recordstore.Record) (Result
 
 // replayBody is the answer recorded for rec: the completed body, or the
 // pending body as first sent while its URL is valid, else re-signed.
-func (s *Service) replayBody(ctx context.Context, rec stored) ([]byte, error) {
-	if rec.final() {
+func (s *Service) replayBody(ctx context.Context, rec uploadrecord.Stored) ([]byte, error) {
+	if rec.Final() {
 		return finalBody(rec)
 	}
-	if rec.multipart() {
+	if rec.Multipart() {
 		return rec.Response.Body, nil // no URL in it: parts are signed on request
 	}
-	body, expires, ok, err := rec.recordedBody()
+	body, expires, ok, err := recordedBody(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("record %s: %w", rec.ClaimID, err)
 	}
 	if ok && s.store.Now().Before(expires) {
 		return body, nil
 	}
-	body, _, err = s.pendingBody(ctx, rec.upload(), s.urlLifetime(rec.ExpiresAt))
+	body, _, err = s.pendingBody(ctx, rec.Upload(), s.urlLifetime(rec.ExpiresAt))
 	return body, err
 }
 

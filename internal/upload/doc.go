@@ -19,5 +19,9 @@
 // HeadObject; a status one GetItem, and while pending a HeadObject (and
 // an UpdateItem when what it finds settles the upload).
 //
+// An upload's record (its fields, the upload a final record states, the
+// event a change of it makes) is internal/upload/uploadrecord, which calls
+// no AWS service, so the events function links no S3 client.
+//
 // The package has no Lambda imports; internal/handlers adapt events to it.
 package upload

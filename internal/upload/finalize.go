@@ -15,6 +15,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // ObjectCreated is one object that S3 reports as stored. Finalize takes
@@ -87,7 +88,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // no claim: its update requires size 0, which no claim has, so it is
 // refused and handled as an object of the wrong size, with the record the
 // refusal returns.
-func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (stored, Outcome, error) {
+func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (uploadrecord.Stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
 	required := obj.Size
 	if len(foreign) > 0 {
@@ -95,8 +96,8 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 	}
 	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
 		State:         recordstore.StateCompleted,
-		Data:          fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
-		Require:       map[string]any{attrSize: required},
+		Data:          uploadrecord.Fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
+		Require:       map[string]any{uploadrecord.AttrSize: required},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never
 		// outlives the claim; only its announcement may come later. (Every
@@ -107,17 +108,17 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "finalized")
-		done, err := decodeStored(rec)
+		done, err := uploadrecord.Decode(rec)
 		return done, OutcomeCompleted, err
 	case errors.Is(err, recordstore.ErrNotFound):
 		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
-		return stored{}, OutcomeSkipped, nil
+		return uploadrecord.Stored{}, OutcomeSkipped, nil
 	case !errors.As(err, &conflict):
-		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
+		return uploadrecord.Stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
 	}
-	existing, derr := decodeStored(conflict.Existing)
+	existing, derr := uploadrecord.Decode(conflict.Existing)
 	if derr != nil {
-		return stored{}, "", derr
+		return uploadrecord.Stored{}, "", derr
 	}
 	switch {
 	case errors.Is(err, recordstore.ErrAborted):
@@ -144,7 +145,7 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 	case errors.Is(err, recordstore.ErrMismatch):
 		return existing, OutcomeRejected, s.removeMismatch(ctx, log, existing, obj, foreign)
 	default:
-		return stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
+		return uploadrecord.Stored{}, "", fmt.Errorf("finalize %s: %w", uploadID, err)
 	}
 }
 
@@ -155,7 +156,7 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 // bytes that replaced it since is never the one removed. (A URL never
 // overwrites, so only a writer with access to the bucket, or a URL signed
 // before URLs carried If-None-Match, can replace it.)
-func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec stored, obj ObjectCreated, foreign []string) error {
+func (s *Service) removeMismatch(ctx context.Context, log *slog.Logger, rec uploadrecord.Stored, obj ObjectCreated, foreign []string) error {
 	if len(foreign) > 0 {
 		log.ErrorContext(ctx, "finalize: the object carries headers the server did not choose", "headers", strings.Join(foreign, ","))
 	} else {

@@ -13,6 +13,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -59,7 +60,7 @@ func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record,
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, recordstore.Update{
 		State:    recordstore.StatePending,
 		Response: &recordstore.Response{Body: body},
-		Data:     fields{S3UploadID: s3UploadID},
+		Data:     uploadrecord.Fields{S3UploadID: s3UploadID},
 	})
 	if errors.Is(err, recordstore.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
@@ -204,7 +205,7 @@ func (s *Service) ListParts(ctx context.Context, tenant, uploadID string) (Resul
 // object only when it ends, so a younger upload without either is in
 // progress (ErrInProgress: retry), unless the caller is aborting it (abort), or it is old enough for
 // the bucket's lifecycle rule to have aborted it.
-func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (stored, error) {
+func (s *Service) settleGone(ctx context.Context, rec uploadrecord.Stored, abort bool) (uploadrecord.Stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
 	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.lifecycleAborted(rec)):
@@ -222,25 +223,25 @@ func (s *Service) settleGone(ctx context.Context, rec stored, abort bool) (store
 // lifecycleAborted reports whether the bucket's rule has aborted rec's S3
 // upload by now, if it was not completed: the upload is older than the
 // rule's age.
-func (s *Service) lifecycleAborted(rec stored) bool {
+func (s *Service) lifecycleAborted(rec uploadrecord.Stored) bool {
 	return s.cfg.AbortIncompleteAfter > 0 && s.store.Now().Sub(rec.CreatedAt) >= s.cfg.AbortIncompleteAfter
 }
 
 // ownMultipart returns the tenant's multipart upload, or singlePut when the
 // upload is a single PUT.
-func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, singlePut error) (stored, api.Upload, error) {
+func (s *Service) ownMultipart(ctx context.Context, tenant, uploadID string, singlePut error) (uploadrecord.Stored, api.Upload, error) {
 	rec, err := s.ownRecord(ctx, tenant, uploadID)
 	if err != nil {
 		return rec, api.Upload{}, err
 	}
-	if !rec.multipart() {
+	if !rec.Multipart() {
 		return rec, api.Upload{}, singlePut
 	}
-	return rec, rec.upload(), nil
+	return rec, rec.Upload(), nil
 }
 
 // pendingMultipart returns the tenant's pending multipart upload.
-func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (stored, api.Upload, error) {
+func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string) (uploadrecord.Stored, api.Upload, error) {
 	rec, u, err := s.ownMultipart(ctx, tenant, uploadID, errSinglePut)
 	if err == nil && rec.State != recordstore.StatePending {
 		err = ErrNotPending
@@ -251,7 +252,7 @@ func (s *Service) pendingMultipart(ctx context.Context, tenant, uploadID string)
 var errSinglePut = invalid("uploadId", "this upload is a single PUT; it has no parts")
 
 // storedParts lists every page of the parts S3 holds.
-func (s *Service) storedParts(ctx context.Context, rec stored) ([]s3types.Part, error) {
+func (s *Service) storedParts(ctx context.Context, rec uploadrecord.Stored) ([]s3types.Part, error) {
 	var parts []s3types.Part
 	in := &s3.ListPartsInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID)}
 	// A truncated page that repeats its marker would list itself forever.

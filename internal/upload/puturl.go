@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -109,7 +110,7 @@ func sameHeaders(h map[string]string, contentType, sum string) bool {
 // pending body, and reports whether recordedBody will rebuild that body
 // from the record byte for byte. When it cannot, f is left as it was and
 // the record holds the body.
-func compactPut(f *fields, u api.Upload, put *api.PutInstructions) bool {
+func compactPut(f *uploadrecord.Fields, u api.Upload, put *api.PutInstructions) bool {
 	if put.Method != http.MethodPut || !sameHeaders(put.Headers, u.ContentType, u.SHA256) {
 		return false
 	}
@@ -125,7 +126,7 @@ func compactPut(f *fields, u api.Upload, put *api.PutInstructions) bool {
 // when its URL stops working: the body as recorded (a former record, or
 // one whose URL could not be cut), or rebuilt from the record's fields and
 // URL as Create rendered it. ok is false for a record with neither.
-func (s *stored) recordedBody() (body []byte, expires time.Time, ok bool, err error) {
+func recordedBody(s *uploadrecord.Stored) (body []byte, expires time.Time, ok bool, err error) {
 	if len(s.Response.Body) > 0 {
 		expires, err := time.Parse(timeFormat, s.URLExpires)
 		return s.Response.Body, expires, err == nil, nil
@@ -133,7 +134,7 @@ func (s *stored) recordedBody() (body []byte, expires time.Time, ok bool, err er
 	if s.PutURL == "" {
 		return nil, time.Time{}, false, nil
 	}
-	u := s.upload()
+	u := s.Upload()
 	put := api.PutInstructions{Method: http.MethodPut, URL: expandURL(s.PutURL, s.PutToken, s.ObjectKey), Headers: putHeaders(u.ContentType, u.SHA256)}
 	expires, err = presignedExpiry(put.URL)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -431,29 +432,29 @@ func TestCheckDeclaration(t *testing.T) {
 		}
 		return parts
 	}
-	withSHA := stored{fields: fields{SHA256: sha}}
+	withSHA := uploadrecord.Stored{Fields: uploadrecord.Fields{SHA256: sha}}
 	other := strings.Repeat("0", 64)
 	for _, tc := range []struct {
 		name    string
-		rec     stored
+		rec     uploadrecord.Stored
 		req     api.CompleteRequest
 		field   string
 		message string
 	}{
-		{"nothing declared", stored{}, api.CompleteRequest{}, "", ""},
-		{"every part", stored{}, api.CompleteRequest{Parts: all()}, "", ""},
-		{"every part, out of order", stored{}, api.CompleteRequest{Parts: append(all()[1:], all()[0])}, "", ""},
+		{"nothing declared", uploadrecord.Stored{}, api.CompleteRequest{}, "", ""},
+		{"every part", uploadrecord.Stored{}, api.CompleteRequest{Parts: all()}, "", ""},
+		{"every part, out of order", uploadrecord.Stored{}, api.CompleteRequest{Parts: append(all()[1:], all()[0])}, "", ""},
 		{"sha256 the create gave, in upper case", withSHA, api.CompleteRequest{SHA256: strings.ToUpper(sha)}, "", ""},
-		{"sha256 the create did not give", stored{}, api.CompleteRequest{SHA256: other}, "", ""},
+		{"sha256 the create did not give", uploadrecord.Stored{}, api.CompleteRequest{SHA256: other}, "", ""},
 		{"sha256 another than the one recorded", withSHA, api.CompleteRequest{SHA256: other}, "sha256",
 			"sha256 differs from the sha256 recorded for this upload (given at create or by an earlier complete); complete with that one, or without sha256"},
-		{"sha256 malformed", stored{}, api.CompleteRequest{SHA256: "abc"}, "sha256", "sha256 must be 64 hex characters"},
-		{"part 0", stored{}, api.CompleteRequest{Parts: append(all()[1:], api.PartToSign{PartNumber: 0, SHA256: sha})}, "parts", "partNumber 0 is outside 1..25"},
-		{"part beyond partCount", stored{}, api.CompleteRequest{Parts: append(all(), api.PartToSign{PartNumber: 26, SHA256: sha})}, "parts", "partNumber 26 is outside 1..25"},
-		{"part twice", stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 3, SHA256: sha})}, "parts", "part 3 is listed twice"},
-		{"part without a digest", stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 25})}, "parts", "the sha256 of part 25 must be 64 hex characters"},
-		{"a part left out", stored{}, api.CompleteRequest{Parts: all()[1:]}, "parts", "parts must name every part 1..25 exactly once; it leaves out 1"},
-		{"many left out", stored{}, api.CompleteRequest{Parts: all()[:3]}, "parts",
+		{"sha256 malformed", uploadrecord.Stored{}, api.CompleteRequest{SHA256: "abc"}, "sha256", "sha256 must be 64 hex characters"},
+		{"part 0", uploadrecord.Stored{}, api.CompleteRequest{Parts: append(all()[1:], api.PartToSign{PartNumber: 0, SHA256: sha})}, "parts", "partNumber 0 is outside 1..25"},
+		{"part beyond partCount", uploadrecord.Stored{}, api.CompleteRequest{Parts: append(all(), api.PartToSign{PartNumber: 26, SHA256: sha})}, "parts", "partNumber 26 is outside 1..25"},
+		{"part twice", uploadrecord.Stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 3, SHA256: sha})}, "parts", "part 3 is listed twice"},
+		{"part without a digest", uploadrecord.Stored{}, api.CompleteRequest{Parts: append(all()[:24], api.PartToSign{PartNumber: 25})}, "parts", "the sha256 of part 25 must be 64 hex characters"},
+		{"a part left out", uploadrecord.Stored{}, api.CompleteRequest{Parts: all()[1:]}, "parts", "parts must name every part 1..25 exactly once; it leaves out 1"},
+		{"many left out", uploadrecord.Stored{}, api.CompleteRequest{Parts: all()[:3]}, "parts",
 			"parts must name every part 1..25 exactly once; it leaves out 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 12 more"},
 	} {
 		err := checkDeclaration(tc.rec, u, tc.req)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // Presigner presigns the PUTs clients send to S3; [S3Presigner] is the
@@ -106,14 +107,14 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // update applies u to rec's claim and returns the record as it is now: the
 // updated one, or the final one that refused the update.
-func (s *Service) update(ctx context.Context, rec stored, u recordstore.Update) (stored, error) {
+func (s *Service) update(ctx context.Context, rec uploadrecord.Stored, u recordstore.Update) (uploadrecord.Stored, error) {
 	done, err := s.store.Update(ctx, rec.ID, rec.ClaimID, u)
 	var conflict *recordstore.ConflictError
 	switch {
 	case err == nil:
-		return decodeStored(done)
+		return uploadrecord.Decode(done)
 	case errors.As(err, &conflict) && (errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted)):
-		return decodeStored(conflict.Existing)
+		return uploadrecord.Decode(conflict.Existing)
 	default:
 		return rec, err
 	}
@@ -122,20 +123,20 @@ func (s *Service) update(ctx context.Context, rec stored, u recordstore.Update) 
 // ownRecord reads the live record of uploadID if it is the tenant's:
 // anything else (unknown, expired, another claim's or another tenant's) is
 // ErrNotFound. A claim still in progress is ErrInProgress.
-func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (stored, error) {
+func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (uploadrecord.Stored, error) {
 	id, err := ParseUploadID(uploadID)
 	if err != nil {
-		return stored{}, ErrNotFound
+		return uploadrecord.Stored{}, ErrNotFound
 	}
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, recordstore.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
-		return stored{}, ErrNotFound
+		return uploadrecord.Stored{}, ErrNotFound
 	}
 	if err != nil {
-		return stored{}, fmt.Errorf("read %s: %w", uploadID, err)
+		return uploadrecord.Stored{}, fmt.Errorf("read %s: %w", uploadID, err)
 	}
 	if rec.State == recordstore.StateInProgress {
-		return stored{}, fmt.Errorf("read %s: %w", uploadID, &recordstore.InProgressError{RetryAfter: time.Second})
+		return uploadrecord.Stored{}, fmt.Errorf("read %s: %w", uploadID, &recordstore.InProgressError{RetryAfter: time.Second})
 	}
-	return decodeStored(rec)
+	return uploadrecord.Decode(rec)
 }

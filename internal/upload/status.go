@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // Status returns the tenant's upload: completed, or pending with a valid
@@ -16,7 +17,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 		return Result{}, err
 	}
 	effect := EffectServed
-	if !rec.final() {
+	if !rec.Final() {
 		rec, err = s.healFromS3(ctx, rec)
 		if err != nil {
 			return Result{}, err
@@ -37,10 +38,10 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 // header the server did not choose is removed instead. An S3 failure
 // leaves the record pending: the event may still come, and the client can
 // ask again.
-func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
+func (s *Service) healFromS3(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
 	head, err := s.headObject(ctx, rec.ObjectKey)
 	switch {
-	case isNoSuchKey(err) && rec.multipart() && s.lifecycleAborted(rec):
+	case isNoSuchKey(err) && rec.Multipart() && s.lifecycleAborted(rec):
 		// No object, and the bucket's rule has aborted the S3 upload by now.
 		return s.markAborted(ctx, rec)
 	case err != nil:
@@ -57,7 +58,7 @@ func (s *Service) healFromS3(ctx context.Context, rec stored) (stored, error) {
 	if outcome == OutcomeCompleted {
 		s.opts.Logger.InfoContext(ctx, "finalized from status: the object exists but no event recorded it", "upload_id", rec.ClaimID)
 	}
-	if done.final() {
+	if done.Final() {
 		return done, nil // completed, or aborted by a racing request
 	}
 	return rec, nil

@@ -25,7 +25,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
 	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 )
 
 // EventBridgeAPI is what the handler calls; *eventbridge.Client has it.
@@ -103,7 +103,7 @@ func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pen
 	if err != nil {
 		return pending{}, false, err
 	}
-	e, ok, err := upload.EventOf(h.Bucket, before, after)
+	e, ok, err := uploadrecord.EventOf(h.Bucket, before, after)
 	if err != nil || !ok {
 		return pending{}, false, err
 	}

@@ -17,7 +17,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 
@@ -108,8 +108,9 @@ func TestLambdaImageRoundTrip(t *testing.T) {
 	}
 }
 
-// Every final item yields its event, shaped as upload.EventOf shapes a new
-// image with no old one, in calls of at most 10; other states yield none.
+// Every final item yields its event, shaped as uploadrecord.EventOf shapes
+// a new image with no old one, in calls of at most 10; other states yield
+// none.
 func TestPublishItems(t *testing.T) {
 	var items []map[string]types.AttributeValue
 	var want []string
@@ -138,7 +139,7 @@ func TestPublishItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, ok, err := upload.EventOf("bucket", nil, &rec)
+	e, ok, err := uploadrecord.EventOf("bucket", nil, &rec)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

@@ -1,4 +1,4 @@
-package upload
+package uploadrecord
 
 import (
 	"fmt"
@@ -35,13 +35,13 @@ func EventOf(bucket string, before, after *recordstore.Record) (Event, bool, err
 	if before != nil && before.ClaimID == rec.ClaimID && before.State == rec.State {
 		return Event{}, false, nil
 	}
-	s, err := decodeStored(rec)
+	s, err := Decode(rec)
 	if err != nil {
 		return Event{}, false, fmt.Errorf("upload event: %w", err)
 	}
 	// The detail is the final body's upload (one mapping of a record to
 	// its outcome), with what only the event states.
-	u := s.finalUpload()
+	u := s.FinalUpload()
 	d := api.EventDetail{
 		UploadID: u.UploadID, Status: u.Status, Tenant: s.Tenant, Bucket: bucket, StorageKey: u.StorageKey,
 		Filename: u.Filename, ContentType: u.ContentType, Bytes: u.Bytes, SHA256: u.SHA256,
