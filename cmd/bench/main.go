@@ -68,6 +68,8 @@ type report struct {
 	// RecordBytes the record's size at each state (--only capacity).
 	Capacity    *bench.CapacityReport `json:"capacity,omitempty"`
 	RecordBytes map[string]int        `json:"record_bytes,omitempty"`
+	// BrowserProbe is the raw browser probe, run in turns with Browser.
+	BrowserProbe *bench.BrowserProbe `json:"browser_probe,omitempty"`
 	// PeerNote says why the Powertools peer of the load section did not run.
 	PeerNote string `json:"peer_not_run,omitempty"`
 	// Sections are those run (--only).

@@ -143,6 +143,9 @@ func (r report) notRun() []string {
 	if b := r.Browser; b != nil && (b.Note != "" || b.Seconds <= 0) {
 		out = append(out, "browser: demo page in Chromium: "+cmp.Or(b.Note, "no time measured"))
 	}
+	if p := r.BrowserProbe; p != nil && (p.Note != "" || p.Seconds <= 0) {
+		out = append(out, "browser: raw browser probe: "+cmp.Or(p.Note, "no time measured"))
+	}
 	return out
 }
 

@@ -24,7 +24,9 @@ func TestPrintMarkdownSections(t *testing.T) {
 			{Name: bench.WayProbe, Seconds: []float64{2}, MedianMiBps: 512},
 		}},
 		FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.7, 0.5, 0.4}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: "no browser"}},
-		Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Seconds: 16, MiBps: 64},
+		Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Runs: []float64{16, 15, 17}, Seconds: 16, MiBps: 64, LongestTaskMs: 62, LongTasks: 2, Parts: 128, MaxInFlight: 4},
+		BrowserProbe: &bench.BrowserProbe{Bytes: 1 << 30, PartBytes: 8 << 20, Parallel: 4, Runs: []float64{12.5, 12.8, 12.9}, Seconds: 12.8, MiBps: 80, PutSeconds: 10.25,
+			LongestTaskMs: 0},
 	}
 	var b strings.Builder
 	printMarkdown(&b, rep)
@@ -35,7 +37,11 @@ func TestPrintMarkdownSections(t *testing.T) {
 		"| CLI peak RSS < 64 MiB (VmHWM, largest of the runs) | 20.0 MiB | met |",
 		"| upload CLI (defaults) | 0.50 s | 0.70, 0.50, 0.40 | met |",
 		"| demo page in Chromium (headless) | not run: no browser | | |",
-		"16.0 s, 64 MiB/s",
+		"| demo page (the browser client) | 16.00, 15.00, 17.00 | 64 | 62 ms | pick to the row shown completed: 128 part PUTs seen, at most 4 in flight |",
+		"| raw browser probe | 12.50, 12.80, 12.90 | 80 | 0 ms | first PUT to the complete answered (the PUTs alone: 10.25 s); 8 MiB parts, 4 in flight, no hashing |",
+		"| upload CLI in parts (large-file section above) | 4.00 | 256 | — | its process start to exit |",
+		"| browser client ≥ 0.8× the raw browser probe (MiB/s: 64 vs 80) | 0.80× | met |",
+		"| no main-thread task over 50 ms while the client uploads (2 such tasks in the worst run) | 62 ms | MISSED |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -60,10 +66,16 @@ func TestFinishFailsWhenASectionDidNotRun(t *testing.T) {
 		notZero []string
 	}{
 		{"everything ran", report{
-			Sections:  []string{"firstpart", "browser"},
-			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Seconds: 0.6, Runs: []float64{0.6}, PollMs: 10}},
-			Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Seconds: 16, MiBps: 64},
+			Sections:     []string{"firstpart", "browser"},
+			FirstPart:    &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Seconds: 0.6, Runs: []float64{0.6}, PollMs: 10}},
+			Browser:      &bench.BrowserUpload{Bytes: 1 << 30, Runs: []float64{16}, Seconds: 16, MiBps: 64},
+			BrowserProbe: &bench.BrowserProbe{Bytes: 1 << 30, Runs: []float64{12.8}, Seconds: 12.8, MiBps: 80},
 		}, nil, nil},
+		{"the raw browser probe failed", report{
+			Sections:     []string{"browser"},
+			Browser:      &bench.BrowserUpload{Bytes: 1 << 30, Runs: []float64{16}, Seconds: 16, MiBps: 64},
+			BrowserProbe: &bench.BrowserProbe{Bytes: 1 << 30, Note: "raw probe: part 3: HTTP 400: BadDigest"},
+		}, []string{"browser: raw browser probe: raw probe: part 3: HTTP 400: BadDigest"}, []string{"| raw browser probe |"}},
 		{"Chromium left out by --only", report{
 			Sections:  []string{"firstpart"},
 			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: "not selected (--only without browser)"}},
@@ -73,13 +85,15 @@ func TestFinishFailsWhenASectionDidNotRun(t *testing.T) {
 			}},
 		}, nil, nil},
 		{"no web/dist", report{
-			Sections:  []string{"firstpart", "browser"},
-			FirstPart: &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: why}},
-			Browser:   &bench.BrowserUpload{Bytes: 1 << 30, Note: why},
+			Sections:     []string{"firstpart", "browser"},
+			FirstPart:    &bench.FirstPart{Bytes: 4 << 30, CLI: bench.FirstPartRun{Seconds: 0.5, Runs: []float64{0.5}, PollMs: 10}, Chromium: bench.FirstPartRun{Note: why}},
+			Browser:      &bench.BrowserUpload{Bytes: 1 << 30, Note: why},
+			BrowserProbe: &bench.BrowserProbe{Bytes: 1 << 30, Note: why},
 		}, []string{
 			"firstpart: demo page in Chromium: " + why,
 			"browser: demo page in Chromium: " + why,
-		}, []string{"0.00 s", "0.0 s", "0 MiB/s", `"seconds": 0,`, `"mib_per_second": 0,`}},
+			"browser: raw browser probe: " + why,
+		}, []string{"0.00 s", "0.0 s", "0 MiB/s", `"seconds": 0,`, `"mib_per_second": 0,`, `"longest_task_ms": 0,`}},
 		{"no peer, no tusd, no AWS CLI", report{
 			Sections: []string{"load", "large", "tusd"},
 			PeerNote: "bench/peer/node_modules missing (make bench runs npm ci there)",

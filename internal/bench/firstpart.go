@@ -41,15 +41,27 @@ type FirstPartRun struct {
 	Note   string `json:"note,omitempty"`
 }
 
-// BrowserUpload is one upload of a whole file by the demo page in
-// Chromium, from the pick (the input's change event) to the row shown
-// completed (the API's recorded completion). Note says why it is missing,
-// with no time or rate.
+// BrowserUpload is the uploads of a whole file by the demo page in
+// Chromium, each from the pick (the input's change event) to the row shown
+// completed (the API's recorded completion): Seconds and MiBps are the
+// medians of Runs. Note says why it is missing, with no time or rate.
 type BrowserUpload struct {
-	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds,omitempty"`
-	MiBps   float64 `json:"mib_per_second,omitempty"`
-	Note    string  `json:"note,omitempty"`
+	Bytes   int64     `json:"bytes"`
+	Runs    []float64 `json:"runs,omitempty"`
+	Seconds float64   `json:"seconds,omitempty"`
+	MiBps   float64   `json:"mib_per_second,omitempty"`
+	// LongestTaskMs is the page's longest main-thread task while an upload
+	// ran, over all runs, and LongTasks the most tasks over 50 ms in one
+	// run (PerformanceObserver "longtask" entries, each over 50 ms): absent
+	// when there were none.
+	LongestTaskMs float64 `json:"longest_task_ms,omitempty"`
+	LongTasks     int     `json:"long_tasks,omitempty"`
+	// Parts and MaxInFlight are what the driver saw the page send (part
+	// PUTs, and the most at once: its events lag the page's, so one more
+	// than ran at once may show) in the last run: what the raw probe copies.
+	Parts       int    `json:"parts,omitempty"`
+	MaxInFlight int    `json:"max_in_flight,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // firstPartPoll is how often S3 is asked whether a part is stored.
@@ -256,6 +268,15 @@ func waitFirstPartOrExit(ctx context.Context, cfg FirstPartConfig, before map[st
 type browserEvent struct {
 	Event   string  `json:"event"`
 	EpochMs float64 `json:"epochMs"`
+	// "completed" and "probed": the main thread's long tasks meanwhile.
+	LongestTaskMs float64 `json:"longestTaskMs"`
+	LongTasks     int     `json:"longTasks"`
+	// "completed": the part PUTs seen, and the most in flight at once.
+	PartPuts    int `json:"partPuts"`
+	MaxInFlight int `json:"maxInFlight"`
+	// "probed": the first PUT sent, the last PUT answered.
+	StartMs    float64 `json:"startMs"`
+	PutsDoneMs float64 `json:"putsDoneMs"`
 }
 
 // browserRun is a running bench/browser/upload.mjs.
@@ -267,9 +288,10 @@ type browserRun struct {
 	log    *os.File
 }
 
-func (d *BrowserDriver) start(ctx context.Context, file, mode string) (*browserRun, error) {
+func (d *BrowserDriver) start(ctx context.Context, file, mode string, env ...string) (*browserRun, error) {
 	cmd := exec.CommandContext(ctx, d.Node, d.Script)
 	cmd.Env = append(os.Environ(), "APP_URL="+d.AppURL, "FILE_PATH="+file, "MODE="+mode, "CHROMIUM="+d.Chromium)
+	cmd.Env = append(cmd.Env, env...)
 	// Its own process group, so that a kill also ends the browser it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -306,19 +328,28 @@ func (d *BrowserDriver) start(ctx context.Context, file, mode string) (*browserR
 	return r, nil
 }
 
-// next waits for the named event.
+// next waits for the named event and returns its time.
 func (r *browserRun) next(ctx context.Context, name string) (time.Time, error) {
+	e, err := r.event(ctx, name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMicro(int64(e.EpochMs * 1000)), nil
+}
+
+// event waits for the named event.
+func (r *browserRun) event(ctx context.Context, name string) (browserEvent, error) {
 	for {
 		select {
 		case e, ok := <-r.events:
 			if !ok {
-				return time.Time{}, fmt.Errorf("the browser driver ended before %q (its log: %s)", name, r.log.Name())
+				return browserEvent{}, fmt.Errorf("the browser driver ended before %q (its log: %s)", name, r.log.Name())
 			}
 			if e.Event == name {
-				return time.UnixMicro(int64(e.EpochMs * 1000)), nil
+				return e, nil
 			}
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return browserEvent{}, ctx.Err()
 		}
 	}
 }
@@ -360,8 +391,60 @@ func firstPartBrowser(ctx context.Context, cfg FirstPartConfig) (FirstPartRun, e
 	return FirstPartRun{Seconds: seen.Sub(picked).Seconds(), PollMs: int(firstPartPoll.Milliseconds())}, nil
 }
 
-// MeasureBrowserUpload uploads file whole through the demo page once.
-func MeasureBrowserUpload(ctx context.Context, d *BrowserDriver, file string, bytes int64) (BrowserUpload, error) {
+// BrowserConfig says what MeasureBrowser measures.
+type BrowserConfig struct {
+	Driver *BrowserDriver
+	APIURL string
+	File   string
+	Bytes  int64
+	// Runs of each: the client and the raw probe take turns, so that both
+	// see the same machine (others share its cores).
+	Runs int
+	// Clean empties the bucket after each run.
+	Clean func(context.Context) error
+}
+
+// MeasureBrowser uploads the file through the demo page and through the
+// raw probe, Runs times each, in turns. A failure of one stops both, with
+// what was measured so far.
+func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, BrowserProbe, error) {
+	up := BrowserUpload{Bytes: cfg.Bytes}
+	partSize := WebPartSize(cfg.Bytes)
+	pr := BrowserProbe{Bytes: cfg.Bytes, PartBytes: partSize, Parallel: webParallel}
+	sums, err := partSums(cfg.File, cfg.Bytes, partSize)
+	if err != nil {
+		return up, pr, err
+	}
+	var puts []float64
+	for i := range max(cfg.Runs, 1) {
+		run, err := uploadInBrowser(ctx, cfg.Driver, cfg.File, cfg.Bytes)
+		if err == nil {
+			err = cfg.Clean(ctx)
+		}
+		if err != nil {
+			return up, pr, fmt.Errorf("demo page: %w", err)
+		}
+		up.Runs = append(up.Runs, run.Seconds)
+		up.LongestTaskMs, up.LongTasks = max(up.LongestTaskMs, run.LongestTaskMs), max(up.LongTasks, run.LongTasks)
+		up.Parts, up.MaxInFlight = run.Parts, run.MaxInFlight
+		p, err := runProbe(ctx, cfg.Driver, cfg.APIURL, cfg.File, cfg.Bytes, partSize, sums, i)
+		if err == nil {
+			err = cfg.Clean(ctx)
+		}
+		if err != nil {
+			return up, pr, fmt.Errorf("raw probe: %w", err)
+		}
+		pr.Runs, puts = append(pr.Runs, p.seconds), append(puts, p.puts)
+		pr.LongestTaskMs = max(pr.LongestTaskMs, p.longestTaskMs)
+	}
+	up.Seconds, pr.Seconds, pr.PutSeconds = Median(up.Runs), Median(pr.Runs), Median(puts)
+	up.MiBps = float64(cfg.Bytes) / (1 << 20) / up.Seconds
+	pr.MiBps = float64(cfg.Bytes) / (1 << 20) / pr.Seconds
+	return up, pr, nil
+}
+
+// uploadInBrowser uploads file whole through the demo page once.
+func uploadInBrowser(ctx context.Context, d *BrowserDriver, file string, bytes int64) (BrowserUpload, error) {
 	out := BrowserUpload{Bytes: bytes}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
@@ -374,7 +457,7 @@ func MeasureBrowserUpload(ctx context.Context, d *BrowserDriver, file string, by
 		_ = r.stop()
 		return out, err
 	}
-	done, err := r.next(wctx, "completed")
+	done, err := r.event(wctx, "completed")
 	if err != nil {
 		_ = r.stop()
 		return out, err
@@ -382,7 +465,9 @@ func MeasureBrowserUpload(ctx context.Context, d *BrowserDriver, file string, by
 	if err := r.stop(); err != nil {
 		return out, err
 	}
-	out.Seconds = done.Sub(picked).Seconds()
+	out.Seconds = time.UnixMicro(int64(done.EpochMs * 1000)).Sub(picked).Seconds()
 	out.MiBps = float64(bytes) / (1 << 20) / out.Seconds
+	out.LongestTaskMs, out.LongTasks = done.LongestTaskMs, done.LongTasks
+	out.Parts, out.MaxInFlight = done.PartPuts, done.MaxInFlight
 	return out, nil
 }
