@@ -9,6 +9,7 @@
 //                                       the row shows completed (MODE=complete), with the
 //                                       main thread's longest task since the pick and how
 //                                       many took over 50 ms (PerformanceObserver "longtask")
+//   {"event":"probing","epochMs":T}     MODE=probe: the file is picked, the PUTs start
 //   {"event":"probed","startMs":T,"putsDoneMs":T,"epochMs":T,"longestTaskMs":L,"longTasks":N}
 //                                       MODE=probe: the raw probe's first PUT sent, its last
 //                                       PUT answered, its complete answered
@@ -187,6 +188,7 @@ async function probe(page) {
     document.body.append(input);
   });
   await page.locator("#bench-probe-file").setInputFiles(FILE_PATH);
+  emit({ event: "probing", epochMs: Date.now() });
   const got = await page.evaluate(async (plan) => {
     /** @type {{ partNumber: number, start: number, end: number, url: string, method?: string, headers?: Record<string, string> }[]} */
     const parts = plan.parts;

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -177,7 +180,8 @@ func browserDriver(st *devstack.Stack, dir string) (*bench.BrowserDriver, error)
 	if err != nil {
 		return nil, err
 	}
-	return &bench.BrowserDriver{Node: node, Script: script, AppURL: st.APIURL, Chromium: chromium, LogPath: filepath.Join(dir, "chromium.log")}, nil
+	// BENCH_BROWSER_TRACE=dir keeps a Chromium trace of each browser run there (large: tens of MB each).
+	return &bench.BrowserDriver{Node: node, Script: script, AppURL: st.APIURL, Chromium: chromium, LogPath: filepath.Join(dir, "chromium.log"), TraceDir: os.Getenv("BENCH_BROWSER_TRACE")}, nil
 }
 
 // measureBrowser uploads the --large-file file through the demo page and
@@ -400,7 +404,30 @@ func printBrowser(w io.Writer, b *bench.BrowserUpload, probe *bench.BrowserProbe
 		fmt.Fprintf(w, "| browser client ≥ 0.8× the raw browser probe (MiB/s: %.0f vs %.0f) | %.2f× | %s |\n", b.MiBps, probe.MiBps, r, verdict(r >= 0.8))
 	}
 	fmt.Fprintf(w, "| no main-thread task over 50 ms while the client uploads (%d such tasks in the worst run) | %.0f ms | %s |\n", b.LongTasks, b.LongestTaskMs, verdict(b.LongestTaskMs <= 50))
+	if probe != nil && probe.Note == "" && len(b.CPU) > 0 {
+		printBrowserCPU(w, b.CPU, probe.CPU)
+	}
 	fmt.Fprintf(w, "\n%s\n", browserProbeHow)
+}
+
+// printBrowserCPU renders where the browser spent CPU, the client beside
+// the probe: the difference is the client's own cost.
+func printBrowserCPU(w io.Writer, client, probe map[string]float64) {
+	keys := slices.Collect(maps.Keys(client))
+	for k := range probe {
+		if _, ok := client[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(client[b], client[a]), cmp.Compare(a, b)) })
+	fmt.Fprintf(w, "\nThe browser's CPU during the upload (seconds, median of the runs for each; from /proc, every process of the driver's group; the renderer by thread):\n\n")
+	fmt.Fprintf(w, "| where | demo page | raw probe |\n|---|---|---|\n")
+	var tc, tp float64
+	for _, k := range keys {
+		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", k, client[k], probe[k])
+		tc, tp = tc+client[k], tp+probe[k]
+	}
+	fmt.Fprintf(w, "| all | %.2f | %.2f |\n", tc, tp)
 }
 
 const browserProbeHow = `Raw browser probe: the browser's own floor here. The same demo page

@@ -56,7 +56,10 @@ type BrowserProbe struct {
 	// LongestTaskMs is the page's longest main-thread task during the
 	// probe, over all runs (absent: none over 50 ms).
 	LongestTaskMs float64 `json:"longest_task_ms,omitempty"`
-	Note          string  `json:"note,omitempty"`
+	// CPU is the browser's CPU seconds from the pick to the complete
+	// answered, as BrowserUpload's.
+	CPU  map[string]float64 `json:"cpu_seconds,omitempty"`
+	Note string             `json:"note,omitempty"`
 }
 
 // probePlan is what bench/browser/upload.mjs reads from PROBE_PATH.
@@ -97,6 +100,7 @@ func partSums(file string, size, partSize int64) ([]string, error) {
 // probeRun is one run of the raw probe, in seconds.
 type probeRun struct {
 	seconds, puts, longestTaskMs float64
+	cpu                          cpuShares
 }
 
 // runProbe creates a multipart upload through the API, signs every part
@@ -143,13 +147,42 @@ func runProbe(ctx context.Context, d *BrowserDriver, apiURL, file string, bytes,
 	if err != nil {
 		return probeRun{}, err
 	}
+	if _, err := r.event(wctx, "probing"); err != nil {
+		_ = r.stop()
+		return probeRun{}, err
+	}
+	before := treeCPU(r.cmd.Process.Pid)
 	e, err := r.event(wctx, "probed")
 	if err != nil {
 		_ = r.stop()
 		return probeRun{}, err
 	}
+	cpu := treeCPU(r.cmd.Process.Pid).minus(before)
 	if err := r.stop(); err != nil {
 		return probeRun{}, err
 	}
-	return probeRun{seconds: (e.EpochMs - e.StartMs) / 1000, puts: (e.PutsDoneMs - e.StartMs) / 1000, longestTaskMs: e.LongestTaskMs}, nil
+	return probeRun{seconds: (e.EpochMs - e.StartMs) / 1000, puts: (e.PutsDoneMs - e.StartMs) / 1000, longestTaskMs: e.LongestTaskMs, cpu: cpu}, nil
+}
+
+// medianShares is each key's median over the runs (a run without the key
+// counts as 0 for it).
+func medianShares(runs []cpuShares) map[string]float64 {
+	keys := map[string]bool{}
+	for _, r := range runs {
+		for k := range r {
+			keys[k] = true
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for k := range keys {
+		vs := make([]float64, len(runs))
+		for i, r := range runs {
+			vs[i] = r[k]
+		}
+		out[k] = Median(vs)
+	}
+	return out
 }

@@ -59,9 +59,13 @@ type BrowserUpload struct {
 	// Parts and MaxInFlight are what the driver saw the page send (part
 	// PUTs, and the most at once: its events lag the page's, so one more
 	// than ran at once may show) in the last run: what the raw probe copies.
-	Parts       int    `json:"parts,omitempty"`
-	MaxInFlight int    `json:"max_in_flight,omitempty"`
-	Note        string `json:"note,omitempty"`
+	Parts       int `json:"parts,omitempty"`
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// CPU is the browser's CPU seconds from the pick to the row shown
+	// completed, by process (and the renderer's threads), the median of
+	// the runs for each.
+	CPU  map[string]float64 `json:"cpu_seconds,omitempty"`
+	Note string             `json:"note,omitempty"`
 }
 
 // firstPartPoll is how often S3 is asked whether a part is stored.
@@ -160,6 +164,10 @@ type BrowserDriver struct {
 	AppURL       string // the stack's front door, which serves web/dist
 	Chromium     string
 	LogPath      string
+	// TraceDir, if set, gets a Chromium trace of each run (the driver's
+	// TRACE_PATH): <mode>-<n>.json.
+	TraceDir string
+	traces   int
 }
 
 // MeasureFirstPart measures the CLI, then Chromium.
@@ -292,6 +300,10 @@ func (d *BrowserDriver) start(ctx context.Context, file, mode string, env ...str
 	cmd := exec.CommandContext(ctx, d.Node, d.Script)
 	cmd.Env = append(os.Environ(), "APP_URL="+d.AppURL, "FILE_PATH="+file, "MODE="+mode, "CHROMIUM="+d.Chromium)
 	cmd.Env = append(cmd.Env, env...)
+	if d.TraceDir != "" {
+		d.traces++
+		cmd.Env = append(cmd.Env, "TRACE_PATH="+filepath.Join(d.TraceDir, fmt.Sprintf("%s-%d.json", mode, d.traces)))
+	}
 	// Its own process group, so that a kill also ends the browser it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -416,6 +428,7 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		return up, pr, err
 	}
 	var puts []float64
+	var upCPU, probeCPU []cpuShares
 	for i := range max(cfg.Runs, 1) {
 		run, err := uploadInBrowser(ctx, cfg.Driver, cfg.File, cfg.Bytes)
 		if err == nil {
@@ -427,6 +440,7 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		up.Runs = append(up.Runs, run.Seconds)
 		up.LongestTaskMs, up.LongTasks = max(up.LongestTaskMs, run.LongestTaskMs), max(up.LongTasks, run.LongTasks)
 		up.Parts, up.MaxInFlight = run.Parts, run.MaxInFlight
+		upCPU = append(upCPU, run.CPU)
 		p, err := runProbe(ctx, cfg.Driver, cfg.APIURL, cfg.File, cfg.Bytes, partSize, sums, i)
 		if err == nil {
 			err = cfg.Clean(ctx)
@@ -436,7 +450,9 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		}
 		pr.Runs, puts = append(pr.Runs, p.seconds), append(puts, p.puts)
 		pr.LongestTaskMs = max(pr.LongestTaskMs, p.longestTaskMs)
+		probeCPU = append(probeCPU, p.cpu)
 	}
+	up.CPU, pr.CPU = medianShares(upCPU), medianShares(probeCPU)
 	up.Seconds, pr.Seconds, pr.PutSeconds = Median(up.Runs), Median(pr.Runs), Median(puts)
 	up.MiBps = float64(cfg.Bytes) / (1 << 20) / up.Seconds
 	pr.MiBps = float64(cfg.Bytes) / (1 << 20) / pr.Seconds
@@ -457,11 +473,13 @@ func uploadInBrowser(ctx context.Context, d *BrowserDriver, file string, bytes i
 		_ = r.stop()
 		return out, err
 	}
+	cpu := treeCPU(r.cmd.Process.Pid)
 	done, err := r.event(wctx, "completed")
 	if err != nil {
 		_ = r.stop()
 		return out, err
 	}
+	out.CPU = treeCPU(r.cmd.Process.Pid).minus(cpu)
 	if err := r.stop(); err != nil {
 		return out, err
 	}
