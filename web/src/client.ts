@@ -8,7 +8,8 @@
  * Files up to `multipartBytes` (64 MiB) are hashed once (in a worker), and
  * their SHA-256 signed into their one PUT. Larger files go in parts and
  * start at once: no whole-file pass; the create gives no SHA-256, each part
- * is hashed (in a pool of workers) just before it is sent, and complete
+ * is hashed (in a pool of workers, read whole for the native digest while
+ * the parts fit in `wholeHashBytes`) just before it is sent, and complete
  * declares every part's SHA-256. The record keeps the part size (not the
  * file); a resumed upload checks the parts the storage holds against the
  * file picked again, and sends only the others.
@@ -27,7 +28,7 @@ import {
 import { normalizeBaseUrl } from "./baseurl.js";
 import { FILE_MISMATCH, FILE_NEEDED, NOT_FOUND, NO_SUCH_UPLOAD, PARTS_MISMATCH, PARTS_MISSING, TOO_MANY_UPLOADS, UPLOAD_ABORTED, UPLOAD_COMPLETED, UPLOAD_NOT_PENDING } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import { DEFAULT_HASH_CHUNK, type FileHashes, type HashedIn, type Hasher, type PartHasher, inlinePartHasher, onPage, workerHasher, workerPool } from "./hash.js";
+import { DEFAULT_HASH_CHUNK, DEFAULT_WHOLE_HASH_BYTES, type FileHashes, type HashedIn, type Hasher, type PartHasher, inlinePartHasher, onPage, workerHasher, workerPool } from "./hash.js";
 import { partCount, partRange, sendParts } from "./parts.js";
 import { printable } from "./text.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
@@ -155,6 +156,15 @@ export interface UploadClientOptions {
   partHasher?: () => PartHasher;
   /** Hashing workers of a multipart upload. Default: min(navigator.hardwareConcurrency, partConcurrency). */
   hashWorkers?: number;
+  /**
+   * A multipart upload's default part hasher reads parts whole and hashes
+   * them with crypto.subtle.digest (native, several times faster than the
+   * incremental wasm hasher) while every hashing worker's part fits in this
+   * many bytes together (8 MiB parts in up to 8 workers, by default); larger
+   * parts are read in chunks of hashChunkBytes. Default 64 MiB; 0 reads in
+   * chunks always.
+   */
+  wholeHashBytes?: number;
   /** A PUT attempt without upload progress for this long is abandoned and retried. Default 60 s. */
   stallTimeoutMs?: number;
   /** Injected for tests. */
@@ -258,7 +268,9 @@ export class UploadClient {
     this.hasher = opts.hasher ?? (workerUrl ? workerHasher(workerUrl) : onPage);
     const workers = Math.max(1, opts.hashWorkers ?? Math.min(globalThis.navigator?.hardwareConcurrency || 2, this.partConcurrency));
     const chunkBytes = this.hashChunkBytes;
-    this.partHasher = opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes }) : () => inlinePartHasher(chunkBytes));
+    const wholeBytes = Math.max(0, opts.wholeHashBytes ?? DEFAULT_WHOLE_HASH_BYTES);
+    this.partHasher =
+      opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes }) : () => inlinePartHasher(chunkBytes, wholeBytes));
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }

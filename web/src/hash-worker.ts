@@ -1,6 +1,7 @@
 /**
  * The hashing worker (dist/hash-worker.js): reads the Blob it is given (a
- * file for a single PUT, or one part of a file) in chunks and answers with
+ * file for a single PUT, or one part of a file) in chunks, or whole when it
+ * is small enough (the job's wholeBytes: the native digest), and answers with
  * its SHA-256, reporting progress on the way unless asked not to. It takes
  * one job after another (a pool keeps it for every part); the page
  * terminates it to cancel.
@@ -14,9 +15,9 @@ const scope = globalThis as unknown as {
 };
 
 scope.onmessage = (e) => {
-  const { id, blob, chunkBytes, partBytes, progress } = e.data;
+  const { id, blob, chunkBytes, partBytes, wholeBytes, progress } = e.data;
   const onProgress = progress === false ? undefined : (loaded: number, total: number) => scope.postMessage({ type: "progress", id, loaded, total });
-  hashFile(blob, { chunkBytes, partBytes, onProgress }).then(
+  hashFile(blob, { chunkBytes, partBytes, wholeBytes, onProgress }).then(
     (hashes) => scope.postMessage({ type: "done", id, hashes }),
     (err: unknown) =>
       scope.postMessage({ type: "error", id, message: `The file cannot be read (${err instanceof Error ? err.message : String(err)}). Pick it again.` }),

@@ -492,3 +492,25 @@ export function makeFile(name: string, size: number, type = "application/octet-s
   }
   return new File([bytes], name, { type, lastModified: 1_700_000_000_000 });
 }
+
+/** Counts the calls of crypto.subtle.digest (which it still makes) until restore(), for a test's finally. */
+export function countNativeDigests(): { calls(): number; reset(): void; restore(): void } {
+  const subtle = globalThis.crypto.subtle;
+  const own = Object.getOwnPropertyDescriptor(subtle, "digest");
+  const digest = subtle.digest.bind(subtle);
+  let n = 0;
+  subtle.digest = (algorithm: AlgorithmIdentifier, data: BufferSource) => {
+    n++;
+    return digest(algorithm, data);
+  };
+  return {
+    calls: () => n,
+    reset: () => {
+      n = 0;
+    },
+    restore: () => {
+      if (own) Object.defineProperty(subtle, "digest", own);
+      else delete (subtle as { digest?: unknown }).digest;
+    },
+  };
+}

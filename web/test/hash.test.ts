@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes, webcrypto } from "node:crypto";
 import { describe, it } from "node:test";
 import { type HashJob, type HashMessage, type WorkerLike, hashFile, workerPool } from "../src/hash.js";
+import { countNativeDigests } from "./fakes.js";
 
 const hex = (b: ArrayBuffer) => Buffer.from(b).toString("hex");
 
@@ -35,6 +36,49 @@ describe("hashFile: the whole file and its parts in one pass", () => {
     assert.deepEqual(seen, [0, 1000, 2000, 2500]);
   });
 
+  it("reads a blob of up to wholeBytes whole for the native digest, a larger one in chunks, with the same SHA-256 either side of the bound", async () => {
+    const native = countNativeDigests();
+    try {
+      const bound = 1000;
+      for (const { size, whole } of [
+        { size: bound - 1, whole: true },
+        { size: bound, whole: true },
+        { size: bound + 1, whole: false },
+      ]) {
+        const bytes = randomBytes(size);
+        native.reset();
+        const seen: number[] = [];
+        const got = await hashFile(new Blob([bytes]), { chunkBytes: 300, wholeBytes: bound, onProgress: (loaded) => seen.push(loaded) });
+        const what = `size ${size}, bound ${bound}`;
+        assert.equal(got.sha256, createHash("sha256").update(bytes).digest("hex"), what);
+        assert.equal(native.calls(), whole ? 1 : 0, `${what}: native digests`);
+        assert.deepEqual(seen, whole ? [0, size] : [0, 300, 600, 900, size], `${what}: progress`);
+      }
+      native.reset();
+      const parted = await hashFile(new Blob([randomBytes(500)]), { chunkBytes: 300, wholeBytes: bound, partBytes: 250 });
+      assert.equal(native.calls(), 0, "a pass that also hashes parts reads in chunks");
+      assert.equal(parted.parts?.length, 2);
+      await hashFile(new Blob([randomBytes(500)]), { chunkBytes: 300 });
+      assert.equal(native.calls(), 0, "no wholeBytes: in chunks");
+    } finally {
+      native.restore();
+    }
+  });
+
+  it("reads in chunks where there is no crypto.subtle (an insecure context)", async () => {
+    const crypto = Object.getOwnPropertyDescriptor(globalThis, "crypto");
+    Object.defineProperty(globalThis, "crypto", { value: {}, configurable: true });
+    try {
+      const bytes = randomBytes(700);
+      const seen: number[] = [];
+      const got = await hashFile(new Blob([bytes]), { chunkBytes: 300, wholeBytes: 1000, onProgress: (loaded) => seen.push(loaded) });
+      assert.equal(got.sha256, createHash("sha256").update(bytes).digest("hex"));
+      assert.deepEqual(seen, [0, 300, 600, 700]);
+    } finally {
+      Object.defineProperty(globalThis, "crypto", crypto!);
+    }
+  });
+
   it("stops reading when aborted", async () => {
     const ctrl = new AbortController();
     let reads = 0;
@@ -60,6 +104,7 @@ class FakeWorker implements WorkerLike {
   static maxRunning = 0;
   static started = 0;
   static terminated = 0;
+  static jobs: HashJob[] = [];
   onmessage: ((e: { data: HashMessage }) => void) | null = null;
   onerror: ((e: { message: string; preventDefault(): void }) => void) | null = null;
   private dead = false;
@@ -73,7 +118,8 @@ class FakeWorker implements WorkerLike {
     }
     FakeWorker.running++;
     FakeWorker.maxRunning = Math.max(FakeWorker.maxRunning, FakeWorker.running);
-    void hashFile(job.blob, { chunkBytes: job.chunkBytes }).then(async (hashes) => {
+    FakeWorker.jobs.push(job);
+    void hashFile(job.blob, { chunkBytes: job.chunkBytes, wholeBytes: job.wholeBytes }).then(async (hashes) => {
       await new Promise((r) => setTimeout(r, 2));
       FakeWorker.running--;
       if (!this.dead) this.onmessage?.({ data: { type: "done", id: job.id, hashes } });
@@ -85,6 +131,7 @@ class FakeWorker implements WorkerLike {
   }
   static reset() {
     FakeWorker.running = FakeWorker.maxRunning = FakeWorker.started = FakeWorker.terminated = 0;
+    FakeWorker.jobs = [];
   }
 }
 
@@ -106,6 +153,25 @@ describe("workerPool: parts hashed in a few workers", () => {
     assert.equal(FakeWorker.started, 3, "workers are kept for the next parts");
     pool.close();
     assert.equal(FakeWorker.terminated, 3);
+  });
+
+  it("shares wholeBytes among its workers: each reads whole a part of at most its share", async () => {
+    for (const { size, wholeBytes, share } of [
+      { size: 2, wholeBytes: 64 << 20, share: 32 << 20 },
+      { size: 3, wholeBytes: 1000, share: 333 },
+      { size: 1, wholeBytes: undefined, share: 0 },
+    ]) {
+      FakeWorker.reset();
+      const pool = workerPool({ url: "hash-worker.js", size, wholeBytes, newWorker: () => new FakeWorker() });
+      const part = new Blob([randomBytes(100)]);
+      assert.equal(await pool.hash(part), sha(new Uint8Array(await part.arrayBuffer())));
+      assert.deepEqual(
+        FakeWorker.jobs.map((j) => j.wholeBytes),
+        [share],
+        `${size} workers, wholeBytes ${wholeBytes}`,
+      );
+      pool.close();
+    }
   });
 
   it("an aborted job stops its worker (another takes the next job); a job waiting its turn just leaves", async () => {

@@ -4,7 +4,7 @@ import { describe, it } from "node:test";
 import { createHash } from "node:crypto";
 import { MAX_PARTS, choosePartSize, type UploadEvent } from "../src/client.js";
 import { inlinePartHasher } from "../src/hash.js";
-import { makeFile, sha256hex } from "./fakes.js";
+import { countNativeDigests, makeFile, sha256hex } from "./fakes.js";
 import { failure, until, world } from "./world.js";
 
 // Small numbers stand for the real ones: parts of 1,000 bytes, multipart above 2,500.
@@ -82,6 +82,34 @@ describe("UploadClient: multipart", () => {
     assert.equal(p.at(-1), FILE);
     assert.ok(p.some((v) => v > 0 && v < FILE && v % 1000 !== 0), "bytes within parts are counted");
     assert.deepEqual(await client.pending(), []);
+  });
+
+  it("hashes parts with the native digest while they fit in wholeHashBytes (64 MiB by default), in chunks when they do not", async () => {
+    const native = countNativeDigests();
+    try {
+      // No Worker here: the parts are hashed on this thread, one at a time, the whole bound theirs.
+      for (const { wholeHashBytes, natively } of [
+        { wholeHashBytes: undefined, natively: 6 },
+        { wholeHashBytes: 1_000, natively: 6 },
+        // Only the last part, of 500 bytes, fits.
+        { wholeHashBytes: 999, natively: 1 },
+        { wholeHashBytes: 499, natively: 0 },
+        { wholeHashBytes: 0, natively: 0 },
+      ]) {
+        const w = world();
+        const { client } = w.page({ ...small, wholeHashBytes });
+        const file = makeFile("movie.mp4", FILE);
+        const bytes = new Uint8Array(await file.arrayBuffer());
+        native.reset();
+        const done = await client.start(file);
+        assert.equal(native.calls(), natively, `wholeHashBytes ${wholeHashBytes}: parts hashed natively`);
+        const want = [0, 1, 2, 3, 4, 5].map((i) => ({ partNumber: i + 1, sha256: sha256hex(bytes.subarray(i * 1000, (i + 1) * 1000)) }));
+        assert.deepEqual(w.server.completeBodies(), [{ parts: want }], `wholeHashBytes ${wholeHashBytes}`);
+        assert.equal(done.status, "completed");
+      }
+    } finally {
+      native.restore();
+    }
   });
 
   it("sends the first part before the last one is hashed, hashing a bounded number of parts ahead", async () => {
