@@ -36,8 +36,9 @@
 // consistent, GetItem. The table's layout is a Schema; Schema.DecodeItem
 // reads the table's items as the store does, stream images included.
 //
-// This package calls no DynamoDB client (it imports only the SDK's
-// attribute value types), so a reader of the table's stream links none:
+// This package calls no DynamoDB client (of DynamoDB's SDK it imports only
+// the attribute value types and their codec), so a reader of the table's
+// stream links none:
 // the store that calls one is dynamostore, which encodes with this
 // package's Codec.
 package recordstore
