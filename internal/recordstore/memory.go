@@ -114,6 +114,9 @@ func (m *MemoryStore) Update(_ context.Context, id ID, claimID string, u Update)
 		r.ExpiresAt = time.Unix(now.Add(m.opts.TTL).Unix(), 0)
 	}
 	maps.Copy(r.Data.m, enc.SetValues)
+	for _, k := range enc.RemoveNames {
+		delete(r.Data.m, k)
+	}
 	m.records[id] = r
 	return clone(r), nil
 }

@@ -133,6 +133,10 @@ type Update struct {
 	// Data): a struct with dynamodbav tags or a map[string]any, encoded as
 	// NewData encodes it (omitempty leaves a field as it is).
 	Data any
+	// RemoveData names Data fields to delete, in the same write; a name
+	// that is absent is no error. A name may not also be one Data sets:
+	// DynamoDB refuses an update that both sets and removes a path.
+	RemoveData []string
 	// Require lists Data fields that must hold these values, or the update
 	// fails with ErrMismatch. Values are encoded as attributevalue.Marshal
 	// encodes them and compared as DynamoDB compares them: a number is not
@@ -166,6 +170,9 @@ type EncodedUpdate struct {
 	// Require's and RequireAbsentOrEqual's, in name order.
 	SetValues                          map[string]types.AttributeValue
 	RequireValues, AbsentOrEqualValues []Field
+	// RemoveNames are RemoveData's names, sorted, each once: DynamoDB
+	// refuses a path named twice.
+	RemoveNames []string
 }
 
 // Encode encodes u's fields, and refuses an update no store may apply.
@@ -191,6 +198,15 @@ func (u Update) Encode() (EncodedUpdate, error) {
 	if err := cmp.Or(checkNames(enc.SetValues), checkNames(u.Require), checkNames(u.RequireAbsentOrEqual)); err != nil {
 		return EncodedUpdate{}, err
 	}
+	enc.RemoveNames = slices.Compact(slices.Sorted(slices.Values(u.RemoveData)))
+	for _, k := range enc.RemoveNames {
+		if err := checkName(k); err != nil {
+			return EncodedUpdate{}, err
+		}
+		if _, ok := enc.SetValues[k]; ok {
+			return EncodedUpdate{}, fmt.Errorf("data field %q: both set and removed", k)
+		}
+	}
 	return enc, nil
 }
 
@@ -198,9 +214,16 @@ func (u Update) Encode() (EncodedUpdate, error) {
 // cannot hold: it cannot escape brackets.
 func checkNames[V any](fields map[string]V) error {
 	for k := range fields {
-		if k == "" || strings.ContainsAny(k, "[]") {
-			return fmt.Errorf("data field %q: want a name without brackets", k)
+		if err := checkName(k); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func checkName(k string) error {
+	if k == "" || strings.ContainsAny(k, "[]") {
+		return fmt.Errorf("data field %q: want a name without brackets", k)
 	}
 	return nil
 }

@@ -447,6 +447,36 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
 		},
+		"removed data fields go in the write that sets the others": func(t *testing.T, st recordstore.Store, c *clock) {
+			id := recordstore.NewID("tenant-a", "key-remove-data")
+			rec := pending(id, "c1", "fp", `{}`)
+			rec.Data = mustData(map[string]any{"size": "42", "url": "https://x.invalid/", "token": []byte{1, 2, 3}})
+			mustClaim(t, st, rec)
+			for _, bad := range []recordstore.Update{
+				{State: recordstore.StateCompleted, Data: map[string]any{"url": "y"}, RemoveData: []string{"url"}},
+				{State: recordstore.StateCompleted, RemoveData: []string{"parts[0]"}},
+				{State: recordstore.StateCompleted, RemoveData: []string{""}},
+			} {
+				if _, err := st.Update(ctx, id, "c1", bad); err == nil || errors.Is(err, recordstore.ErrMismatch) {
+					t.Fatalf("Update removing %q (setting %v): %v, want it refused before the store is asked", bad.RemoveData, bad.Data, err)
+				}
+			}
+			// A name twice, and a name the record does not hold, are no error.
+			got, err := st.Update(ctx, id, "c1", recordstore.Update{
+				State: recordstore.StateCompleted, Data: map[string]any{"etag": "abc"}, Require: map[string]any{"size": "42"},
+				RemoveData: []string{"url", "token", "url", "never-set"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]any{"size": "42", "etag": "abc"}
+			if fields := fieldsOf(got.Data); !reflect.DeepEqual(fields, want) {
+				t.Errorf("updated Data = %v, want %v", fields, want)
+			}
+			if got, err := st.Get(ctx, id); err != nil || !reflect.DeepEqual(fieldsOf(got.Data), want) {
+				t.Errorf("Get Data = %v, %v; want %v", fieldsOf(got.Data), err, want)
+			}
+		},
 		"a field required absent or equal is set once: the first value wins": func(t *testing.T, st recordstore.Store, c *clock) {
 			id := recordstore.NewID("tenant-a", "key-absent-or-equal")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))

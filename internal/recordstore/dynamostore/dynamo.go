@@ -291,6 +291,9 @@ func (s *Store) updateExpression(u recordstore.EncodedUpdate, claimID string, no
 	for _, k := range slices.Sorted(maps.Keys(u.SetValues)) {
 		set = set.Set(dataName(k), expression.Value(u.SetValues[k]))
 	}
+	for _, k := range u.RemoveNames {
+		set = set.Remove(dataName(k))
+	}
 	return expression.NewBuilder().WithCondition(cond).WithUpdate(set).Build()
 }
 
