@@ -94,9 +94,19 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 	if len(foreign) > 0 {
 		required = 0
 	}
+	var spent []string
+	if !obj.Multipart {
+		// A single PUT's cut URL and token rebuilt its pending body; the
+		// completed body is rendered from the other fields, and without
+		// them the record is a write unit smaller on Lambda, which every
+		// refused finalize after a heal is billed by. (A multipart record
+		// never holds them.)
+		spent = []string{uploadrecord.AttrPutURL, uploadrecord.AttrPutToken}
+	}
 	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
 		State:         recordstore.StateCompleted,
 		Data:          uploadrecord.Fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
+		RemoveData:    spent,
 		Require:       map[string]any{uploadrecord.AttrSize: required},
 		RestartExpiry: true,
 		// S3 accepted the object through this claim's URL, which never

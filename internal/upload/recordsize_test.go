@@ -3,6 +3,8 @@ package upload_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"testing"
@@ -41,9 +43,12 @@ func lambdaPresigner(bucket string, token string) *upload.S3Presigner {
 // the stored item and the one sent), finalize and every heal, so it holds
 // its size to two write units (2,048 bytes) with Lambda's session token in
 // its URL. The tenant is a Cognito user's, as the presign function names
-// it; the file name is an ordinary one.
+// it; the file name is an ordinary one. Completed, the record keeps to one
+// write unit: a one-PUT upload's finalize is usually refused (the CLI's
+// status heals the record before S3's event arrives), and a refused
+// conditional update is billed by the stored item.
 func TestPendingSinglePutRecordSize(t *testing.T) {
-	const budget = 2048
+	const budget, completedBudget = 2048, 1024
 	ctx := context.Background()
 	const bucket = "onceupload-123456789012-us-east-1-0a1b2c3d4e5f"
 	const tenant = "jwt:67:https://cognito-idp.us-east-1.amazonaws.com/us-east-1_AbCdEfGhI:8f14e45f-ceea-467f-a0e6-8c1b2d3e4f50"
@@ -63,7 +68,8 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 			table := testenv.NewTable(t, ddb)
 			store := dynamostore.New(ddb, table, func(o *recordstore.Options) { o.TTL = 24 * time.Hour })
 			cfg := upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
-			svc := upload.New(store, lambdaPresigner(bucket, tc.token), &s3fake.Client{}, cfg, func(o *upload.Options) {
+			objects := &s3fake.Client{}
+			svc := upload.New(store, lambdaPresigner(bucket, tc.token), objects, cfg, func(o *upload.Options) {
 				o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			})
 			res, err := svc.Create(ctx, tenant, "key-record-size-0001", req)
@@ -74,14 +80,18 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName: &table, ConsistentRead: aws.Bool(true),
-				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: string(id)}},
-			})
-			if err != nil || out.Item == nil {
-				t.Fatalf("read the record: %v (item %v)", err, out)
+			item := func() map[string]types.AttributeValue {
+				t.Helper()
+				out, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{
+					TableName: &table, ConsistentRead: aws.Bool(true),
+					Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: string(id)}},
+				})
+				if err != nil || out.Item == nil {
+					t.Fatalf("read the record: %v (item %v)", err, out)
+				}
+				return out.Item
 			}
-			size := recordstore.ItemSize(out.Item)
+			size := recordstore.ItemSize(item())
 			t.Logf("pending single PUT %s: %d bytes, %d write units per write; body %d bytes, of which the URL %d",
 				tc.name, size, recordstore.WriteUnits(size), len(res.Body), len(decode(t, res.Body).Upload.URL))
 			// The record holds no body: the replay and the status rebuild
@@ -96,6 +106,23 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 			}
 			if size > budget {
 				t.Errorf("the pending single PUT's record %s is %d bytes, over its budget of %d (two write units)", tc.name, size, budget)
+			}
+
+			// The object arrives; the client's status heals the record.
+			sum := sha256.Sum256(content)
+			objects.Put(decode(t, res.Body).StorageKey, s3.HeadObjectOutput{
+				ContentLength: aws.Int64(int64(len(content))), ETag: aws.String(`"etag-record-size"`),
+				ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+			})
+			healed, err := svc.Status(ctx, tenant, res.UploadID)
+			if err != nil || healed.Effect != upload.EffectHealed {
+				t.Fatalf("status with the object in S3 = %s, %v, %v; want it healed", healed.Body, healed.Effect, err)
+			}
+			completed := recordstore.ItemSize(item())
+			t.Logf("completed single PUT %s: %d bytes, %d write units per write; body %d bytes",
+				tc.name, completed, recordstore.WriteUnits(completed), len(healed.Body))
+			if completed > completedBudget {
+				t.Errorf("the completed single PUT's record %s is %d bytes, over its budget of %d (one write unit)", tc.name, completed, completedBudget)
 			}
 		})
 	}

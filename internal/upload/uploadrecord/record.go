@@ -99,6 +99,10 @@ func (s *Sum256) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error 
 // update requires, and of Fields.SHA256, which a complete sets once.
 const AttrSize, AttrSHA256 = "size", "sha256"
 
+// AttrPutURL and AttrPutToken are the names of Fields.PutURL and
+// Fields.PutToken, which the update that completes a single PUT removes.
+const AttrPutURL, AttrPutToken = "put_url", "put_token"
+
 // Encode encodes f for a claim.
 func (f Fields) Encode() (recordstore.Data, error) {
 	d, err := recordstore.NewData(f)
