@@ -122,7 +122,7 @@ type CapacityReport struct {
 
 // PathOrder is the order the paths are reported in.
 var PathOrder = []string{"create", "replay-pending", "finalize", "replay-completed", "status", "status-heal",
-	"multipart-create", "sign", "complete", "abort"}
+	"finalize-after-heal", "multipart-create", "sign", "complete", "abort"}
 
 // RecordStates are the keys of RecordBytes, in order.
 var RecordStates = []string{"pending_single", "completed_single", "pending_single_with_token", "completed_single_with_token",
@@ -262,7 +262,7 @@ func tokenService(ctx context.Context, lookup func(string) (string, bool), logge
 func singlePaths(ctx context.Context, svc *upload.Service, meter *Meter, bucket, tenant string, paths map[string]Capacity, bytes map[string]int, suffix string,
 	put func(context.Context, api.Upload, []byte) error) error {
 	content, req := singleContent(), singleRequest()
-	var created api.Upload
+	var created, healed api.Upload
 	create := func(key string, u *api.Upload) error {
 		r, err := svc.Create(ctx, tenant, key, req)
 		if err == nil {
@@ -301,14 +301,23 @@ func singlePaths(ctx context.Context, svc *upload.Service, meter *Meter, bucket,
 			return err
 		}, ""},
 		{"status-heal", func() error {
-			var u api.Upload
-			err := create("capacity-key-0002", &u)
+			err := create("capacity-key-0002", &healed)
 			if err == nil {
-				err = put(ctx, u, content)
+				err = put(ctx, healed, content)
 			}
 			meter.Take() // the create is not the status's
 			if err == nil {
-				_, err = svc.Status(ctx, tenant, u.UploadID)
+				_, err = svc.Status(ctx, tenant, healed.UploadID)
+			}
+			return err
+		}, ""},
+		// S3's event after the heal: the refused finalize every one-PUT
+		// upload of the CLI pays (its status heals first), billed by the
+		// completed record.
+		{"finalize-after-heal", func() error {
+			out, err := svc.Finalize(ctx, upload.ObjectCreated{Bucket: bucket, Key: healed.StorageKey, Size: int64(len(content)), ETag: "e", Time: time.Now()})
+			if err == nil && out != upload.OutcomeDuplicate {
+				err = fmt.Errorf("outcome %s, want %s", out, upload.OutcomeDuplicate)
 			}
 			return err
 		}, ""},
