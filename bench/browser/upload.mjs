@@ -26,24 +26,27 @@
 // for the first stored part and says when to stop. In either mode it exits
 // non-zero if the row shows failed.
 //
+// Chromium is driven through its DevTools protocol on a pipe, not through
+// playwright: playwright enables the Network domain on every page, and with
+// it Chromium copies every ArrayBuffer request body (base64) into a CDP
+// event for the driver (8 MiB a part), a cost no user's browser has. This
+// driver enables Page and Runtime only; it counts the part PUTs from the page's
+// resource timing entries instead.
+//
 //   APP_URL=http://127.0.0.1:PORT FILE_PATH=/tmp/x.bin MODE=complete node upload.mjs
+import { spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-
-const require = createRequire(new URL("../../web/package.json", import.meta.url));
-/** @type {typeof import("playwright-core")} */
-const { chromium } = require("playwright-core");
 
 const APP_URL = required("APP_URL");
 const FILE_PATH = required("FILE_PATH");
 const MODE = process.env.MODE ?? "complete";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TRACE_PATH = process.env.TRACE_PATH;
-// web/test/e2e.mjs's flags.
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+// web/test/e2e.mjs's flags, and its viewport.
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=900,720"];
 
 /** @param {string} name */
 function required(name) {
@@ -56,59 +59,51 @@ function required(name) {
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
 const profile = mkdtempSync(join(tmpdir(), "onceupload-bench-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: FLAGS,
-  viewport: { width: 900, height: 720 },
-});
+const browser = launch();
 let code = 0;
 try {
-  const page = context.pages()[0] ?? (await context.newPage());
-  page.on("pageerror", (e) => console.error(`page error: ${e.message}`));
-  await context.addInitScript(() => {
-    const w = /** @type {any} */ (window);
-    document.addEventListener(
-      "change",
-      () => {
-        w.__pickedAt ??= performance.timeOrigin + performance.now();
-      },
-      { capture: true },
-    );
-    // The main thread's long tasks (over 50 ms), as epoch-ms spans.
-    w.__longTasks = [];
-    try {
-      new PerformanceObserver((list) => {
-        for (const e of list.getEntries()) w.__longTasks.push({ at: performance.timeOrigin + e.startTime, ms: e.duration });
-      }).observe({ type: "longtask", buffered: true });
-    } catch {
-      // No longtask entries in this browser: none reported.
-    }
+  const page = await browser.page();
+  // Page and Runtime only: no Network domain (see above).
+  await Promise.all([page.send("Page.enable"), page.send("Runtime.enable")]);
+  page.on("Runtime.exceptionThrown", (e) => console.error(`page error: ${e.exceptionDetails?.exception?.description ?? e.exceptionDetails?.text}`));
+  await page.send("Page.addScriptToEvaluateOnNewDocument", {
+    source: `(${(() => {
+      const w = /** @type {any} */ (window);
+      document.addEventListener(
+        "change",
+        () => {
+          w.__pickedAt ??= performance.timeOrigin + performance.now();
+        },
+        { capture: true },
+      );
+      // Every request's timing, for the part PUTs (a 1 GiB file has 128 parts; the default buffer keeps 250 entries).
+      performance.setResourceTimingBufferSize(1_000_000);
+      // The main thread's long tasks (over 50 ms), as epoch-ms spans.
+      w.__longTasks = [];
+      try {
+        new PerformanceObserver((list) => {
+          for (const e of list.getEntries()) w.__longTasks.push({ at: performance.timeOrigin + e.startTime, ms: e.duration });
+        }).observe({ type: "longtask", buffered: true });
+      } catch {
+        // No longtask entries in this browser: none reported.
+      }
+    }).toString()})()`,
   });
-  await page.goto(new URL("/", APP_URL).toString());
-  await page.locator("html[data-ready=true]").waitFor({ timeout: 30_000 });
+  await page.send("Page.navigate", { url: new URL("/", APP_URL).toString() });
+  await waitFor(page, `document.documentElement?.dataset.ready === "true"`, 30_000);
   const trace = TRACE_PATH ? await startTrace(page) : undefined;
-  // The part PUTs the page sends, and the most in flight at once: what the probe copies.
-  const puts = { parts: new Set(), inFlight: 0, maxInFlight: 0 };
-  /** @param {import("playwright-core").Request} r */
-  const isPartPut = (r) => r.method() === "PUT" && new URL(r.url()).searchParams.has("partNumber");
-  page.on("request", (r) => {
-    if (!isPartPut(r)) return;
-    puts.parts.add(new URL(r.url()).searchParams.get("partNumber"));
-    puts.maxInFlight = Math.max(puts.maxInFlight, ++puts.inFlight);
-  });
-  for (const ended of /** @type {const} */ (["requestfinished", "requestfailed"])) {
-    page.on(ended, (r) => {
-      if (isPartPut(r)) puts.inFlight--;
-    });
-  }
   if (MODE === "probe") {
     await probe(page);
   } else {
-    await page.getByLabel("Choose files to upload").setInputFiles(FILE_PATH);
+    await setInputFiles(page, "#file-input", FILE_PATH);
   }
-  const picked = await page.evaluate(() => /** @type {any} */ (window).__pickedAt ?? 0);
+  const picked = await evaluate(page, `window.__pickedAt ?? 0`);
   if (MODE !== "probe") emit({ event: "picked", epochMs: picked });
+  const failedPhase = `(() => {
+    const row = document.querySelector("li.upload");
+    if (row?.dataset.phase === "failed") throw new Error(document.querySelector("li.upload .status")?.textContent || "failed");
+    return row?.dataset.phase;
+  })()`;
   if (MODE === "probe") {
     // Done above.
   } else if (MODE === "first-part") {
@@ -119,54 +114,189 @@ try {
     });
     // A failed upload ends the driver (non-zero), as in complete mode, so
     // that the benchmark stops watching S3 for a part that never comes.
-    const failed = page
-      .waitForFunction(
-        () => {
-          const phase = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"))?.dataset.phase;
-          return phase === "failed" && (document.querySelector("li.upload .status")?.textContent || "failed");
-        },
-        undefined,
-        { timeout: 0, polling: 50 },
-      )
-      .then(async (status) => {
-        throw new Error(String(await status.jsonValue()));
-      });
+    let stopped = false;
+    const failed = waitFor(page, `${failedPhase} === "never"`, 0, () => stopped);
     failed.catch(() => {}); // after a stop, closing the browser rejects it
     await Promise.race([stop, failed]);
+    stopped = true;
     lines.close();
   } else {
-    await page.waitForFunction(
-      () => {
-        const phase = /** @type {HTMLElement | null} */ (document.querySelector("li.upload"))?.dataset.phase;
-        if (phase === "failed") throw new Error(document.querySelector("li.upload .status")?.textContent ?? "failed");
-        return phase === "completed";
-      },
-      undefined,
-      { timeout: 1_800_000, polling: 50 },
-    );
+    await waitFor(page, `${failedPhase} === "completed"`, 1_800_000);
     const completed = Date.now();
-    emit({ event: "completed", epochMs: completed, ...(await longTasks(page, picked, completed)), partPuts: puts.parts.size, maxInFlight: puts.maxInFlight });
+    emit({ event: "completed", epochMs: completed, ...(await longTasks(page, picked, completed)), ...(await partPuts(page)) });
   }
   if (trace) await trace();
 } catch (e) {
   console.error("bench browser upload failed:", e);
   code = 1;
 } finally {
-  await context.close().catch(() => {});
+  await browser.close();
   rmSync(profile, { recursive: true, force: true });
 }
 process.exit(code);
 
 /**
+ * Chromium with a fresh profile, its DevTools protocol on fds 3 and 4
+ * (--remote-debugging-pipe: messages are JSON ended by a NUL), in a process
+ * group of its own (so that close ends every process of it).
+ */
+function launch() {
+  const proc = spawn(CHROMIUM, [...FLAGS, "--remote-debugging-pipe", `--user-data-dir=${profile}`, "about:blank"], {
+    stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  const out = /** @type {import("node:stream").Writable} */ (proc.stdio[3]);
+  const inp = /** @type {import("node:stream").Readable} */ (proc.stdio[4]);
+  /** @type {Map<number, { resolve: (v: any) => void, reject: (e: Error) => void, method: string }>} */
+  const calls = new Map();
+  /** @type {Map<string, Map<string, ((params: any) => void)[]>>} */
+  const listeners = new Map();
+  let seq = 0;
+  let buffered = "";
+  const exited = new Promise((resolve) => proc.once("exit", resolve));
+  exited.then(() => {
+    for (const c of calls.values()) c.reject(new Error(`Chromium exited during ${c.method}`));
+    calls.clear();
+  });
+  inp.setEncoding("utf8");
+  inp.on("data", (/** @type {string} */ chunk) => {
+    buffered += chunk;
+    for (let i; (i = buffered.indexOf("\0")) >= 0; ) {
+      const m = JSON.parse(buffered.slice(0, i));
+      buffered = buffered.slice(i + 1);
+      const c = m.id !== undefined ? calls.get(m.id) : undefined;
+      if (c) {
+        calls.delete(m.id);
+        if (m.error) c.reject(new Error(`${c.method}: ${m.error.message}`));
+        else c.resolve(m.result);
+      } else if (m.method) {
+        for (const f of listeners.get(m.sessionId ?? "")?.get(m.method) ?? []) f(m.params);
+      }
+    }
+  });
+  /**
+   * @param {string} method
+   * @param {object} [params]
+   * @param {string} [sessionId]
+   * @returns {Promise<any>}
+   */
+  const send = (method, params = {}, sessionId) =>
+    new Promise((resolve, reject) => {
+      const id = ++seq;
+      calls.set(id, { resolve, reject, method });
+      out.write(JSON.stringify({ id, method, params, sessionId }) + "\0");
+    });
+  /** @param {string} sessionId */
+  const session = (sessionId) => ({
+    /** @param {string} method @param {object} [params] */
+    send: (method, params) => send(method, params, sessionId),
+    /** @param {string} event @param {(params: any) => void} f */
+    on(event, f) {
+      if (!listeners.has(sessionId)) listeners.set(sessionId, new Map());
+      const byEvent = /** @type {Map<string, ((params: any) => void)[]>} */ (listeners.get(sessionId));
+      byEvent.set(event, [...(byEvent.get(event) ?? []), f]);
+    },
+  });
+  return {
+    /** The first page's session. */
+    async page() {
+      for (let tries = 0; ; tries++) {
+        const { targetInfos } = await send("Target.getTargets");
+        const target = targetInfos.find((/** @type {any} */ t) => t.type === "page");
+        if (target) return session((await send("Target.attachToTarget", { targetId: target.targetId, flatten: true })).sessionId);
+        if (tries > 100) throw new Error("Chromium opened no page");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async close() {
+      await Promise.race([send("Browser.close").catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]);
+      try {
+        process.kill(-(proc.pid ?? 0), "SIGKILL");
+      } catch {
+        // Gone already.
+      }
+      await exited;
+    },
+  };
+}
+
+/** @typedef {{ send(method: string, params?: object): Promise<any>, on(event: string, f: (params: any) => void): void }} Session */
+
+/**
+ * The value of a page expression (awaited when it is a promise); throws
+ * what the page threw.
+ * @param {Session} page
+ * @param {string} expression
+ */
+async function evaluate(page, expression) {
+  const { result, exceptionDetails } = await page.send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
+  if (exceptionDetails) throw new Error(exceptionDetails.exception?.description ?? exceptionDetails.text);
+  return result.value;
+}
+
+/**
+ * Polls a page expression every 50 ms until it is true; throws what the
+ * page threw, or after timeoutMs (0: never), or once stopped() says so.
+ * @param {Session} page
+ * @param {string} expression
+ * @param {number} timeoutMs
+ * @param {() => boolean} [stopped]
+ */
+async function waitFor(page, expression, timeoutMs, stopped = () => false) {
+  const until = timeoutMs ? Date.now() + timeoutMs : Infinity;
+  for (;;) {
+    if (stopped()) return;
+    if ((await evaluate(page, expression)) === true) return;
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${expression}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Picks a file into the page's input, as a user would (the input's change event follows).
+ * @param {Session} page
+ * @param {string} selector
+ * @param {string} file
+ */
+async function setInputFiles(page, selector, file) {
+  const { root } = await page.send("DOM.getDocument", { depth: 0 });
+  const { nodeId } = await page.send("DOM.querySelector", { nodeId: root.nodeId, selector });
+  if (!nodeId) throw new Error(`no ${selector} on the page`);
+  await page.send("DOM.setFileInputFiles", { nodeId, files: [file] });
+}
+
+/**
+ * The part PUTs the page sent (resource timing: a part's URL has a
+ * partNumber), and the most in flight at once: what the probe copies.
+ * @param {Session} page
+ */
+async function partPuts(page) {
+  /** @type {{ part: string, start: number, end: number }[]} */
+  const puts = await evaluate(
+    page,
+    `performance.getEntriesByType("resource").flatMap((e) => {
+      const part = new URL(e.name).searchParams.get("partNumber");
+      return part && e.initiatorType === "xmlhttprequest" ? [{ part, start: e.startTime, end: e.responseEnd }] : [];
+    })`,
+  );
+  let inFlight = 0;
+  let maxInFlight = 0;
+  // Ends before starts at the same moment: a PUT sent as another is answered does not overlap it.
+  const edges = puts.flatMap((p) => [{ at: p.start, d: 1 }, { at: p.end, d: -1 }]).sort((a, b) => a.at - b.at || a.d - b.d);
+  for (const e of edges) maxInFlight = Math.max(maxInFlight, (inFlight += e.d));
+  return { partPuts: new Set(puts.map((p) => p.part)).size, maxInFlight };
+}
+
+/**
  * The main thread's longest task between two epoch-ms moments, and how many
  * took over 50 ms (every "longtask" entry does).
- * @param {import("playwright-core").Page} page
+ * @param {Session} page
  * @param {number} from
  * @param {number} to
  */
 async function longTasks(page, from, to) {
   /** @type {{ at: number, ms: number }[]} */
-  const all = await page.evaluate(() => /** @type {any} */ (window).__longTasks ?? []);
+  const all = await evaluate(page, `window.__longTasks ?? []`);
   const during = all.filter((t) => t.at + t.ms >= from && t.at <= to);
   return { longestTaskMs: Math.max(0, ...during.map((t) => t.ms)), longTasks: during.length };
 }
@@ -176,20 +306,28 @@ async function longTasks(page, from, to) {
  * parts PROBE_PATH lists, `concurrency` at a time, as the client's
  * transport does (XMLHttpRequest, the signed headers but those the
  * browser sets, upload progress listened to), then sends the complete.
- * @param {import("playwright-core").Page} page
+ * PROBE_BODY says what each PUT sends: "blob" (default: the file's slice,
+ * which the browser process reads), "read-blob" (a worker of the page reads
+ * the slice first, then the slice is sent: the client's read to hash it),
+ * "read-buffer" (a worker reads the slice and hands the bytes back, which
+ * are sent: a read shared by the hash and the PUT).
+ * @param {Session} page
  */
 async function probe(page) {
-  const plan = JSON.parse(readFileSync(required("PROBE_PATH"), "utf8"));
-  await page.evaluate(() => {
-    const input = document.createElement("input");
-    input.type = "file";
-    input.id = "bench-probe-file";
-    input.hidden = true;
-    document.body.append(input);
-  });
-  await page.locator("#bench-probe-file").setInputFiles(FILE_PATH);
+  const plan = { ...JSON.parse(readFileSync(required("PROBE_PATH"), "utf8")), body: process.env.PROBE_BODY ?? "blob" };
+  await evaluate(
+    page,
+    `(() => {
+      const input = document.createElement("input");
+      input.type = "file";
+      input.id = "bench-probe-file";
+      input.hidden = true;
+      document.body.append(input);
+    })()`,
+  );
+  await setInputFiles(page, "#bench-probe-file", FILE_PATH);
   emit({ event: "probing", epochMs: Date.now() });
-  const got = await page.evaluate(async (plan) => {
+  const run = async (/** @type {any} */ plan) => {
     /** @type {{ partNumber: number, start: number, end: number, url: string, method?: string, headers?: Record<string, string> }[]} */
     const parts = plan.parts;
     const file = /** @type {HTMLInputElement} */ (document.getElementById("bench-probe-file")).files?.[0];
@@ -198,8 +336,17 @@ async function probe(page) {
     const forbidden = new Set(["content-length", "host", "connection", "expect", "transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "date", "origin", "referer"]);
     const now = () => performance.timeOrigin + performance.now();
     const loaded = new Map();
-    /** @param {typeof parts[number]} p */
-    const put = (p) =>
+    // One reading worker per sender (PROBE_BODY read-blob, read-buffer).
+    const reader = `onmessage = async (e) => { const b = await e.data.arrayBuffer(); postMessage(b, [b]); };`;
+    const readerUrl = URL.createObjectURL(new Blob([reader], { type: "text/javascript" }));
+    /** @param {Worker} w @param {Blob} slice @returns {Promise<ArrayBuffer>} */
+    const read = (w, slice) =>
+      new Promise((resolve) => {
+        w.onmessage = (e) => resolve(e.data);
+        w.postMessage(slice);
+      });
+    /** @param {typeof parts[number]} p @param {Blob | ArrayBuffer} body */
+    const put = (p, body) =>
       new Promise((resolve, reject) => {
         const xhr = new XMLHttpRequest();
         xhr.open(p.method ?? "PUT", p.url, true);
@@ -209,11 +356,18 @@ async function probe(page) {
         xhr.onload = () =>
           xhr.status >= 200 && xhr.status <= 299 ? resolve(undefined) : reject(new Error(`part ${p.partNumber}: HTTP ${xhr.status}: ${xhr.responseText.slice(0, 300)}`));
         xhr.onerror = () => reject(new Error(`part ${p.partNumber}: no answer`));
-        xhr.send(file.slice(p.start, p.end));
+        xhr.send(body);
       });
     let next = 0;
     const sender = async () => {
-      while (next < parts.length) await put(parts[next++]);
+      const w = plan.body === "blob" ? undefined : new Worker(readerUrl);
+      while (next < parts.length) {
+        const p = parts[next++];
+        const slice = file.slice(p.start, p.end);
+        const bytes = w ? await read(w, slice) : undefined;
+        await put(p, plan.body === "read-buffer" && bytes ? bytes : slice);
+      }
+      w?.terminate();
     };
     const startMs = now();
     await Promise.all(Array.from({ length: Math.min(plan.concurrency, parts.length) }, sender));
@@ -221,7 +375,8 @@ async function probe(page) {
     const res = await fetch(plan.complete.url, { method: "POST", headers: { "Content-Type": "application/json" }, body: plan.complete.body });
     if (!res.ok) throw new Error(`complete: HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`);
     return { startMs, putsDoneMs, doneMs: now() };
-  }, plan);
+  };
+  const got = await evaluate(page, `(${run.toString()})(${JSON.stringify(plan)})`);
   emit({ event: "probed", startMs: got.startMs, putsDoneMs: got.putsDoneMs, epochMs: got.doneMs, ...(await longTasks(page, got.startMs, got.doneMs)) });
 }
 
@@ -229,10 +384,10 @@ async function probe(page) {
  * Starts a Chromium trace of the page (CDP Tracing, the DevTools
  * timeline's categories); the function it returns ends it and writes it
  * to TRACE_PATH.
- * @param {import("playwright-core").Page} page
+ * @param {Session} page
  */
 async function startTrace(page) {
-  const cdp = await page.context().newCDPSession(page);
+  const cdp = page;
   await cdp.send("Tracing.start", {
     transferMode: "ReturnAsStream",
     traceConfig: {
@@ -240,7 +395,7 @@ async function startTrace(page) {
     },
   });
   return async () => {
-    const done = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+    const done = new Promise((resolve) => cdp.on("Tracing.tracingComplete", resolve));
     await cdp.send("Tracing.end");
     const { stream } = /** @type {{ stream: string }} */ (await done);
     const out = createWriteStream(/** @type {string} */ (TRACE_PATH));
