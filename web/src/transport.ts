@@ -12,7 +12,8 @@ export interface PutRequest {
   url: string;
   method: string;
   headers: Record<string, string>;
-  body: Blob;
+  /** A Blob (a slice of the file: the browser reads it as it sends), or bytes read already (a part read whole to hash it). */
+  body: Blob | ArrayBuffer;
   signal?: AbortSignal;
   /** Give up when no upload progress was seen for this long, in ms (Infinity: never). */
   stallTimeoutMs?: number;
@@ -41,6 +42,11 @@ export function sendableHeaders(headers: Record<string, string>): Record<string,
     if (!FORBIDDEN.has(k.toLowerCase())) out[k] = v;
   }
   return out;
+}
+
+/** The bytes a PUT body holds. */
+export function bodySize(body: Blob | ArrayBuffer): number {
+  return body instanceof ArrayBuffer ? body.byteLength : body.size;
 }
 
 export const xhrTransport: PutTransport = (req) =>
@@ -73,7 +79,7 @@ export const xhrTransport: PutTransport = (req) =>
     xhr.responseType = "text";
     xhr.upload.onprogress = (e) => {
       armStallTimer();
-      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body.size);
+      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : bodySize(req.body));
     };
     xhr.onload = () => {
       cleanup();
