@@ -165,15 +165,6 @@ export interface UploadClientOptions {
    * chunks always.
    */
   wholeHashBytes?: number;
-  /**
-   * A part read whole to hash it keeps its bytes until its PUT succeeds, so
-   * that the PUT sends them instead of the browser reading the part from
-   * the file again; the parts held (in flight and hashed ahead) fit in this
-   * many bytes together. Default 64 MiB: 8 MiB parts, 4 in flight and 4
-   * ahead. Where fewer than partConcurrency + 1 parts fit (or with 0), each
-   * PUT sends its slice of the file, read again.
-   */
-  keepPartBytes?: number;
   /** A PUT attempt without upload progress for this long is abandoned and retried. Default 60 s. */
   stallTimeoutMs?: number;
   /** Injected for tests. */
@@ -194,7 +185,6 @@ export const DEFAULT_COMPLETION: CompletionPolicy = { baseMs: 200, capMs: 3_000,
 
 export const DEFAULT_MULTIPART_BYTES = 64 << 20;
 export const DEFAULT_PART_BYTES = 8 << 20;
-export const DEFAULT_KEEP_PART_BYTES = 64 << 20;
 /** S3's limit on the parts of one upload. */
 export const MAX_PARTS = 10_000;
 /** A `parts_missing` answer to complete lists and sends the parts again at most this many times. */
@@ -241,7 +231,6 @@ export class UploadClient {
   private readonly hasher: Hasher;
   private readonly partHasher: () => PartHasher;
   private readonly stallTimeoutMs: number;
-  private readonly keepPartBytes: number;
   private readonly locks: LockManager | null;
   private readonly running = new Set<string>();
   /**
@@ -283,7 +272,6 @@ export class UploadClient {
     this.partHasher =
       opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes }) : () => inlinePartHasher(chunkBytes, wholeBytes));
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
-    this.keepPartBytes = Math.max(0, opts.keepPartBytes ?? DEFAULT_KEEP_PART_BYTES);
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }
 
@@ -636,7 +624,6 @@ export class UploadClient {
           early: held.length === 0 && round === 1 ? early : undefined,
           held,
           concurrency: this.partConcurrency,
-          keepBytes: this.keepPartBytes,
           stallTimeoutMs: this.stallTimeoutMs,
           reach,
           signal: opts.signal,
@@ -837,27 +824,16 @@ function besideThisModule(): URL | undefined {
 /** Wraps a run's part hasher to send "hashed-in" when it first says where it hashes, and when that changes. */
 function tellWhere(hasher: PartHasher, opts: RunOptions): PartHasher {
   let told: HashedIn | undefined;
-  const tell = () => {
-    const where = hasher.hashedIn;
-    if (where && where !== told) {
-      told = where;
-      emit(opts, { type: "hashed-in", where });
-    }
-  };
-  const read = hasher.read?.bind(hasher);
   return {
     async hash(part, signal) {
       const sha256 = await hasher.hash(part, signal);
-      tell();
+      const where = hasher.hashedIn;
+      if (where && where !== told) {
+        told = where;
+        emit(opts, { type: "hashed-in", where });
+      }
       return sha256;
     },
-    ...(read && {
-      async read(part: Blob, signal?: AbortSignal) {
-        const got = await read(part, signal);
-        tell();
-        return got;
-      },
-    }),
     close: () => hasher.close(),
   };
 }

@@ -27,11 +27,6 @@ export interface HashOptions {
    * progress then says 0 and all. Default 0: always in chunks.
    */
   wholeBytes?: number;
-  /**
-   * Hand back the bytes of a Blob read whole (FileHashes.bytes), so that the
-   * caller can send them without reading the Blob again.
-   */
-  keep?: boolean;
   signal?: AbortSignal;
   onProgress?: (loaded: number, total: number) => void;
 }
@@ -43,8 +38,6 @@ export interface FileHashes {
   parts?: string[];
   /** Where they were computed, when the hasher knows ({@link workerHasher} says). */
   hashedIn?: HashedIn;
-  /** The Blob's bytes, when asked to keep them (HashOptions.keep) and it was read whole. */
-  bytes?: ArrayBuffer;
 }
 
 /**
@@ -76,10 +69,7 @@ export async function hashFile(blob: Blob, opts: HashOptions = {}): Promise<File
   const chunk = Math.max(1, opts.chunkBytes ?? DEFAULT_HASH_CHUNK);
   const partBytes = opts.partBytes;
   const digest = !partBytes && blob.size <= (opts.wholeBytes ?? 0) ? nativeDigest() : undefined;
-  if (digest) {
-    const { sha256, bytes } = await hashWhole(blob, digest, opts);
-    return opts.keep ? { sha256, bytes } : { sha256 };
-  }
+  if (digest) return { sha256: await hashWhole(blob, digest, opts) };
   const whole = await createSHA256();
   whole.init();
   const part = partBytes ? await createSHA256() : undefined;
@@ -106,17 +96,16 @@ export async function hashFile(blob: Blob, opts: HashOptions = {}): Promise<File
   return partBytes ? { sha256: whole.digest("hex"), parts } : { sha256: whole.digest("hex") };
 }
 
-/** The SHA-256 (hex) of a Blob read whole, by the native digest, and the bytes read. */
-async function hashWhole(blob: Blob, digest: SubtleCrypto["digest"], opts: HashOptions): Promise<{ sha256: string; bytes: ArrayBuffer }> {
+/** The SHA-256 (hex) of a Blob read whole, by the native digest. */
+async function hashWhole(blob: Blob, digest: SubtleCrypto["digest"], opts: HashOptions): Promise<string> {
   if (opts.signal?.aborted) throw abortError(opts.signal);
   opts.onProgress?.(0, blob.size);
-  const bytes = await blob.arrayBuffer();
-  const sum = new Uint8Array(await digest("SHA-256", bytes));
+  const sum = new Uint8Array(await digest("SHA-256", await blob.arrayBuffer()));
   if (opts.signal?.aborted) throw abortError(opts.signal);
   opts.onProgress?.(blob.size, blob.size);
   let hex = "";
   for (const b of sum) hex += b.toString(16).padStart(2, "0");
-  return { sha256: hex, bytes };
+  return hex;
 }
 
 /** What the page sends the worker. */
@@ -130,8 +119,6 @@ export interface HashJob {
   wholeBytes?: number;
   /** Progress messages (default true; a part's hash needs none). */
   progress?: boolean;
-  /** See {@link HashOptions.keep}: the bytes come back transferred (not copied) in the answer. */
-  keep?: boolean;
 }
 
 /** What the worker sends back. */
@@ -203,12 +190,6 @@ export async function onPage(blob: Blob, opts: HashOptions): Promise<FileHashes>
  */
 export interface PartHasher {
   hash(part: Blob, signal?: AbortSignal): Promise<string>;
-  /**
-   * hash, also handing back the part's bytes when it was read whole (a
-   * part within the hasher's whole-hash bound), so that its PUT sends them
-   * instead of reading the part from the file a second time.
-   */
-  read?(part: Blob, signal?: AbortSignal): Promise<HashedPart>;
   /** Stops the jobs under way and waiting (they reject as aborted) and the workers. */
   close(): void;
   /**
@@ -219,12 +200,6 @@ export interface PartHasher {
   readonly hashedIn?: HashedIn;
 }
 
-/** A part's SHA-256 (hex) and, when it was read whole, its bytes. */
-export interface HashedPart {
-  sha256: string;
-  bytes?: ArrayBuffer;
-}
-
 /**
  * Hashes parts on the calling thread, one at a time (where there are no
  * workers, and in tests); a part of at most `wholeBytes` is read whole
@@ -233,31 +208,29 @@ export interface HashedPart {
 export function inlinePartHasher(chunkBytes = DEFAULT_HASH_CHUNK, wholeBytes = 0): PartHasher {
   let closed = new AbortController();
   let tail: Promise<unknown> = Promise.resolve();
-  const read = (part: Blob, signal: AbortSignal | undefined, keep: boolean): Promise<HashedPart> => {
-    const stop = closed.signal;
-    const run = async (): Promise<HashedPart> => {
-      if (signal?.aborted) throw abortError(signal);
-      if (stop.aborted) throw abortError(stop);
-      if (!signal) return hashFile(part, { chunkBytes, wholeBytes, keep, signal: stop });
-      const both = new AbortController();
-      const onAbort = () => both.abort(signal.aborted ? signal.reason : stop.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
-      stop.addEventListener("abort", onAbort, { once: true });
-      try {
-        return await hashFile(part, { chunkBytes, wholeBytes, keep, signal: both.signal });
-      } finally {
-        signal.removeEventListener("abort", onAbort);
-        stop.removeEventListener("abort", onAbort);
-      }
-    };
-    const p = tail.then(run, run);
-    tail = p.catch(() => undefined);
-    return p;
-  };
   return {
     hashedIn: "page",
-    hash: async (part, signal) => (await read(part, signal, false)).sha256,
-    read: (part, signal) => read(part, signal, true),
+    hash(part, signal) {
+      const stop = closed.signal;
+      const run = async () => {
+        if (signal?.aborted) throw abortError(signal);
+        if (stop.aborted) throw abortError(stop);
+        if (!signal) return (await hashFile(part, { chunkBytes, wholeBytes, signal: stop })).sha256;
+        const both = new AbortController();
+        const onAbort = () => both.abort(signal.aborted ? signal.reason : stop.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+        stop.addEventListener("abort", onAbort, { once: true });
+        try {
+          return (await hashFile(part, { chunkBytes, wholeBytes, signal: both.signal })).sha256;
+        } finally {
+          signal.removeEventListener("abort", onAbort);
+          stop.removeEventListener("abort", onAbort);
+        }
+      };
+      const p = tail.then(run, run);
+      tail = p.catch(() => undefined);
+      return p;
+    },
     close() {
       closed.abort();
       closed = new AbortController();
@@ -294,9 +267,8 @@ export interface WorkerPoolOptions {
 interface PoolJob {
   id: number;
   part: Blob;
-  keep: boolean;
   signal?: AbortSignal;
-  resolve: (hashed: HashedPart) => void;
+  resolve: (sha256: string) => void;
   reject: (e: unknown) => void;
   onAbort: () => void;
   slot?: PoolSlot;
@@ -353,20 +325,12 @@ class WorkerPool implements PartHasher {
     return this.inline ? "page" : this.answered ? "worker" : undefined;
   }
 
-  async hash(part: Blob, signal?: AbortSignal): Promise<string> {
-    return (await this.job(part, signal, false)).sha256;
-  }
-
-  read(part: Blob, signal?: AbortSignal): Promise<HashedPart> {
-    return this.job(part, signal, true);
-  }
-
-  private job(part: Blob, signal: AbortSignal | undefined, keep: boolean): Promise<HashedPart> {
-    if (this.inline) return this.inlineJob(part, signal, keep);
-    return new Promise<HashedPart>((resolve, reject) => {
+  hash(part: Blob, signal?: AbortSignal): Promise<string> {
+    if (this.inline) return this.inline.hash(part, signal);
+    return new Promise<string>((resolve, reject) => {
       if (signal?.aborted) return reject(abortError(signal));
       if (this.closed) return reject(abortError());
-      const job: PoolJob = { id: ++this.seq, part, keep, signal, resolve, reject, onAbort: () => this.cancel(job) };
+      const job: PoolJob = { id: ++this.seq, part, signal, resolve, reject, onAbort: () => this.cancel(job) };
       signal?.addEventListener("abort", job.onAbort, { once: true });
       this.waiting.push(job);
       this.pump();
@@ -410,7 +374,7 @@ class WorkerPool implements PartHasher {
       const job = this.waiting.shift()!;
       job.slot = slot;
       slot.job = job;
-      slot.worker.postMessage({ id: job.id, blob: job.part, chunkBytes: this.chunkBytes, wholeBytes: this.wholeBytes, progress: false, keep: job.keep });
+      slot.worker.postMessage({ id: job.id, blob: job.part, chunkBytes: this.chunkBytes, wholeBytes: this.wholeBytes, progress: false });
     }
   }
 
@@ -419,7 +383,7 @@ class WorkerPool implements PartHasher {
     const job = slot.job;
     if (!job || (m.id !== undefined && m.id !== job.id) || m.type === "progress") return;
     slot.job = undefined;
-    if (m.type === "done") this.settle(job, undefined, { sha256: m.hashes.sha256, bytes: m.hashes.bytes });
+    if (m.type === "done") this.settle(job, undefined, m.hashes.sha256);
     else this.settle(job, new UploadError({ kind: "file", message: m.message }));
     this.pump();
   }
@@ -430,7 +394,7 @@ class WorkerPool implements PartHasher {
     if (!this.answered) {
       // No worker of this pool ever answered: none will here. This job, and the others, on this thread.
       this.goInline(message);
-      if (job) this.inlineJob(job.part, job.signal, job.keep).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
+      if (job) this.inline!.hash(job.part, job.signal).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
       return;
     }
     if (job) this.settle(job, new UploadError({ kind: "file", message: `Hashing failed: ${message}` }));
@@ -464,18 +428,13 @@ class WorkerPool implements PartHasher {
       this.drop(slot);
       if (job) this.waiting.unshift(job);
     }
-    for (const job of this.waiting.splice(0)) this.inlineJob(job.part, job.signal, job.keep).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
+    for (const job of this.waiting.splice(0)) this.inline.hash(job.part, job.signal).then((h) => this.settle(job, undefined, h), (e: unknown) => this.settle(job, e));
   }
 
-  private inlineJob(part: Blob, signal: AbortSignal | undefined, keep: boolean): Promise<HashedPart> {
-    const inline = this.inline!;
-    return keep && inline.read ? inline.read(part, signal) : inline.hash(part, signal).then((sha256) => ({ sha256 }));
-  }
-
-  private settle(job: PoolJob, err: unknown, hashed?: HashedPart): void {
+  private settle(job: PoolJob, err: unknown, sha256?: string): void {
     job.signal?.removeEventListener("abort", job.onAbort);
     job.slot = undefined;
-    if (err === undefined) job.resolve(hashed!);
+    if (err === undefined) job.resolve(sha256!);
     else job.reject(err);
   }
 }

@@ -64,15 +64,6 @@ export interface SendPartsInput {
    * 4 × concurrency (no memory: a hash keeps no bytes).
    */
   lookahead?: number;
-  /**
-   * Bytes of parts read whole to hash them that may be held until their PUT
-   * succeeds (the parts in flight and those hashed ahead): such a PUT sends
-   * the bytes read, not the file's slice, which the browser would read from
-   * the file a second time. Where `concurrency + 1` parts fit, parts are
-   * hashed at most as far ahead as the rest holds; otherwise (and with 0,
-   * the default, or a hasher without `read`) every PUT sends its slice.
-   */
-  keepBytes?: number;
   stallTimeoutMs: number;
   /** The run's watch for a storage that never answers this page (a CORS refusal): each part's PUT goes through it. */
   reach?: StorageReach;
@@ -160,31 +151,6 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     const changed = () => new Promise<void>((resolve) => wake.push(resolve));
     stop.signal.addEventListener("abort", notify, { once: true });
 
-    // The bytes of parts read whole to hash them, held for their PUTs
-    // (retries included) within keepBytes: reserved when the part's hashing
-    // starts, released when it comes back without bytes or its sender ends.
-    const keepParts = hasher.read ? Math.floor((input.keepBytes ?? 0) / partSize) : 0;
-    const keeping = keepParts > input.concurrency;
-    const kept = new Map<number, ArrayBuffer>();
-    const reserved = new Set<number>();
-    const release = (n: number) => {
-      kept.delete(n);
-      reserved.delete(n);
-    };
-    const readPart = async (n: number): Promise<string> => {
-      if (!keeping || reserved.size >= keepParts) return hasher.hash(slice(n), stop.signal);
-      reserved.add(n);
-      try {
-        const got = await hasher.read!(slice(n), stop.signal);
-        if (got.bytes && reserved.has(n)) kept.set(n, got.bytes);
-        else reserved.delete(n);
-        return got.sha256;
-      } catch (e) {
-        reserved.delete(n);
-        throw e;
-      }
-    };
-
     // Each part's hash, started a few parts ahead of its PUT (in the pool's order).
     const hashing = new Map<number, Promise<string>>();
     let hashingNow = 0;
@@ -194,7 +160,7 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
       let p = hashing.get(n);
       if (!p) {
         hashingNow++;
-        p = (input.early?.get(n) ?? readPart(n)).then((h) => {
+        p = (input.early?.get(n) ?? hasher.hash(slice(n), stop.signal)).then((h) => {
           if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
           hashes.set(n, h);
           return h;
@@ -212,8 +178,7 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     // Hashed in bursts: once half the parts ahead are taken, the next ones
     // up to `lookahead` are hashed together, so that their URLs are asked
     // for together (one sign request for several parts, not one each).
-    // While parts keep their bytes, only as far ahead as the bytes held allow.
-    const lookahead = Math.max(1, Math.min(input.lookahead ?? input.concurrency * 4, keeping ? keepParts - input.concurrency : Infinity));
+    const lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
     const hashAhead = () => {
       const ahead = queue.slice(0, lookahead);
       if (ahead.filter((m) => hashing.has(m) || hashes.has(m)).length > lookahead / 2) return;
@@ -282,17 +247,9 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     };
 
     const sendOne = async (n: number) => {
-      try {
-        await sendPart(n);
-      } finally {
-        release(n);
-      }
-    };
-    const sendPart = async (n: number) => {
       const { start, end } = partRange(n, partSize, total);
+      const body = slice(n);
       await hashOf(n);
-      // Every attempt sends the same bytes: those hashed, kept until the PUT succeeds, or the file's slice.
-      const body = kept.get(n) ?? slice(n);
       let refreshes = 0;
       const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
       await retry(

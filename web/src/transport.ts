@@ -12,8 +12,7 @@ export interface PutRequest {
   url: string;
   method: string;
   headers: Record<string, string>;
-  /** A Blob (a slice of the file: the browser reads it as it sends), or bytes read already (a part read whole to hash it). */
-  body: Blob | ArrayBuffer;
+  body: Blob;
   signal?: AbortSignal;
   /** Give up when no upload progress was seen for this long, in ms (Infinity: never). */
   stallTimeoutMs?: number;
@@ -42,11 +41,6 @@ export function sendableHeaders(headers: Record<string, string>): Record<string,
     if (!FORBIDDEN.has(k.toLowerCase())) out[k] = v;
   }
   return out;
-}
-
-/** The bytes a PUT body holds. */
-export function bodySize(body: Blob | ArrayBuffer): number {
-  return body instanceof ArrayBuffer ? body.byteLength : body.size;
 }
 
 export const xhrTransport: PutTransport = (req) =>
@@ -79,7 +73,7 @@ export const xhrTransport: PutTransport = (req) =>
     xhr.responseType = "text";
     xhr.upload.onprogress = (e) => {
       armStallTimer();
-      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : bodySize(req.body));
+      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body.size);
     };
     xhr.onload = () => {
       cleanup();

@@ -119,7 +119,7 @@ class FakeWorker implements WorkerLike {
     FakeWorker.running++;
     FakeWorker.maxRunning = Math.max(FakeWorker.maxRunning, FakeWorker.running);
     FakeWorker.jobs.push(job);
-    void hashFile(job.blob, { chunkBytes: job.chunkBytes, wholeBytes: job.wholeBytes, keep: job.keep }).then(async (hashes) => {
+    void hashFile(job.blob, { chunkBytes: job.chunkBytes, wholeBytes: job.wholeBytes }).then(async (hashes) => {
       await new Promise((r) => setTimeout(r, 2));
       FakeWorker.running--;
       if (!this.dead) this.onmessage?.({ data: { type: "done", id: job.id, hashes } });
@@ -153,30 +153,6 @@ describe("workerPool: parts hashed in a few workers", () => {
     assert.equal(FakeWorker.started, 3, "workers are kept for the next parts");
     pool.close();
     assert.equal(FakeWorker.terminated, 3);
-  });
-
-  it("hands back the bytes of a part read whole when asked to (read), none when it was read in chunks or not asked (hash)", async () => {
-    for (const { wholeBytes, call, keep, bytes } of [
-      { wholeBytes: 1000, call: "read", keep: true, bytes: true },
-      // Its share (500) is less than the part: read in chunks, nothing to hand back.
-      { wholeBytes: 999, call: "read", keep: true, bytes: false },
-      { wholeBytes: 1000, call: "hash", keep: false, bytes: false },
-    ] as const) {
-      FakeWorker.reset();
-      const pool = workerPool({ url: "hash-worker.js", size: 2, chunkBytes: 100, wholeBytes, newWorker: () => new FakeWorker() });
-      const part = new Blob([randomBytes(500)]);
-      const want = new Uint8Array(await part.arrayBuffer());
-      const got = call === "read" ? await pool.read!(part) : { sha256: await pool.hash(part) };
-      assert.equal(got.sha256, sha(want), `${call}, wholeBytes ${wholeBytes}`);
-      assert.deepEqual(
-        FakeWorker.jobs.map((j) => j.keep),
-        [keep],
-        `${call}, wholeBytes ${wholeBytes}: the job asks for the bytes`,
-      );
-      if (bytes) assert.deepEqual(new Uint8Array(got.bytes!), want, `${call}, wholeBytes ${wholeBytes}: the part's bytes`);
-      else assert.equal(got.bytes, undefined, `${call}, wholeBytes ${wholeBytes}: no bytes`);
-      pool.close();
-    }
   });
 
   it("shares wholeBytes among its workers: each reads whole a part of at most its share", async () => {

@@ -4,7 +4,6 @@ import { describe, it } from "node:test";
 import { createHash } from "node:crypto";
 import { MAX_PARTS, choosePartSize, type UploadEvent } from "../src/client.js";
 import { inlinePartHasher } from "../src/hash.js";
-import type { PutRequest } from "../src/transport.js";
 import { countNativeDigests, makeFile, sha256hex } from "./fakes.js";
 import { failure, until, world } from "./world.js";
 
@@ -111,76 +110,6 @@ describe("UploadClient: multipart", () => {
     } finally {
       native.restore();
     }
-  });
-
-  it("sends the bytes it read to hash a part, holding those of at most keepPartBytes of parts at once", async () => {
-    const file = makeFile("movie.mp4", 20_000); // 20 parts of 1,000 bytes
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    for (const { keepPartBytes, maxHeld, sentRead } of [
-      // The default (64 MiB) holds every part's bytes but the first 4 (hashed while the upload is
-      // created); here the parts hashed ahead (4 × 4) bound them, not the bytes.
-      { keepPartBytes: undefined, maxHeld: 20, sentRead: 16 },
-      // 6 parts: 4 in flight and 2 hashed ahead.
-      { keepPartBytes: 6_000, maxHeld: 6, sentRead: 16 },
-      { keepPartBytes: 6_999, maxHeld: 6, sentRead: 16 },
-      // Fewer than 4 in flight + 1: every PUT sends its slice of the file, as before.
-      { keepPartBytes: 4_999, maxHeld: 0, sentRead: 0 },
-      { keepPartBytes: 0, maxHeld: 0, sentRead: 0 },
-    ]) {
-      const w = world();
-      const inner = inlinePartHasher(400, 64 << 20);
-      // Bytes handed back and not yet sent and answered: what the client holds.
-      let held = 0;
-      let most = 0;
-      const counting = {
-        hash: (part: Blob, signal?: AbortSignal) => inner.hash(part, signal),
-        read: async (part: Blob, signal?: AbortSignal) => {
-          const got = await inner.read!(part, signal);
-          if (got.bytes) most = Math.max(most, ++held);
-          return got;
-        },
-        close: () => inner.close(),
-      };
-      // PUTs slower than hashing, so that parts are hashed as far ahead as they may be.
-      w.server.onPartPut = async () => {
-        await new Promise((r) => setTimeout(r, 20));
-      };
-      const transport = async (req: PutRequest) => {
-        const res = await w.server.transport(req);
-        if (req.body instanceof ArrayBuffer && res.status === 200) held--;
-        return res;
-      };
-      const { client } = w.page({ ...small, partConcurrency: 4, keepPartBytes, partHasher: () => counting, transport });
-      const done = await client.start(file);
-      assert.equal(done.status, "completed", `keepPartBytes ${keepPartBytes}`);
-      const sent = w.server.puts.filter((p) => p.body instanceof ArrayBuffer);
-      assert.equal(sent.length, sentRead, `keepPartBytes ${keepPartBytes}: PUTs that sent the bytes read`);
-      assert.ok(most <= maxHeld, `keepPartBytes ${keepPartBytes}: ${most} parts' bytes held at once, want at most ${maxHeld}`);
-      for (const p of sent) {
-        const n = p.partNumber!;
-        assert.deepEqual(new Uint8Array(p.body as ArrayBuffer), bytes.subarray((n - 1) * 1000, n * 1000), `part ${n}'s bytes`);
-      }
-    }
-  });
-
-  it("resends the very bytes it read when a part's PUT is retried, and S3 takes them", async () => {
-    const w = world();
-    const file = makeFile("movie.mp4", FILE);
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    // Part 6 is hashed after the upload is created (parts 1-4 are hashed while it is): it keeps its bytes.
-    w.server.partFaults.set(6, [{ status: 500 }, "drop", "lose-response"]);
-    const { client } = w.page({ ...small, partConcurrency: 4 });
-    const done = await client.start(file);
-    assert.equal(done.status, "completed");
-    const tries = w.server.puts.filter((p) => p.partNumber === 6);
-    assert.equal(tries.length, 4, "part 6: a 500, a dropped connection, a lost answer, then its answer");
-    const first = tries[0].body;
-    assert.ok(first instanceof ArrayBuffer, `part 6 sent the bytes read to hash it, not a slice (${Object.prototype.toString.call(first)})`);
-    for (const [i, t] of tries.entries()) {
-      assert.equal(t.body, first, `part 6, try ${i + 1}: the same bytes`);
-      assert.deepEqual(new Uint8Array(t.body), bytes.subarray(5000, 5500), `part 6, try ${i + 1}: the file's bytes`);
-    }
-    assert.deepEqual(w.server.completeBodies()[0]?.parts?.[5], { partNumber: 6, sha256: sha256hex(bytes.subarray(5000, 5500)) });
   });
 
   it("sends the first part before the last one is hashed, hashing a bounded number of parts ahead", async () => {
