@@ -65,6 +65,12 @@ func (p *functionPool) acquire(ctx context.Context) (Invoker, error) {
 		return inst, nil
 	case p.slots <- struct{}{}:
 		inst, err := p.start(ctx)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errPoolClosed) {
+			// Once more: an instance picks free ports as it starts, and on a
+			// busy machine another process can take one first. Lambda starts
+			// instances without such races, so a request never sees one.
+			inst, err = p.start(ctx)
+		}
 		if err != nil {
 			<-p.slots
 			return nil, fmt.Errorf("start an instance of %s: %w", p.name, err)

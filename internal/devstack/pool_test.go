@@ -171,3 +171,30 @@ func TestPoolRetiresLostInstances(t *testing.T) {
 type invokerFunc func() ([]byte, error)
 
 func (f invokerFunc) Invoke(context.Context, []byte) ([]byte, error) { return f() }
+
+// An instance that fails to start (another process took the port it
+// picked) is started once more, so the request it was for is served; a
+// second failure is the request's error.
+func TestPoolStartsAFailedInstanceOnceMore(t *testing.T) {
+	echo := func(_ context.Context, ev echoEvent) (echoEvent, error) { return ev, nil }
+	for _, c := range []struct {
+		failures, starts int
+		ok               bool
+	}{{0, 1, true}, {1, 2, true}, {2, 2, false}} {
+		var starts int
+		pool := newFunctionPool("echo", 2, func(context.Context) (Invoker, error) {
+			starts++
+			if starts <= c.failures {
+				return nil, errors.New("listen tcp 127.0.0.1:40000: bind: address already in use")
+			}
+			return lambda.NewHandler(echo), nil
+		})
+		_, err := pool.Invoke(context.Background(), []byte(`{"caller":1}`))
+		if (err == nil) != c.ok || starts != c.starts {
+			t.Errorf("%d failed starts: %d starts, error %v; want %d starts, served %v", c.failures, starts, err, c.starts, c.ok)
+		}
+		if !c.ok && pool.instances() != 0 {
+			t.Errorf("%d failed starts: %d instances counted, want 0", c.failures, pool.instances())
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -44,15 +45,50 @@ func startStack(t *testing.T, rie bool, with ...func(*Config)) *Stack {
 		testenv.RequireTools(t, "aws-lambda-rie")
 		cfg.BootstrapDir = testenv.Bootstraps(t, "")
 	}
+	// The stack's warnings and errors (a function that failed, an instance
+	// that did not start) are shown with a failing test: a 500 from the
+	// front door says nothing of why.
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, f := range with {
 		f(&cfg)
 	}
+	t.Cleanup(func() {
+		if t.Failed() && logs.Len() > 0 {
+			t.Logf("the local stack logged:\n%s", logs)
+		}
+	})
 	st, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// lockedBuffer is a bytes.Buffer that the stack's goroutines may write to
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type answer struct {
