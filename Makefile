@@ -43,9 +43,16 @@ tools:
 dev-tools:
 	@bash scripts/install-tools.sh --dev
 
+# web/'s npm packages, installed again only when its package files change
+# (make lint, web and web-build each need them; one npm ci serves all three).
+WEB_DEPS := web/node_modules/.installed
+$(WEB_DEPS): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # The browser demo (web/dist) without the lint and unit tests of make web.
-web-build:
-	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
+web-build: $(WEB_DEPS)
+	cd web && npm run build
 
 .PHONY: dev-tools web-build test-minio
 
@@ -60,7 +67,7 @@ dev: dev-tools
 
 GOTOOL := $(GO) tool -modfile=tools/go.mod
 
-lint: tools
+lint: tools $(WEB_DEPS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 	@out=$$($(GOTOOL) goimports -local github.com/onceupload/onceupload -l $$(git ls-files '*.go')); \
 		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
@@ -70,7 +77,6 @@ lint: tools
 	cfn-lint template.yaml examples/*/template.yaml
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(TOOLS)/redocly lint --format=stylish openapi.yaml
 	@# The browser client's wire types are generated from openapi.yaml and tracked.
-	@[ -x web/node_modules/.bin/openapi-typescript ] || (cd web && npm ci --no-audit --no-fund --loglevel=error)
 	@cd web && npm run --silent gen -- --check || { echo "web/src/openapi.gen.ts is not what openapi.yaml generates: run cd web && npm run gen"; exit 1; }
 
 # Unit and integration tests. Integration tests start the servers they need
@@ -118,8 +124,8 @@ fuzz:
 
 # Browser client and demo (web/): pinned npm tools, build web/dist, unit
 # tests. go test ./web then drives Chromium against the local stack.
-web:
-	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run lint && npm run build && npm test
+web: $(WEB_DEPS)
+	cd web && npm run lint && npm run build && npm test
 
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing. It builds what it measures: the
