@@ -80,11 +80,18 @@ lint: tools $(WEB_DEPS)
 	@cd web && npm run --silent gen -- --check || { echo "web/src/openapi.gen.ts is not what openapi.yaml generates: run cd web && npm run gen"; exit 1; }
 
 # Unit and integration tests. Integration tests start the servers they need
-# (dynoxide, dynalite, Versity Gateway) on free ports and stop them;
-# REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
-# Then test-minio's tests.
+# (dynoxide, dynalite, Versity Gateway, MinIO, Redis) on free ports and stop
+# them; REQUIRE_INTEGRATION=1 makes a missing server a failure, not a skip.
+# Then test-minio's tests and the fuzz targets.
+#
+# go test runs two test binaries at a time, taking packages in the order
+# given: the longest (the browser's, about four minutes) go first, so that
+# the rest run beside them instead of after. (MinIO's tests and fuzzing
+# beside the main pass as well saved nothing: on two cores they slowed it by
+# as much, and timing-bound tests began to fail.)
+LONG_PACKAGES := ./web/ ./internal/devstack/ ./pkg/client/
 test: lint web
-	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race ./...
+	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race $(LONG_PACKAGES) ./...
 	$(minio_tests)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
 
