@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -520,12 +521,23 @@ func newHarnessServing(t *testing.T, static string) *harness {
 	return &harness{t: t, node: node, st: st, s3: testenv.S3Client(st.S3URL, nil)}
 }
 
+// TestMain starts each run with an empty test-results/ (screenshots).
+func TestMain(m *testing.M) {
+	if err := os.RemoveAll("test-results"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// TestBrowser and TestBrowserLarge each have a stack of their own and run
+// side by side: a browser scenario mostly waits, and together they are the
+// longest package of make test. (TestBrowserPackage runs before both: its
+// npm pack builds dist/ again, which they serve.)
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	st := h.st
-	if err := os.RemoveAll("test-results"); err != nil {
-		t.Fatal(err)
-	}
 
 	t.Run("upload", func(t *testing.T) {
 		before := h.objects(t)
@@ -855,8 +867,6 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("new objects %v, want none", added)
 		}
 	})
-
-	t.Run("large", func(t *testing.T) { testLargeFiles(t, h) })
 
 	// A new user's first hour: each state of the page checked in the
 	// browser (test/e2e.mjs ux) and photographed.

@@ -238,10 +238,11 @@ func (h *harness) fillMultipartPlaces(t *testing.T) []string {
 	return nil
 }
 
-// testLargeFiles: files over 64 MiB in parts, hashed in a worker, resumed
-// after a reload, discarded, through network drops; a 40 MiB single PUT
-// through a 4 s cut.
-func testLargeFiles(t *testing.T, h *harness) {
+// Files over 64 MiB in parts, hashed in a worker, resumed after a reload,
+// discarded, through network drops; a 40 MiB single PUT through a 4 s cut.
+func TestBrowserLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
 	dir := t.TempDir()
 	s3Host := hostOf(t, h.st.S3URL)
 	limit := 5 * time.Minute
