@@ -85,7 +85,7 @@ lint: tools $(WEB_DEPS)
 # Then test-minio's tests and the fuzz targets.
 #
 # go test runs two test binaries at a time, taking packages in the order
-# given: the longest (the browser's, about four minutes) go first, so that
+# given: the longest (the browser's, about three minutes) go first, so that
 # the rest run beside them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
