@@ -524,6 +524,13 @@ func TestMismatchRemovalSparesAReplacement(t *testing.T) {
 func TestLateEventAfterExpiryIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 2*time.Hour) // PRESIGN_TTL longer than the 1 h keys
+	// Signed at the env's clock, which the claim's expiry is counted from:
+	// the SDK's own signer reads the wall clock, which has moved on since
+	// newEnv read it, and a second boundary between the two made the URL
+	// look as if it outlived the claim.
+	e.svc = e.withPresigner(upload.NewPresignerWith(e.objectsClient, e.bucket, func(o *s3.PresignOptions) {
+		o.Presigner = clockSigner{signer: v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true }), now: e.Now}
+	}))
 	content := []byte("accepted just in time")
 	reply, err := e.svc.Create(ctx, "tenant", "key-late-event-0001", requestFor(content, "text/plain"))
 	if err != nil {

@@ -306,8 +306,13 @@ func (l *lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // one upload, one object. Every API request carries the token the Token
 // option gives, and the upload is that token's tenant's.
 func TestExpiredURLIsRefreshed(t *testing.T) {
-	st := startStack(t, map[string]string{"PRESIGN_TTL": "1s"})
-	late := &lateTransport{wait: 2100 * time.Millisecond} // SigV4 expiry is in whole seconds
+	// SigV4 counts whole seconds from the signing second, so a URL of
+	// PRESIGN_TTL=2s lasts between 1 and 2 s: the held PUT's has surely
+	// expired after 3.1 s, and the fresh one still works when the PUT comes
+	// (with 1s, it could have lasted a few milliseconds, and a busy machine
+	// saw it expire too).
+	st := startStack(t, map[string]string{"PRESIGN_TTL": "2s"})
+	late := &lateTransport{wait: 3100 * time.Millisecond}
 	token := unsignedJWT(`{"sub":"alice"}`)
 	var tokenCalls atomic.Int32
 	c, _ := client.New(st.APIURL, fastRetries, func(o *client.Options) {
