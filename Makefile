@@ -91,7 +91,7 @@ lint: tools $(WEB_DEPS)
 # as much, and timing-bound tests began to fail.)
 LONG_PACKAGES := ./web/ ./internal/devstack/ ./pkg/client/
 test: lint web
-	REQUIRE_INTEGRATION=1 $(GO) test -p 3 -count=1 -race $(LONG_PACKAGES) ./...
+	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race $(LONG_PACKAGES) ./...
 	$(minio_tests)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
 
