@@ -13,6 +13,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
 
 // ErrMissingKey: the request carries no idempotency key (KeyPath resolves
@@ -127,9 +129,12 @@ const cleanupTimeout = 10 * time.Second
 //     (or panics) it releases the claim so that a retry runs fn again, and
 //     returns fn's error.
 //
-// An expired record (the store's Options.TTL) counts as absent. If the
-// response cannot be recorded, the wrapper returns it together with an
-// error: fn has run, but a retry may run it again.
+// An expired record (the store's Options.TTL) counts as absent. A store
+// that is unavailable when the response is to be recorded is asked again,
+// with full-jitter backoff, until ctx's deadline (at most 10 s): fn has
+// run, and a claim left in progress would let a later delivery run it
+// again. If the response still cannot be recorded, the wrapper returns it
+// together with an error: fn has run, but a retry may run it again.
 //
 // When POWERTOOLS_IDEMPOTENCY_DISABLED ([DisabledEnv]) is true, read on
 // every request, the wrapper only runs fn: see [DisabledEnv].
@@ -241,14 +246,60 @@ func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, er
 		err = fmt.Errorf("idempotency: encode the response of %s: %w", rec.ID, err)
 		return resp, errors.Join(err, release())
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	done, err := w.store.Complete(cctx, rec.ID, rec.ClaimID, Response{Body: body})
+	done, err := w.recordResponse(ctx, rec, body)
 	if err != nil {
 		return resp, fmt.Errorf("idempotency: record the response of %s: %w", rec.ID, err)
 	}
 	w.cache.put(done)
 	return resp, nil
+}
+
+// recordBackoff is the wait before asking an unavailable store again to
+// record a response: the SDK's standard full jitter, from 50 ms doubling
+// to at most a second (a second from the start for a throttle).
+var recordBackoff = retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = time.Second })
+
+// recordResponse completes rec's claim with body. fn has run by now, so giving up
+// early is costly: the claim would stay in progress until its lease runs
+// out, and the next delivery would run fn again. So a store that is
+// unavailable (ErrUnavailable: the client's own quick retries are spent)
+// is asked again after recordBackoff's wait, for as long as ctx's deadline
+// and cleanupTimeout both allow; the first attempt is always made, even
+// past the deadline. An attempt that finds the record completed by this
+// very claim met its own earlier write, whose answer was lost: that is a
+// success, not ErrAlreadyCompleted.
+func (w *wrapper[Req, Resp]) recordResponse(ctx context.Context, rec Record, body []byte) (Record, error) {
+	stop := time.Now().Add(cleanupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(stop) {
+		stop = d
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		done, err := w.store.Complete(cctx, rec.ID, rec.ClaimID, Response{Body: body})
+		var conflict *ConflictError
+		switch {
+		case err == nil:
+			return done, nil
+		case errors.As(err, &conflict) && errors.Is(err, ErrAlreadyCompleted) && conflict.Existing.ClaimID == rec.ClaimID:
+			w.Logger.DebugContext(ctx, "idempotency: recorded by an earlier attempt whose answer was lost", "id", rec.ID, "attempts", attempt)
+			return conflict.Existing, nil
+		case !errors.Is(err, ErrUnavailable):
+			return Record{}, err
+		}
+		wait, werr := recordBackoff.RetryDelay(attempt, err)
+		if werr != nil || time.Now().Add(wait).After(stop) {
+			return Record{}, fmt.Errorf("after %d attempts: %w", attempt, err)
+		}
+		w.Logger.WarnContext(ctx, "idempotency: store unavailable to record a response; asking again", "id", rec.ID, "attempt", attempt, "wait", wait, "error", err)
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-cctx.Done():
+			timer.Stop()
+			return Record{}, fmt.Errorf("after %d attempts: %w", attempt, err)
+		}
+	}
 }
 
 // replay answers with rec's recorded response, from the store or, if

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -294,6 +295,33 @@ func (f failingStore) Release(ctx context.Context, id idempotency.ID, claim stri
 	return f.MemoryStore.Release(ctx, id, claim)
 }
 
+// flakyCompleteStore counts Complete's attempts on top of a MemoryStore.
+// The first failures attempts fail with err (default: ErrUnavailable)
+// without writing; then the next lostAnswers attempts write, but their
+// answer is lost: the caller gets ErrUnavailable.
+type flakyCompleteStore struct {
+	*idempotency.MemoryStore
+	failures, lostAnswers int64
+	err                   error
+	attempts              atomic.Int64
+}
+
+func (f *flakyCompleteStore) Complete(ctx context.Context, id idempotency.ID, claim string, resp idempotency.Response) (idempotency.Record, error) {
+	n := f.attempts.Add(1)
+	switch {
+	case n <= f.failures && f.err != nil:
+		return idempotency.Record{}, f.err
+	case n <= f.failures:
+		return idempotency.Record{}, fmt.Errorf("complete %s: %w: throttled", id, idempotency.ErrUnavailable)
+	case n <= f.failures+f.lostAnswers:
+		if _, err := f.MemoryStore.Complete(ctx, id, claim, resp); err != nil {
+			return idempotency.Record{}, err
+		}
+		return idempotency.Record{}, fmt.Errorf("complete %s: %w: connection reset", id, idempotency.ErrUnavailable)
+	}
+	return f.MemoryStore.Complete(ctx, id, claim, resp)
+}
+
 func TestMakeIdempotentStoreFailures(t *testing.T) {
 	ctx := context.Background()
 	unavailable := errors.New("throttled")
@@ -306,6 +334,74 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		got, err := call(ctx, newOrder("k-1", "{}"))
 		if !errors.Is(err, unavailable) || got.OrderID != "o-1" {
 			t.Fatalf("got %+v, %v; want the response and the store's error", got, err)
+		}
+	})
+	t.Run("a store unavailable to record is asked again until it records", func(t *testing.T) {
+		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 3}
+		var runs atomic.Int64
+		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) {
+			return receipt{OrderID: "o-1", Run: runs.Add(1)}, nil
+		}, opts)
+		if _, err := call(ctx, newOrder("k-1", "{}")); err != nil {
+			t.Fatalf("err = %v, want the response recorded on the fourth attempt", err)
+		}
+		if got := store.attempts.Load(); got != 4 {
+			t.Errorf("%d attempts to record, want 4 (three unavailable, then recorded)", got)
+		}
+		if got, err := call(ctx, newOrder("k-1", "{}")); err != nil || got.Run != 1 {
+			t.Fatalf("retry: %+v, %v; want run 1's recorded response", got, err)
+		}
+	})
+	t.Run("a write whose answer was lost is recorded, not a duplicate", func(t *testing.T) {
+		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), lostAnswers: 1}
+		var runs atomic.Int64
+		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) {
+			return receipt{OrderID: "o-1", Run: runs.Add(1)}, nil
+		}, opts)
+		if got, err := call(ctx, newOrder("k-1", "{}")); err != nil || got.Run != 1 {
+			t.Fatalf("got %+v, %v; want run 1's response and no error", got, err)
+		}
+		if got, err := call(ctx, newOrder("k-1", "{}")); err != nil || got.Run != 1 || runs.Load() != 1 {
+			t.Fatalf("retry: %+v, %v after %d runs; want run 1's recorded response", got, err, runs.Load())
+		}
+	})
+	t.Run("a handler that used up its deadline gets one attempt to record", func(t *testing.T) {
+		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20}
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		call := idempotency.MakeIdempotent(store, func(ctx context.Context, _ order) (receipt, error) {
+			<-ctx.Done()
+			return receipt{OrderID: "o-1"}, nil
+		}, opts)
+		got, err := call(dctx, newOrder("k-1", "{}"))
+		if !errors.Is(err, idempotency.ErrUnavailable) || got.OrderID != "o-1" {
+			t.Fatalf("got %+v, %v; want the response with the store's error", got, err)
+		}
+		if n := store.attempts.Load(); n != 1 {
+			t.Errorf("%d attempts to record past the deadline, want 1", n)
+		}
+	})
+	t.Run("a store that stays unavailable is asked until the deadline", func(t *testing.T) {
+		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20}
+		dctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+		defer cancel()
+		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
+		got, err := call(dctx, newOrder("k-1", "{}"))
+		if !errors.Is(err, idempotency.ErrUnavailable) || got.OrderID != "o-1" {
+			t.Fatalf("got %+v, %v; want the response with the store's error", got, err)
+		}
+		if n := store.attempts.Load(); n < 2 {
+			t.Errorf("%d attempts to record in 400 ms, want at least 2 (the first wait is at most 50 ms)", n)
+		}
+	})
+	t.Run("an error a retry cannot cure is not retried", func(t *testing.T) {
+		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20, err: unavailable}
+		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
+		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, unavailable) {
+			t.Fatalf("err = %v, want the store's", err)
+		}
+		if n := store.attempts.Load(); n != 1 {
+			t.Errorf("%d attempts to record, want 1", n)
 		}
 	})
 	t.Run("a failed release is reported with the handler's error", func(t *testing.T) {
