@@ -42,8 +42,9 @@ import (
 //
 // A complete that loses a race answers with what won (settleLost): the
 // completed body of a twin, ErrNotPending for an abort, ErrInProgress
-// while a twin is still at work at S3; never parts missing or unavailable
-// for what another request did.
+// while a twin or an abort is still at work at S3; never parts missing or
+// unavailable for what another request did, and never ErrNotPending from
+// an abort's intent alone (settleAborting).
 //
 // Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
 // *PartsMismatchError, *api.RequestError, the store's.
@@ -183,9 +184,10 @@ func (s *Service) completeMultipart(ctx context.Context, rec uploadrecord.Stored
 // its list of parts short (refused a *PartsMissingError), or its parts
 // refused (refused, the answer if nothing else explains it). What rec
 // said when the complete began is stale by then, so the record is read
-// again first: completed by a twin, the completed body; aborted, or an
-// abort under way (its intent is recorded before S3 is asked), not
-// pending. Still pending, S3 decides: a gone upload is settled by its
+// again first: completed by a twin, the completed body; aborted, not
+// pending; an abort under way (its intent is recorded before S3 is
+// asked), settled by S3 (settleAborting). Still pending, S3 decides too: a
+// gone upload is settled by its
 // object (settleGone: a twin's object is recorded; without one, a twin is
 // still at work: in progress), a short list is taken again, and a refused
 // Complete whose object is there was a twin's, and is recorded.
@@ -199,7 +201,7 @@ func (s *Service) settleLost(ctx context.Context, rec uploadrecord.Stored, refus
 	case refused == nil:
 		return s.settleGone(ctx, now, false)
 	case now.State == stateAborting:
-		return now, ErrNotPending
+		return s.settleAborting(ctx, now)
 	}
 	if _, ok := refused.(*PartsMissingError); ok {
 		// S3 may list the parts one by one after it found the upload
@@ -226,6 +228,28 @@ func (s *Service) settleLost(ctx context.Context, rec uploadrecord.Stored, refus
 	obj, foreign := s.objectFromHead(now.ObjectKey, head)
 	done, outcome, err := s.recordCompletion(ctx, now.ID, now.ClaimID, obj, foreign)
 	return completion(now, done, outcome, err)
+}
+
+// settleAborting answers a complete refused while an abort is under way.
+// The abort's intent is not its outcome: a twin's Complete may have taken
+// the upload at S3 before the abort got there, and then the abort finds
+// the object and the upload ends completed. So S3 decides: the upload
+// gone, its object does (settleGone: a twin's object is recorded, none
+// means aborted); the upload still there, the abort has yet to reach it,
+// and the complete answers in progress, so that its retry meets the
+// outcome rather than the intent.
+func (s *Service) settleAborting(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
+	// One part is enough to learn whether the upload is there.
+	_, err := s.objects.ListParts(ctx, &s3.ListPartsInput{
+		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID), MaxParts: aws.Int32(1),
+	})
+	switch {
+	case isNoSuchUpload(err):
+		return s.settleGone(ctx, rec, false)
+	case err != nil:
+		return rec, fmt.Errorf("complete %s: list parts: %w", rec.ClaimID, recordstore.Classify(err))
+	}
+	return rec, fmt.Errorf("complete %s: an abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 }
 
 // reread reads rec's record again, as ownRecord does.
@@ -316,8 +340,8 @@ func (s *Service) recordSHA256(ctx context.Context, rec uploadrecord.Stored, sum
 		// recorded another one since rec was read.
 		return rec, errSHA256Differs
 	case errors.Is(err, recordstore.ErrMismatch):
-		// Not pending: an abort has begun.
-		return rec, ErrNotPending
+		// Not pending: an abort has begun, and S3 says how it ends.
+		return s.settleAborting(ctx, rec)
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: record sha256: %w", rec.ClaimID, err)
 	}
