@@ -1,0 +1,91 @@
+package testenv
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceupload/onceupload/pkg/api"
+)
+
+// EventSink is an events endpoint for a local stack (devstack.Config
+// EventsURL): it takes every upload event it is given and counts them by
+// upload id, so that a test can say "exactly one event per upload".
+type EventSink struct {
+	URL string
+
+	mu      sync.Mutex
+	events  map[string][]string // upload id → detail-types, in arrival order
+	changed chan struct{}       // closed (and replaced) on each event
+}
+
+// NewEventSink starts an EventSink, stopped when t ends (after the stack,
+// if the stack was started later: cleanups run last first).
+func NewEventSink(t testing.TB) *EventSink {
+	t.Helper()
+	s := &EventSink{events: map[string][]string{}, changed: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+func (s *EventSink) serve(w http.ResponseWriter, r *http.Request) {
+	var e struct {
+		DetailType string          `json:"detail-type"`
+		Detail     api.EventDetail `json:"detail"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &e); err != nil || e.Detail.UploadID == "" {
+		http.Error(w, "not an upload event", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events[e.Detail.UploadID] = append(s.events[e.Detail.UploadID], e.DetailType)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Events returns the detail-types of the events of each upload so far.
+func (s *EventSink) Events() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.events))
+	for id, types := range s.events {
+		out[id] = append([]string(nil), types...)
+	}
+	return out
+}
+
+// WaitFor waits until each of uploadIDs has had an event, and fails t if
+// that takes more than a minute (the stack reads its stream four times a
+// second: only a lost event takes that long).
+func (s *EventSink) WaitFor(t testing.TB, uploadIDs ...string) {
+	t.Helper()
+	give := time.NewTimer(time.Minute)
+	defer give.Stop()
+	for {
+		s.mu.Lock()
+		var missing []string
+		for _, id := range uploadIDs {
+			if len(s.events[id]) == 0 {
+				missing = append(missing, id)
+			}
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		if len(missing) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-give.C:
+			t.Fatalf("no event after a minute for uploads %v", missing)
+		}
+	}
+}
