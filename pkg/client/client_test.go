@@ -3,10 +3,14 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,6 +264,55 @@ func TestNetworkErrorsAreRetried(t *testing.T) {
 	}
 	if calls != 2 || len(*waits) != 1 {
 		t.Errorf("%d calls, waits %v", calls, *waits)
+	}
+}
+
+// An answer whose body is cut while it is read (the connection closed or
+// reset mid-body, wherever that falls) is no answer: the request is sent
+// again, as after any network failure. A chunked body cut after its last
+// chunk, before the final CRLF, fails with net/http's "unexpected EOF
+// reading trailer", which is neither io.EOF nor a net.Error.
+func TestAnswersCutWhileReadAreRetried(t *testing.T) {
+	t.Parallel()
+	head := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+	chunk := fmt.Sprintf("%x\r\n%s\r\n", len(created), created)
+	for _, tc := range []struct {
+		name, answer string
+		reset        bool
+	}{
+		{"chunked, cut before the trailer", head + "Transfer-Encoding: chunked\r\n\r\n" + chunk + "0\r\n", false},
+		{"chunked, reset before the trailer", head + "Transfer-Encoding: chunked\r\n\r\n" + chunk + "0\r\n", true},
+		{"chunked, cut mid-chunk", head + "Transfer-Encoding: chunked\r\n\r\n" + chunk[:20], false},
+		{"Content-Length, cut short", head + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(created)) + created[:20], false},
+		{"Content-Length, reset", head + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(created)) + created[:20], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) > 1 {
+					w.WriteHeader(201)
+					_, _ = w.Write([]byte(created))
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				conn, buf, _ := w.(http.Hijacker).Hijack()
+				_, _ = buf.WriteString(tc.answer)
+				_ = buf.Flush()
+				if tc.reset {
+					_ = conn.(*net.TCPConn).SetLinger(0)
+				}
+				conn.Close()
+			}))
+			defer srv.Close()
+			c, waits := testClient(t, srv.URL)
+			if _, err := c.Create(context.Background(), "key-0123456789abcdef", req); err != nil {
+				t.Fatalf("create: %v; want it sent again and answered", err)
+			}
+			if n := calls.Load(); n != 2 || len(*waits) != 1 {
+				t.Errorf("%d attempts, waits %v; want 2 attempts, one wait", n, *waits)
+			}
+		})
 	}
 }
 

@@ -257,6 +257,13 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 			// Enough for the largest answer: a list of 10,000 parts.
 			body, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 			resp.Body.Close()
+			if err != nil {
+				// An answer cut while it is read is no answer: a transport
+				// failure, as net/http wraps those, whatever the cause's
+				// type (a chunked body cut before its final CRLF is "http:
+				// unexpected EOF reading trailer", no io.EOF or net.Error).
+				err = &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+			}
 		}
 		if attempt == 1 {
 			firstEnded = c.opts.now()
@@ -324,6 +331,14 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 			return nil, nil, fail
 		}
 	}
+}
+
+// urlErrorOp is a *url.Error's Op for method, as net/http spells it: "Put".
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 // call sends an API request about one upload and decodes the answer.
