@@ -50,6 +50,13 @@ func (s *tokenSource) token(ctx context.Context) (string, error) {
 		}
 		t, err := runTokenCommand(ctx, s.command)
 		if err != nil {
+			if s.cached != "" && !client.FreshToken(ctx) && s.clock().Before(s.expires) {
+				// Fetched ahead of its expiry, and the command failed
+				// (its service unreachable while the network is down,
+				// say): the token in hand still works. It is run again
+				// for the next request.
+				return s.cached, nil
+			}
 			return "", err
 		}
 		s.cached, s.expires = t, jwtExpiry(t)

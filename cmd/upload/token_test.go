@@ -81,3 +81,47 @@ func TestOneTokenFlag(t *testing.T) {
 		t.Errorf("--help does not say that a rerun with a new token resumes: %q", errOut.String())
 	}
 }
+
+// A JWT is fetched again in its last minute; when the command fails then
+// (its token service is unreachable: the network is down for a moment),
+// the token it gave, still valid, goes on being used rather than ending
+// the run. Once it has expired, or when the API refused it, the failure
+// is the command's.
+func TestTokenCommandFailingBeforeExpiry(t *testing.T) {
+	dir := t.TempDir()
+	enc := base64.RawURLEncoding.EncodeToString
+	jwt := func(exp time.Time) string {
+		return enc([]byte(`{}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":"x","exp":%d}`, exp.Unix()))) + ".s"
+	}
+	// The command works once, then cannot reach its service.
+	once := func(token string) string {
+		marker := filepath.Join(t.TempDir(), "ran")
+		return fmt.Sprintf(`if [ -e %[1]q ]; then echo "Could not connect to the endpoint URL" >&2; exit 255; fi; touch %[1]q; echo %[2]s`, marker, token)
+	}
+
+	t.Run("a run", func(t *testing.T) {
+		f := newReplayAPI(t, "store")
+		var out, errOut bytes.Buffer
+		args := []string{"--api", f.srv.URL, "--state", filepath.Join(dir, "s.json"), "--quiet", "--token-command", once(jwt(time.Now().Add(50 * time.Second))), tempFile(t, 100)}
+		if code := run(context.Background(), args, &out, &errOut, nil); code != exitOK {
+			t.Errorf("exit %d, stderr %q; want %d: the token was still valid", code, errOut.String(), exitOK)
+		}
+	})
+
+	now := time.Unix(1_800_000_000, 0)
+	exp := now.Add(50 * time.Second)
+	s := &tokenSource{command: once(jwt(exp)), now: func() time.Time { return now }}
+	ctx := context.Background()
+	for i := range 2 {
+		if got, err := s.token(ctx); got != jwt(exp) || err != nil {
+			t.Fatalf("call %d, exp 50 s away: %q, %v; want the JWT", i, got, err)
+		}
+	}
+	if _, err := s.token(client.WithFreshToken(ctx)); err == nil || !strings.Contains(err.Error(), "Could not connect") {
+		t.Errorf("asked for a fresh one: %v; want the command's failure", err)
+	}
+	now = exp
+	if _, err := s.token(ctx); err == nil || !strings.Contains(err.Error(), "Could not connect") {
+		t.Errorf("expired: %v; want the command's failure", err)
+	}
+}
