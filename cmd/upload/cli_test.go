@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -394,5 +397,47 @@ func TestUnits(t *testing.T) {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A create whose answer was lost, then answered until the budget ran out
+// by something in front of the API (a proxy's 503 page while the API is
+// out of its reach): the run gave up retrying (exit 4), it did not find
+// --api wrong, and the key, which may stand for an upload the server
+// made, is kept: the rerun replays that upload.
+func TestForeignAnswersWhileRetryingKeepTheKey(t *testing.T) {
+	f := newReplayAPI(t, "store")
+	f.loseCreate = true
+	target, _ := url.Parse(f.srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // the lost answer is the point
+	var reached, out atomic.Bool
+	out.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if out.Load() && reached.Swap(true) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "<html><body>503 Service Unavailable</body></html>")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	state, file := filepath.Join(t.TempDir(), "s.json"), tempFile(t, 100)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--api", front.URL, "--state", state, "--quiet", "--retry-budget", "500ms", file}, &stdout, &stderr, nil)
+	if code != exitExhausted || !strings.Contains(stderr.String(), "run the same command again") || strings.Contains(stderr.String(), "Point --api") {
+		t.Errorf("exit %d, stderr %q; want %d, saying how to resume, not that --api is wrong", code, stderr.String(), exitExhausted)
+	}
+	if raw, _ := os.ReadFile(state); !strings.Contains(string(raw), `"key"`) {
+		t.Fatalf("state %s; want the key kept", raw)
+	}
+	t.Logf("the first run said %q", stderr.String())
+	out.Store(false)
+	stdout.Reset()
+	code = run(context.Background(), []string{"--api", front.URL, "--state", state, "--quiet", "--json", file}, &stdout, &stderr, nil)
+	var line struct{ Replayed bool }
+	if err := json.Unmarshal(stdout.Bytes(), &line); code != exitOK || err != nil || !line.Replayed {
+		t.Errorf("rerun: exit %d, stdout %q; want %d, the create replayed (one upload)", code, stdout.String(), exitOK)
 	}
 }

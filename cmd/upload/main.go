@@ -378,7 +378,11 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 				_ = state.forget(id) // no server has seen this key
 			}
 			return exitFailed, !e.Storage
-		case errors.As(err, &e) && e.NotOnceupload:
+		case errors.As(err, &e) && e.NotOnceupload && !e.Exhausted:
+			// Exhausted, the foreign answers were retried: something in
+			// front of the API (a proxy's 503 page) while it was out of
+			// reach, after an attempt that may have reached it. That is
+			// giving up retrying, below, with the key kept.
 			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
 			if e.Op == "create" {
 				_ = state.forget(id) // nothing was created
