@@ -9,9 +9,11 @@ import {
   ACTIVE_PHASES,
   IndexedDBStore,
   MemoryStore,
+  STORAGE_UNANSWERED,
   type Step,
   TOO_MANY_UPLOADS,
   UploadClient,
+  type UploadClientOptions,
   UploadError,
   type UploadEvent,
   type UploadRecord,
@@ -155,6 +157,30 @@ function apiBase(): string {
   }
 }
 
+/**
+ * The client's tunings a test (or a trial by hand) may give in the page's
+ * query, each a number: `retryBaseMs` and `retryMaxMs` (the backoff's first
+ * and largest ceilings, of every request), `multipartBytes` and `partBytes`
+ * (small files in parts). Anything else, or a value that is not a number,
+ * is ignored: the defaults are the product's.
+ */
+function tunings(): Partial<UploadClientOptions> {
+  const q = new URLSearchParams(location.search);
+  const num = (name: string) => {
+    const v = Number(q.get(name) ?? NaN);
+    return Number.isFinite(v) && v >= 0 ? v : undefined;
+  };
+  const out: Partial<UploadClientOptions> = {};
+  const policy = { baseDelayMs: num("retryBaseMs"), maxDelayMs: num("retryMaxMs") };
+  for (const k of ["baseDelayMs", "maxDelayMs"] as const) if (policy[k] === undefined) delete policy[k];
+  if (Object.keys(policy).length > 0) out.createPolicy = out.putPolicy = policy;
+  const multipartBytes = num("multipartBytes");
+  const partBytes = num("partBytes");
+  if (multipartBytes !== undefined) out.multipartBytes = multipartBytes;
+  if (partBytes !== undefined) out.partBytes = partBytes;
+  return out;
+}
+
 function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
   const units = ["KiB", "MiB", "GiB", "TiB"];
@@ -183,8 +209,9 @@ function retryReason(e: UploadError): string {
   switch (e.kind) {
     case "network":
       // The client's message names the URL and what it can tell of why
-      // ("no answer from http://…/uploads: …"), so a wrong ?api= shows.
-      return e.url ? e.message : "no answer from the server";
+      // ("no answer from http://…/uploads: …"), so a wrong ?api= shows;
+      // a storage that has never answered this page gets the CORS hint.
+      return e.url || e.code === STORAGE_UNANSWERED ? e.message : "no answer from the server";
     case "timeout":
       return "the server took too long";
     default:
@@ -717,16 +744,17 @@ function main() {
     $<HTMLElement>("file-input").focus();
   });
 
+  const tuned = tunings();
   // The client, once we know whether IndexedDB works here. Files picked
   // before that wait for it.
   const ready: Promise<UploadClient> = (async () => {
-    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore(), authorization, hashWorkerUrl: HASH_WORKER });
+    const client = new UploadClient({ apiBase: base, store: new IndexedDBStore(), authorization, hashWorkerUrl: HASH_WORKER, ...tuned });
     let stored: UploadRecord[];
     try {
       stored = await client.pending();
     } catch (e) {
       showNotice(`This browser cannot keep uploads across reloads here (${toUploadError(e).message}).`);
-      return new UploadClient({ apiBase: base, store: new MemoryStore(), authorization, hashWorkerUrl: HASH_WORKER });
+      return new UploadClient({ apiBase: base, store: new MemoryStore(), authorization, hashWorkerUrl: HASH_WORKER, ...tuned });
     }
     // Oldest at the bottom: rows are prepended. Completed ones first, below the unfinished.
     const pendingKeys = new Set(stored.map((r) => r.key));

@@ -33,7 +33,7 @@ import { partCount, partRange, sendParts } from "./parts.js";
 import { printable } from "./text.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
 import { IndexedDBStore, type Phase, type UploadRecord, type UploadStore, foldRecords } from "./store.js";
-import { type PutOutcome, type PutTransport, StorageReach, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
+import { type PutOutcome, type PutTransport, type StorageProbe, StorageReach, noCorsProbe, putOutcome, sendsIfNoneMatch, storageError, urlNoLongerWorks, xhrTransport } from "./transport.js";
 
 /** What a retry was for: the create, a PUT (the file, or a part), a request for part URLs or the listing of parts, the completion. */
 export type Step = "create" | "put" | "parts" | "complete";
@@ -170,6 +170,13 @@ export interface UploadClientOptions {
   /** Injected for tests. */
   fetch?: typeof fetch;
   transport?: PutTransport;
+  /**
+   * Whether the storage can be reached from this page outside CORS, asked
+   * when its PUTs keep failing with no answer before it answered anything
+   * in the run: the evidence that ends a run taken for a CORS refusal (see
+   * `StorageReach`). Default: `fetch(origin, {mode: "no-cors"})`.
+   */
+  probeStorage?: StorageProbe;
   clock?: Clock;
   random?: () => number;
   /** Whether the device is online (retries wait for it). Default: navigator.onLine and the online/offline events. */
@@ -219,6 +226,7 @@ export class UploadClient {
   private readonly random: () => number;
   private readonly network: Network;
   private readonly transport: PutTransport;
+  private readonly probeStorage: StorageProbe;
   private readonly newKey: () => string;
   private readonly createPolicy: Partial<RetryPolicy>;
   private readonly putPolicy: Partial<RetryPolicy>;
@@ -255,6 +263,7 @@ export class UploadClient {
     this.random = opts.random ?? Math.random;
     this.network = opts.network ?? browserNetwork;
     this.transport = opts.transport ?? xhrTransport;
+    this.probeStorage = opts.probeStorage ?? noCorsProbe;
     this.newKey = opts.newKey ?? mintKey;
     this.createPolicy = { ...DEFAULT_POLICY, ...opts.createPolicy };
     this.putPolicy = { ...DEFAULT_POLICY, ...DEFAULT_PUT_POLICY, ...opts.putPolicy };
@@ -477,7 +486,7 @@ export class UploadClient {
       let refreshes = 0;
       let justRefreshed = false;
       // Across the PUTs of this run (a refreshed URL's too): a storage that never answers this page.
-      const reach = new StorageReach(() => this.network.isOnline());
+      const reach = new StorageReach(() => this.network.isOnline(), this.probeStorage);
       const refresh = async (reason: "expired" | "forbidden") => {
         refreshes++;
         justRefreshed = true;
@@ -603,7 +612,7 @@ export class UploadClient {
     const expected = rec.partSha256 ? new Map(rec.partSha256.map((h, i) => [i + 1, h.toLowerCase()])) : undefined;
     await save({ phase: "uploading", uploadId: upload.uploadId, storageKey: upload.storageKey });
     // Across this run's part PUTs (and complete rounds): a storage that never answers this page.
-    const reach = new StorageReach(() => this.network.isOnline());
+    const reach = new StorageReach(() => this.network.isOnline(), this.probeStorage);
     try {
       // A first-time create holds no parts yet: no need to ask.
       let listed = ans.replay;

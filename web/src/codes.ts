@@ -70,13 +70,23 @@ export const NO_SUCH_UPLOAD = "NoSuchUpload";
 export const CHANGED_BYTES_CODES: ReadonlySet<string> = new Set(["BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest", "IncompleteBody"]);
 
 /**
- * The client's own: the code of a storage request that never got an answer
- * from this page, taken for a CORS refusal (kind "network"; see
- * `StorageReach` in transport.ts): a page cannot see a CORS failure as such,
- * but every PUT of the run failed at once with no status, before the
- * storage took a byte or answered anything, right after the API answered.
+ * The client's own: the storage refuses this page's origin (CORS), as far
+ * as a page can tell (kind "network"; see `StorageReach` in transport.ts):
+ * a page cannot see a CORS failure as such, but the storage was found
+ * reachable without CORS (a `no-cors` request got an answer) before and
+ * after a PUT that failed with no answer, its third. Ends the run;
+ * retryable, for a Resume once the rules allow the origin.
  */
 export const PROBABLY_CORS = "probably_cors";
+/**
+ * The client's own: a storage request failed with no answer again (its
+ * third try or later) before the storage answered anything in the run, and
+ * nothing shows whether the network is down or the storage refuses this
+ * origin (CORS). Kind "network", retried as any no-answer is: a retry
+ * event's error, whose message is a hint a page may show ("no answer from
+ * the storage; if this persists, check its CORS rules for this origin").
+ */
+export const STORAGE_UNANSWERED = "storage_unanswered";
 /** The client's own: the file given to resume is not the one picked first (kind "file", retryable with the right file). */
 export const FILE_MISMATCH = "file_mismatch";
 /** The client's own: the browser kept no copy of the file; it must be picked again to resume (kind "file"). */

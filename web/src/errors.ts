@@ -3,7 +3,7 @@
  * {@link UploadError}: `kind` says where it happened, `retryable` whether
  * trying again later (Resume) can help, and `message` is a sentence for people.
  */
-import { PROBABLY_CORS, TOO_MANY_UPLOADS } from "./codes.js";
+import { PROBABLY_CORS, STORAGE_UNANSWERED, TOO_MANY_UPLOADS } from "./codes.js";
 
 /** Where an upload failed. */
 export type UploadErrorKind =
@@ -149,6 +149,7 @@ export function describeError(e: UploadError): string {
   switch (e.kind) {
     case "network":
       if (e.code === PROBABLY_CORS) return e.message;
+      if (e.code === STORAGE_UNANSWERED) return `The network failed: ${e.message}.`;
       // "no answer from https://…/uploads: …": which URL fails, and how.
       return e.url ? `The network failed: ${e.message}.` : "The network failed (no answer from the server).";
     case "timeout":

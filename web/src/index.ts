@@ -19,7 +19,7 @@ export { UploadClient } from "./client.js";
 export type { UploadClientOptions, UploadEvent, RunOptions, ResumeOptions, CompletionPolicy, Step } from "./client.js";
 export { UploadError, describeError, toUploadError } from "./errors.js";
 export type { UploadErrorKind, UploadErrorInit, SerializedUploadError } from "./errors.js";
-export { TOO_MANY_UPLOADS, PROBABLY_CORS } from "./codes.js";
+export { TOO_MANY_UPLOADS, PROBABLY_CORS, STORAGE_UNANSWERED } from "./codes.js";
 export type { ErrorCode } from "./codes.js";
 export { IndexedDBStore, MemoryStore, ACTIVE_PHASES } from "./store.js";
 export type { UploadRecord, UploadStore, Phase, IndexedDBStoreOptions } from "./store.js";
@@ -39,4 +39,4 @@ export type {
 } from "./api.js";
 export type { Clock, Network, RetryPolicy, RetryInfo } from "./retry.js";
 export type { Hasher, HashOptions, FileHashes, HashedIn, PartHasher } from "./hash.js";
-export type { PutTransport, PutRequest, PutResponse, PutOutcome } from "./transport.js";
+export type { PutTransport, PutRequest, PutResponse, PutOutcome, StorageProbe } from "./transport.js";

@@ -4,9 +4,9 @@
  * given, except Content-Length, which the browser sets from the body (and
  * forbids scripts to set).
  */
-import { CHANGED_BYTES_CODES, EXPIRED_TOKEN, PROBABLY_CORS } from "./codes.js";
+import { CHANGED_BYTES_CODES, EXPIRED_TOKEN, PROBABLY_CORS, STORAGE_UNANSWERED } from "./codes.js";
 import { UploadError, abortError } from "./errors.js";
-import { Unretried, isRetryableStatus } from "./retry.js";
+import { Unretried, attemptSignal, isRetryableStatus } from "./retry.js";
 
 export interface PutRequest {
   url: string;
@@ -161,29 +161,59 @@ export function storageError(res: PutResponse): UploadError {
 }
 
 /**
- * Tries of one storage request that may fail with no answer, before the
- * storage has answered anything or taken a byte in the run, until the run
- * ends taken for a CORS refusal ({@link StorageReach}).
+ * Tries of one storage request that fail with no answer, before the storage
+ * has answered anything or taken a byte in the run, after which the page
+ * says it may be CORS (a hint while retrying), and after which a probe
+ * that finds the storage reachable ends the run ({@link StorageReach}).
  */
 export const NO_ANSWER_TRIES = 3;
 
+/** A probe that has not answered in this long proves nothing (a network that drops packets). */
+export const PROBE_TIMEOUT_MS = 10_000;
+
+/**
+ * Asks whether the storage at `url` (its origin) can be reached from this
+ * page at all, outside CORS: resolves if it answered anything, rejects if
+ * not, or if the browser will not say. Injected for tests.
+ */
+export type StorageProbe = (url: string, signal: AbortSignal) => Promise<unknown>;
+
+/**
+ * `fetch(origin, {mode: "no-cors"})`: CORS does not apply to it, so it
+ * resolves (an opaque response, whatever the status) whenever the storage
+ * answers; S3 answers an anonymous GET with an XML 403. Its rejection
+ * proves nothing: the network is down, or the browser withholds the
+ * answer (a browser whose opaque-response blocking refuses S3's XML error
+ * body fails the fetch, where Chromium's resolves it empty).
+ */
+export const noCorsProbe: StorageProbe = (url, signal) =>
+  fetch(url, { mode: "no-cors", cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer", signal });
+
 /**
  * Tells a storage that refuses this page's origin (CORS) from a network
- * that fails, as far as a page can. The browser hides a CORS refusal: the
- * PUT fails as a dropped connection does, with no status (XHR's error
- * event, fetch's TypeError). What differs is what came before: the API
- * has just answered (it gave the URL), so the network works; and the
- * storage refuses the origin from the first request on, before a byte of
- * any PUT is sent, where a network drop cuts off a storage that took bytes
- * or answered before. So in one run, until some storage request has shown
- * upload progress or got an answer (any status, an error included),
- * a request whose tries all failed with no answer while the device is
- * online ends the run at its {@link NO_ANSWER_TRIES}th try, with a
- * PROBABLY_CORS error (kind "network", retryable: Resume tries again, as
- * it should once the storage's rules allow the origin). A real drop right
- * after the API answered gets the same few retries, then that error and a
- * Resume; a drop once bytes moved is retried as before, for the whole
- * budget.
+ * that fails, with evidence, not a guess. The browser hides a CORS
+ * refusal: the PUT fails as a dropped connection does, with no status
+ * (XHR's error event, fetch's TypeError); and no answer is never a
+ * verdict by itself: a network that is down for a few seconds right
+ * after the API answered looks the same, and navigator.onLine stays true
+ * whenever a link is up, whether or not the path to the storage is. So a
+ * request that fails with no answer is retried with the usual backoff,
+ * for the whole budget, unless there is evidence that waiting cannot help:
+ * the storage reachable (a {@link StorageProbe}, which CORS does not
+ * govern, resolves) while every CORS request to it fails.
+ *
+ * In one run, until some storage request has shown upload progress or got
+ * an answer (any status, an error included): from a request's
+ * {@link NO_ANSWER_TRIES}-1th try that failed with no answer while the
+ * device is online, the storage is probed after each such failure. A try
+ * that fails with no answer between two probes that both found the storage
+ * reachable, once the request has failed so {@link NO_ANSWER_TRIES} times,
+ * ends the run with a PROBABLY_CORS error (kind "network", retryable:
+ * Resume tries again, as it should once the storage's rules allow the
+ * origin). Anything less (a probe rejected, or one that resolves only once
+ * the network is back) keeps retrying; from the {@link NO_ANSWER_TRIES}th
+ * failure on, the retries carry a STORAGE_UNANSWERED error, so that the
+ * page can say it may be CORS as a hint, not as a final error.
  */
 export class StorageReach {
   /** A storage request of this run showed progress or got an answer. */
@@ -191,13 +221,18 @@ export class StorageReach {
 
   constructor(
     private readonly isOnline: () => boolean,
+    private readonly probe: StorageProbe = noCorsProbe,
     private readonly tries = NO_ANSWER_TRIES,
   ) {}
 
   /** The transport for one request (all its tries), watched. */
   watch(inner: PutTransport): PutTransport {
     let silent = 0;
+    // The last probe of this request (made after its previous try failed) found the storage reachable.
+    let reachable = false;
     return async (req) => {
+      // Reachable before this try started: the probe after the previous failure.
+      const reachableBefore = reachable;
       let res: PutResponse;
       try {
         res = await inner({
@@ -210,25 +245,64 @@ export class StorageReach {
       } catch (e) {
         const noAnswer = e instanceof UploadError && e.kind === "network" && e.status === undefined && !req.signal?.aborted;
         if (!noAnswer || this.reached || !this.isOnline()) throw e;
-        if (++silent < this.tries) throw e;
-        throw new Unretried(probablyCors(e, silent));
+        silent++;
+        if (silent < this.tries - 1) throw e;
+        reachable = await this.reachable(req);
+        // Reachable before and after a CORS request that got no answer: waiting cannot help.
+        if (silent >= this.tries && reachableBefore && reachable && !this.reached) throw new Unretried(probablyCors(e, silent));
+        if (silent >= this.tries) throw unanswered(e);
+        throw e;
       }
       this.reached = true;
       return res;
     };
   }
+
+  /** Whether the probe found the storage of req reachable; false for anything it cannot prove. */
+  private async reachable(req: PutRequest): Promise<boolean> {
+    let url: string;
+    try {
+      url = new URL(req.url).origin + "/";
+    } catch {
+      return false;
+    }
+    const { signal, done } = attemptSignal(req.signal, PROBE_TIMEOUT_MS);
+    try {
+      await this.probe(url, signal);
+      return !signal.aborted;
+    } catch {
+      return false;
+    } finally {
+      done();
+    }
+  }
+}
+
+function pageOrigin(): string {
+  const origin = globalThis.location?.origin;
+  return origin ? ` (${origin})` : "";
 }
 
 function probablyCors(cause: UploadError, tries: number): UploadError {
-  const origin = globalThis.location?.origin;
   return new UploadError({
     kind: "network",
     code: PROBABLY_CORS,
     retryable: true,
     attempts: tries,
     message:
-      `The storage never answered this page: ${tries} tries to send the file failed with no answer before a byte was sent, right after the API answered. ` +
-      `This is probably refused by the storage's CORS rules for this origin${origin ? ` (${origin})` : ""}: Resume once they allow it.`,
+      `The storage never answered this page: ${tries} tries to send the file failed with no answer, while the storage could be reached without CORS. ` +
+      `This is probably refused by the storage's CORS rules for this origin${pageOrigin()}: Resume once they allow it.`,
+    cause,
+  });
+}
+
+/** A try that failed with no answer, again: retried, with a hint the page may show. */
+function unanswered(cause: UploadError): UploadError {
+  return new UploadError({
+    kind: "network",
+    code: STORAGE_UNANSWERED,
+    retryable: true,
+    message: `no answer from the storage; if this persists, check its CORS rules for this origin${pageOrigin()}`,
     cause,
   });
 }

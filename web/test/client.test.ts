@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type UploadEvent } from "../src/client.js";
-import { PROBABLY_CORS } from "../src/codes.js";
+import { PROBABLY_CORS, STORAGE_UNANSWERED } from "../src/codes.js";
 import { describeError } from "../src/errors.js";
 import { IndexedDBStore, type UploadRecord, type UploadStore } from "../src/store.js";
 import type { PutTransport } from "../src/transport.js";
@@ -699,18 +699,21 @@ describe("UploadClient: the base URL", () => {
   });
 });
 
-describe("UploadClient: a storage that never answers this page (CORS, as far as a page can tell)", () => {
+describe("UploadClient: a storage that never answers this page (CORS, with evidence)", () => {
   const CORS_TEXT = "probably refused by the storage's CORS rules for this origin";
+  const HINT = "no answer from the storage; if this persists, check its CORS rules for this origin";
 
-  it("ends the run at the third PUT that fails with no answer before any byte or answer, and says why; Resume completes once it answers", async () => {
+  it("ends the run at the third PUT with no answer when the storage answers a no-cors probe, and says why; Resume completes once it answers", async () => {
     const w = world();
-    // The browser's view of a bucket whose CORS rules leave this origin out: every PUT fails at once, no status.
+    // The browser's view of a bucket whose CORS rules leave this origin out: every PUT fails at once, no status; a no-cors request gets an answer.
+    w.storage.reachable = true;
     w.server.putFaults.push("network", "network", "network", "network");
     const { client, events, onEvent } = w.page();
     const rec = await client.add(makeFile("a.bin", 1000), { onEvent });
     const err = await failure(client.upload(rec.key, { onEvent }));
     assert.deepEqual([err.kind, err.code, err.retryable, err.attempts], ["network", PROBABLY_CORS, true, 3]);
     assert.equal(w.server.puts.length, 3, "three tries, then no more");
+    assert.equal(w.storage.probes, 2, "probed after the second and the third: reachable before and after the third try");
     assert.equal(retries(events, "put").length, 2);
     assert.ok(describeError(err).includes(CORS_TEXT), describeError(err));
     assert.ok(!describeError(err).includes("HTTP"), describeError(err));
@@ -722,21 +725,77 @@ describe("UploadClient: a storage that never answers this page (CORS, as far as 
     assert.deepEqual(new Set(keysOf(w.server)), new Set([rec.key]));
   });
 
+  it("keeps retrying no answer when the probe fails too (a network that is down), with the CORS hint on the retries from the third", async () => {
+    const w = world();
+    w.storage.reachable = false;
+    const faults = Array.from({ length: 8 }, () => "network" as const);
+    w.server.putFaults.push(...faults);
+    const { client, events, onEvent } = w.page();
+    const done = await client.start(makeFile("a.bin", 1000), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.puts.length, faults.length + 1, "every failure retried, none taken for a verdict");
+    assert.equal(w.storage.probes, faults.length - 1, "probed from the second failure on");
+    const r = retries(events, "put");
+    assert.equal(r.length, faults.length);
+    const hinted = r.map((e) => e.type === "retry" && e.error.code === STORAGE_UNANSWERED);
+    assert.deepEqual(hinted, faults.map((_, i) => i >= 2), "the hint from the third failure on");
+    for (const e of r.slice(2)) assert.ok(e.type === "retry" && e.error.message.startsWith(HINT), e.type === "retry" ? e.error.message : "");
+    assert.equal(new Set(keysOf(w.server)).size, 1, "one key");
+    assert.equal(w.server.objects.size, 1);
+  });
+
+  it("retries, for the whole budget, no answer that is never shown to be CORS, and then says it gave up with the hint", async () => {
+    const w = world();
+    for (let i = 0; i < 200; i++) w.server.putFaults.push("network");
+    const { client } = w.page({ putPolicy: { baseDelayMs: 1000, maxDelayMs: 4000, retryBudgetMs: 20_000 } });
+    const err = await failure(client.start(makeFile("a.bin", 1000)));
+    assert.equal(err.kind, "deadline");
+    assert.equal(err.code, STORAGE_UNANSWERED);
+    assert.ok(err.attempts > 3, `${err.attempts} attempts`);
+    assert.ok(describeError(err).includes(HINT), describeError(err));
+  });
+
+  // The bug of issue 40: the network drops right after the create's answer
+  // (every connection reset, new ones refused), while navigator.onLine
+  // stays true. The old heuristic ended the run at the third try; here the
+  // network comes back while the third try's probe is made, which proves
+  // only that the storage is reachable now, not that it refused a request
+  // while reachable: no verdict, and the fourth try stores the file.
+  it("does not end the run when the storage becomes reachable only after the tries failed (an outage right after the create)", async () => {
+    const w = world();
+    w.server.putFaults.push("network", "network", "network");
+    let probes = 0;
+    const { client, events, onEvent } = w.page({
+      probeStorage: async () => {
+        // Down at the second failure, back by the third.
+        if (++probes < 2) throw new TypeError("Failed to fetch");
+      },
+    });
+    const done = await client.start(makeFile("a.bin", 1000), { onEvent });
+    assert.equal(done.status, "completed");
+    assert.equal(probes, 2);
+    assert.equal(w.server.puts.length, 4);
+    assert.equal(events.filter((e) => e.type === "failed").length, 0);
+  });
+
   for (const c of [
     { name: "once bytes of the PUT were sent (a network drop mid-upload)", faults: ["drop", "network", "network", "network", "network"] as const },
     { name: "once the storage answered (a 503), even with no byte sent", faults: [{ status: 503, body: "<Error><Code>SlowDown</Code></Error>" }, "network", "network", "network", "network"] as const },
   ]) {
-    it(`retries no answer as before ${c.name}`, async () => {
+    it(`retries no answer, without probing, ${c.name}, even with the storage reachable`, async () => {
       const w = world();
+      w.storage.reachable = true;
       w.server.putFaults.push(...c.faults);
       const done = await w.page().client.start(makeFile("a.bin", 1000));
       assert.equal(done.status, "completed");
       assert.equal(w.server.puts.length, c.faults.length + 1);
+      assert.equal(w.storage.probes, 0);
     });
   }
 
   it("does not count tries while the device is offline", async () => {
     const w = world();
+    w.storage.reachable = true;
     w.server.putFaults.push("network", "network", "network", "network");
     const transport: PutTransport = async (req) => {
       // Each failure happens as the device goes offline; it is back at once.
@@ -752,8 +811,9 @@ describe("UploadClient: a storage that never answers this page (CORS, as far as 
     assert.equal(w.server.puts.length, 5);
   });
 
-  it("ends a multipart run when a part's three tries all fail so, with no part ever answered", async () => {
+  it("ends a multipart run when a part's three tries all fail so, with no part ever answered and the storage reachable", async () => {
     const w = world();
+    w.storage.reachable = true;
     for (let n = 1; n <= 3; n++) w.server.partFaults.set(n, ["network", "network", "network", "network"]);
     const { client } = w.page({ multipartBytes: 1000, partBytes: 1000, partConcurrency: 3 });
     const rec = await client.add(makeFile("big.bin", 3000));
@@ -761,5 +821,15 @@ describe("UploadClient: a storage that never answers this page (CORS, as far as 
     assert.deepEqual([err.kind, err.code, err.retryable, err.attempts], ["network", PROBABLY_CORS, true, 3]);
     assert.ok(w.server.puts.length <= 9, `${w.server.puts.length} part PUTs: at most three per part`);
     assert.ok(describeError(err).includes(CORS_TEXT));
+  });
+
+  it("keeps retrying a multipart run's parts with no answer while the probe fails, and completes", async () => {
+    const w = world();
+    for (let n = 1; n <= 3; n++) w.server.partFaults.set(n, ["network", "network", "network", "network", "network"]);
+    const { client } = w.page({ multipartBytes: 1000, partBytes: 1000, partConcurrency: 3 });
+    const done = await client.start(makeFile("big.bin", 3000));
+    assert.equal(done.status, "completed");
+    assert.equal(w.server.puts.length, 18, "six tries of each part");
+    assert.equal(w.server.objects.size, 1);
   });
 });

@@ -10,6 +10,7 @@ const WANT = [
   "IndexedDBStore",
   "MemoryStore",
   "PROBABLY_CORS",
+  "STORAGE_UNANSWERED",
   "TOO_MANY_UPLOADS",
   "UploadClient",
   "UploadError",

@@ -18,6 +18,8 @@ export function world() {
   const factory = new IDBFactory();
   const network = new FakeNetwork();
   let minted = 0;
+  // The no-cors probe of the storage: unreachable unless a test says (a rejected probe proves nothing).
+  const storage = { reachable: false, probes: 0 };
   const page = (over: Partial<UploadClientOptions> = {}) => {
     const events: UploadEvent[] = [];
     const client = new UploadClient({
@@ -25,6 +27,10 @@ export function world() {
       store: new IndexedDBStore({ indexedDB: factory }),
       fetch: server.fetch,
       transport: server.transport,
+      probeStorage: async () => {
+        storage.probes++;
+        if (!storage.reachable) throw new TypeError("Failed to fetch");
+      },
       clock,
       network,
       random: () => 0.5,
@@ -35,7 +41,7 @@ export function world() {
     const onEvent = (e: UploadEvent) => events.push(e);
     return { client, events, onEvent };
   };
-  return { clock, server, factory, network, page, minted: () => minted };
+  return { clock, server, factory, network, storage, page, minted: () => minted };
 }
 
 export async function failure(p: Promise<unknown>): Promise<UploadError> {
