@@ -89,3 +89,28 @@ func (s *EventSink) WaitFor(t testing.TB, uploadIDs ...string) {
 		}
 	}
 }
+
+// OneEach waits for an event of each upload of uploads (upload id → what
+// made it, for messages) and of last, then fails t unless each of uploads
+// had exactly one event, of detailType, and no upload besides them and
+// last had any. Make last an upload completed after all the others: the
+// stack reads its table's stream in order, so once last's event is in,
+// any second event of the others has come too.
+func (s *EventSink) OneEach(t testing.TB, uploads map[string]string, detailType, last string) {
+	t.Helper()
+	ids := []string{last}
+	for id := range uploads {
+		ids = append(ids, id)
+	}
+	s.WaitFor(t, ids...)
+	for id, types := range s.Events() {
+		made, ok := uploads[id]
+		switch {
+		case id == last:
+		case !ok:
+			t.Errorf("events %q for upload %s, which none of the uploads checked is", types, id)
+		case len(types) != 1 || types[0] != detailType:
+			t.Errorf("%s: upload %s had events %q; want one %q", made, id, types, detailType)
+		}
+	}
+}

@@ -350,21 +350,7 @@ func TestOutageMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []string{last.Upload.UploadID}
-	for id := range uploads {
-		ids = append(ids, id)
-	}
-	sink.WaitFor(t, ids...)
-	for id, types := range sink.Events() {
-		cell, ok := uploads[id]
-		switch {
-		case id == last.Upload.UploadID:
-		case !ok:
-			t.Errorf("events %q for upload %s, which no cell completed", types, id)
-		case len(types) != 1 || types[0] != api.DetailTypeUploadCompleted:
-			t.Errorf("%s: upload %s had events %q; want one %q", cell, id, types, api.DetailTypeUploadCompleted)
-		}
-	}
+	sink.OneEach(t, uploads, api.DetailTypeUploadCompleted, last.Upload.UploadID)
 }
 
 // outageCell uploads a file through an outage at step and moment, checks
