@@ -196,7 +196,7 @@ func checkRoles(t *testing.T, c cfn) {
 		"PresignRole": {"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
 			"kms:Decrypt", "kms:GenerateDataKey", "logs:CreateLogStream", "logs:PutLogEvents", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket",
 			"s3:ListMultipartUploadParts", "s3:PutObject", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
-		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+		"FinalizeRole": {"dynamodb:GetItem", "dynamodb:UpdateItem", "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents",
 			"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
 		"EventsRole": {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
 			"events:PutEvents", "logs:CreateLogStream", "logs:PutLogEvents", "sqs:SendMessage", "xray:PutTelemetryRecords", "xray:PutTraceSegments"},
@@ -341,10 +341,28 @@ func checkBucketPolicy(t *testing.T, c cfn) {
 	}
 }
 
+// kmsNeeds is what each function does with S3 under SSE-KMS, and the KMS
+// action S3 then calls as the caller (AWS's API reference of each
+// operation): storing bytes takes a data key, and reading them back, their
+// list, or an object's checksum takes Decrypt. presign signs the URLs that
+// PutObject and UploadPart run with, so they are its calls; abort and
+// delete need no KMS action. Finalize's HeadObject asks for checksums
+// (ChecksumMode ENABLED), which is what needs Decrypt.
+var kmsNeeds = map[string]map[string][]string{
+	"PresignRole": {
+		"PutObject (a URL)": {"kms:GenerateDataKey"}, "UploadPart (a URL)": {"kms:GenerateDataKey"},
+		"CreateMultipartUpload": {"kms:GenerateDataKey"}, "CompleteMultipartUpload": {"kms:Decrypt"},
+		"ListParts": {"kms:Decrypt"}, "HeadObject with checksums": {"kms:Decrypt"},
+	},
+	"FinalizeRole": {"HeadObject with checksums": {"kms:Decrypt"}},
+	"EventsRole":   {},
+}
+
 // With KmsKeyArn the bucket encrypts with that key by default, through a
-// Bucket Key, and the presign role alone may use the key, only through S3;
-// without it the bucket is SSE-S3 and no role names KMS. Either way no URL
-// signs an encryption header, so the bucket's CORS headers stay as they are.
+// Bucket Key, and each role may use the key for what its function asks of
+// S3 (kmsNeeds), only through S3; without it the bucket is SSE-S3 and no
+// role names KMS. Either way no URL signs an encryption header, so the
+// bucket's CORS headers stay as they are.
 func checkEncryption(t *testing.T, c cfn, params map[string]string) {
 	key := params["KmsKeyArn"]
 	bucket := c.effective(t, params, props(t, c.Resources["UploadBucket"])).(map[string]any)
@@ -358,27 +376,55 @@ func checkEncryption(t *testing.T, c cfn, params map[string]string) {
 	if cors := mustJSON(bucket["CorsConfiguration"]); strings.Contains(strings.ToLower(cors), "server-side-encryption") {
 		t.Errorf("bucket CORS allows an encryption header: %s", cors)
 	}
-	for _, role := range []string{"PresignRole", "FinalizeRole", "EventsRole"} {
-		var kms []string
+	const viaS3 = `{"StringEquals":{"kms:ViaService":{"Fn::Sub":"s3.${AWS::Region}.amazonaws.com"}}}`
+	for role, needs := range kmsNeeds {
+		granted := map[string]bool{}
 		policies := c.effective(t, params, props(t, c.Resources[role])["Policies"])
 		for _, pol := range policies.([]any) {
 			doc := pol.(map[string]any)["PolicyDocument"].(map[string]any)
 			for _, st := range doc["Statement"].([]any) {
-				if strings.Contains(mustJSON(st.(map[string]any)["Action"]), "kms:") {
-					kms = append(kms, mustJSON(st))
+				st := st.(map[string]any)
+				if !strings.Contains(mustJSON(st["Action"]), "kms:") {
+					continue
+				}
+				if key == "" || mustJSON(st["Resource"]) != `{"Ref":"KmsKeyArn"}` || mustJSON(st["Condition"]) != viaS3 || st["Effect"] != "Allow" {
+					t.Errorf("KmsKeyArn %q: %s grants KMS other than on the key through S3: %s", key, role, mustJSON(st))
+					continue
+				}
+				for _, a := range statementActions(st["Action"]) {
+					granted[a] = true
 				}
 			}
 		}
-		var want []string
-		if role == "PresignRole" && key != "" {
-			want = []string{`{"Action":["kms:GenerateDataKey","kms:Decrypt"],` +
-				`"Condition":{"StringEquals":{"kms:ViaService":{"Fn::Sub":"s3.${AWS::Region}.amazonaws.com"}}},` +
-				`"Effect":"Allow","Resource":{"Ref":"KmsKeyArn"},"Sid":"EncryptUploads"}`}
+		want := map[string]bool{}
+		for op, actions := range needs {
+			for _, a := range actions {
+				if key != "" {
+					want[a] = true
+				}
+				if key != "" && !granted[a] {
+					t.Errorf("KmsKeyArn %q: %s cannot %s: S3 asks KMS for %s as the caller", key, role, op, a)
+				}
+			}
 		}
-		if !slices.Equal(kms, want) {
-			t.Errorf("KmsKeyArn %q: %s's KMS statements\n got %s\nwant %s", key, role, kms, want)
+		for a := range granted {
+			if !want[a] {
+				t.Errorf("KmsKeyArn %q: %s is granted %s, which none of its S3 calls needs", key, role, a)
+			}
 		}
 	}
+}
+
+// statementActions is a statement's Action as a list: one string, or several.
+func statementActions(v any) []string {
+	if s, ok := v.(string); ok {
+		return []string{s}
+	}
+	var out []string
+	for _, a := range v.([]any) {
+		out = append(out, a.(string))
+	}
+	return out
 }
 
 // effective returns v as CloudFormation deploys it with params: each Fn::If
