@@ -104,6 +104,7 @@ MINIO_FLOWS := TestWalkthrough|TestUploadEvents|TestMultipartRoutes|TestMultipar
 MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowedOriginsKeepTheDemo|TestRestartOnSamePorts
 MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
 MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
+MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep
 # With -race as above, so that make test reuses the test binaries it built.
 define minio_tests
 REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
