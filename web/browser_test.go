@@ -220,6 +220,13 @@ type result struct {
 	} `json:"preflights"`
 	Console []string `json:"console"`
 	Workers []string `json:"workers"`
+	// The client's no-cors probes of the storage (GET of its origin's "/").
+	Probes []struct {
+		URL    string `json:"url"`
+		Status int    `json:"status"`
+	} `json:"probes"`
+	// matrix: each cell's observations
+	Cells []cellResult `json:"cells"`
 
 	// reload, restart
 	Before       row      `json:"before"`
@@ -503,17 +510,28 @@ func newHarness(t *testing.T) *harness {
 // static (TestBrowserPackage's scratch application).
 func newHarnessServing(t *testing.T, static string) *harness {
 	t.Helper()
+	return newHarnessWith(t, static)
+}
+
+// newHarnessWith starts the local stack serving static, its configuration
+// changed by each of with (TestBrowserOutage's takes the stack's events).
+func newHarnessWith(t *testing.T, static string, with ...func(*devstack.Config)) *harness {
+	t.Helper()
 	node := prerequisites(t)
 	// CORS narrowed to another site, as ALLOWED_ORIGINS=https://good.example
 	// make dev does: the demo, served at the API's address, is allowed all
 	// the same (the stack always allows its own origins), which every
 	// scenario served from there shows; "cors-refused" serves it from an
 	// origin the bucket leaves out.
-	st, err := devstack.Start(context.Background(), devstack.Config{
+	cfg := devstack.Config{
 		S3: testenv.StackS3(t), Template: filepath.Join("..", "template.yaml"), DataDir: t.TempDir(),
 		Table: "idempotency-browser", Bucket: "uploads-browser", StaticDir: static,
 		Origins: []string{"https://good.example"},
-	})
+	}
+	for _, f := range with {
+		f(&cfg)
+	}
+	st, err := devstack.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,9 +825,10 @@ func TestBrowser(t *testing.T) {
 	// The page's origin is not one the bucket's CORS rules allow, but its
 	// API answers (a proxy of the stack's front door on another port: the
 	// page and its API calls are same-origin). Every PUT fails at once,
-	// with no status; the page infers the refusal after a bounded number
-	// of tries (3, transport.ts NO_ANSWER_TRIES), says so, stops, and
-	// offers Resume. A second file, whose name holds a RIGHT-TO-LEFT
+	// with no status, while the storage answers a no-cors request (the
+	// evidence: it is reachable, and refuses the origin); the page infers
+	// the refusal at the third try (transport.ts NO_ANSWER_TRIES), says
+	// so, stops, and offers Resume. A second file, whose name holds a RIGHT-TO-LEFT
 	// OVERRIDE, is refused by the API: its row shows the name escaped.
 	t.Run("cors-refused", func(t *testing.T) {
 		p := newProxy(t, st.APIURL, false)
@@ -842,6 +861,11 @@ func TestBrowser(t *testing.T) {
 		}
 		if len(res.Puts) != 3 {
 			t.Errorf("PUTs %+v; want 3 tries, then none", res.Puts)
+		}
+		// The evidence: the storage answered the page's no-cors probes (CORS
+		// does not govern them) before and after the third PUT got no answer.
+		if len(res.Probes) != 2 || !strings.HasPrefix(res.Probes[0].URL, st.S3URL+"/") || res.Probes[0].Status == 0 || res.Probes[1].Status == 0 {
+			t.Errorf("probes %+v; want two of %s/, both answered", res.Probes, st.S3URL)
 		}
 		for _, put := range res.Puts {
 			if put.Status != 0 {

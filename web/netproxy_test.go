@@ -3,12 +3,15 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +26,10 @@ import (
 //
 // The scenario script marks moments (a reload) with GET /__mark, sent to
 // the proxy itself, so that the test can count what was sent after them.
+//
+// A fault (see fault) strikes one chosen request at a chosen moment and
+// then takes the network down; the outage matrix arms one per cell with
+// GET /__arm?cell=NAME and reads what happened with GET /__state.
 type netProxy struct {
 	t    *testing.T
 	addr string
@@ -37,6 +44,9 @@ type netProxy struct {
 	cutAt  func(r *http.Request) int64
 	cutFor time.Duration
 
+	// faults are the faults /__arm may arm, by cell name.
+	faults map[string]fault
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
@@ -44,11 +54,66 @@ type netProxy struct {
 	marks  int
 	cuts   []cut
 	closed bool
+	// The cell armed (by /__arm), its fault, and what became of it.
+	cell  string
+	armed *fault
+	state faultState
+	// refuse is how many more requests the outage refuses before the network is back.
+	refuse int
+}
+
+// moment is when a fault strikes the request it matches.
+type moment string
+
+const (
+	// lostRequest: the request is dropped before it is forwarded (the server never sees it).
+	lostRequest moment = "request lost"
+	// lostAnswer: forwarded whole, the server acts, and its answer is dropped.
+	lostAnswer moment = "answer lost"
+	// midBody: a PUT whose connection drops once half its body was forwarded.
+	midBody moment = "cut mid-body"
+	// answered: the answer is passed on whole, and the network goes the
+	// instant it has: every other connection reset, new ones refused.
+	answered moment = "after the answer"
+	// held: not forwarded, and held until the browser gives up on it (a
+	// reload, which the scenario makes once /__state says it is held).
+	held moment = "held"
+)
+
+// fault strikes the first request that matches it, at its moment, and then
+// takes the network down: every open connection reset at once, and new
+// requests refused (reset as they arrive) until Refuse of them were (an
+// event, not a timer: however long the client's backoff), or, with For,
+// the port closed for that long. A held request takes nothing down.
+type fault struct {
+	// Match is matched against "METHOD path?query" (the query as sent).
+	Match  *regexp.Regexp
+	Moment moment
+	Refuse int
+	For    time.Duration
+}
+
+// faultState is what became of the armed fault, as /__state reports it.
+type faultState struct {
+	Cell string `json:"cell"`
+	// Fired: the fault struck (a held request: it is being held, or was).
+	Fired bool `json:"fired"`
+	// Held: a held request is being held now.
+	Held bool `json:"held"`
+	// Refused: requests refused since it struck; Healed: the network is back.
+	Refused int  `json:"refused"`
+	Healed  bool `json:"healed"`
+	// Reset: connections open when it struck, reset.
+	Reset int `json:"reset"`
+	// Request is the request it struck.
+	Request string `json:"request"`
 }
 
 // proxied is one request as the proxy saw it.
 type proxied struct {
 	Method, Host, Path string
+	// Req is "METHOD path?query", what a fault's Match is matched against.
+	Req string
 	// PartNumber is the query's partNumber (a multipart part PUT), or 0.
 	PartNumber int
 	// Bytes of the request body that went through the proxy.
@@ -66,7 +131,22 @@ type proxied struct {
 	Start, End time.Time
 	// Body is a POST's body (the API's JSON), when at most maxLoggedBody.
 	Body string
+	// Answer is the API's JSON answer (lost or passed on), when small.
+	Answer string
+	// Cell is the cell armed when the request came (the outage matrix).
+	Cell string
+	// Fault is the moment of the fault that struck this request, if one did.
+	Fault moment
+	// Refused: the request came during an outage and was reset unanswered.
+	Refused bool
 }
+
+// maxLoggedAnswer is the largest API answer the log keeps.
+const maxLoggedAnswer = 64 << 10
+
+// connKey carries a request's connection in its context, so that a fault
+// can reset every connection but the one whose answer must pass.
+type connKey struct{}
 
 // maxLoggedBody is the largest POST body the log keeps: a complete that
 // declares 10,000 parts takes about 1 MB.
@@ -84,10 +164,11 @@ func newNetProxy(t *testing.T) *netProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &netProxy{t: t, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}, cutFor: 4 * time.Second}
+	p := &netProxy{t: t, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}, cutFor: 4 * time.Second, faults: map[string]fault{}}
 	// Never through a proxy of the environment; a fresh upstream connection per request, so that a cut leaves nothing behind.
 	p.out = &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true}
-	p.srv = &http.Server{Handler: p, ConnState: p.track, ReadHeaderTimeout: 10 * time.Second}
+	p.srv = &http.Server{Handler: p, ConnState: p.track, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
 	go p.serve(ln)
 	t.Cleanup(p.close)
 	return p
@@ -124,20 +205,24 @@ func (p *netProxy) track(c net.Conn, s http.ConnState) {
 // cutNetwork closes every connection and the port, and opens the port again
 // after cutFor. Requests under way fail on both sides.
 func (p *netProxy) cutNetwork() {
+	p.cutNetworkFor(p.cutFor, nil)
+}
+
+// cutNetworkFor closes every connection but except, and the port, and
+// opens the port again after d.
+func (p *netProxy) cutNetworkFor(d time.Duration, except net.Conn) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	p.cuts = append(p.cuts, cut{At: now, Until: now.Add(p.cutFor), Closed: len(p.conns)})
+	p.cuts = append(p.cuts, cut{At: now, Until: now.Add(d), Closed: len(p.conns)})
 	_ = p.ln.Close()
-	for c := range p.conns {
-		_ = c.Close()
-	}
+	p.resetLocked(except)
 	p.mu.Unlock()
-	p.t.Logf("proxy: network cut for %s", p.cutFor)
-	time.AfterFunc(p.cutFor, func() {
+	p.t.Logf("proxy: network cut for %s", d)
+	time.AfterFunc(d, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.closed {
@@ -149,8 +234,96 @@ func (p *netProxy) cutNetwork() {
 			return
 		}
 		p.ln = ln
+		p.state.Healed = true
 		go p.serve(ln)
 	})
+}
+
+// resetLocked resets every open connection but except, and returns how
+// many it reset. p.mu is held.
+func (p *netProxy) resetLocked(except net.Conn) int {
+	n := 0
+	for c := range p.conns {
+		if c != except {
+			reset(c)
+			n++
+		}
+	}
+	return n
+}
+
+// reset closes c with a TCP reset (no FIN): a connection the network dropped.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// strike takes the network down for the armed fault f, which struck the
+// request of log entry `entry`: every connection reset but except (an
+// answer that must pass), then either the port closed for f.For, or the
+// next f.Refuse requests refused.
+func (p *netProxy) strike(f *fault, entry int, except net.Conn) {
+	p.mu.Lock()
+	p.log[entry].Fault = f.Moment
+	if f.For > 0 {
+		p.state.Reset = len(p.conns)
+		p.mu.Unlock()
+		p.cutNetworkFor(f.For, except)
+		return
+	}
+	p.state.Reset = p.resetLocked(except)
+	p.refuse = f.Refuse
+	p.state.Healed = f.Refuse == 0
+	st := p.state
+	p.mu.Unlock()
+	p.t.Logf("proxy: %s: %s %s, %d connections reset; refusing the next %d requests", st.Cell, f.Moment, st.Request, st.Reset, f.Refuse)
+}
+
+// refusedLocked says whether a request comes during an outage, and if so
+// counts it (its log entry too), healing the network after the last one.
+func (p *netProxy) refusedLocked(entry int) bool {
+	if p.refuse == 0 {
+		return false
+	}
+	p.refuse--
+	p.state.Refused++
+	p.state.Healed = p.refuse == 0
+	p.log[entry].Refused = true
+	return true
+}
+
+// control serves the requests addressed to the proxy itself: /__mark, and
+// the outage matrix's /__arm?cell=NAME and /__state.
+func (p *netProxy) control(w http.ResponseWriter, r *http.Request) {
+	// Never kept alive: an outage resets connections, and the driver's must not be among them.
+	w.Header().Set("Connection", "close")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch r.URL.Path {
+	case "/__mark":
+		p.marks++
+		w.WriteHeader(http.StatusNoContent)
+	case "/__arm":
+		name := r.URL.Query().Get("cell")
+		f, ok := p.faults[name]
+		if !ok && name != "" {
+			http.Error(w, "no such cell: "+name, http.StatusNotFound)
+			return
+		}
+		p.cell, p.armed, p.refuse = name, nil, 0
+		p.state = faultState{Cell: name}
+		if ok {
+			p.armed = &f
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case "/__state":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.state)
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 // countingBody counts what the upstream read of a request body, and cuts
@@ -160,6 +333,8 @@ type countingBody struct {
 	p     *netProxy
 	entry int
 	cutAt int64
+	// onCut, if set, cuts instead of cutNetwork (a fault's outage).
+	onCut func()
 	n     int64
 }
 
@@ -168,7 +343,11 @@ func (b *countingBody) Read(buf []byte) (int, error) {
 		buf = buf[:max(0, b.cutAt-b.n)]
 		if len(buf) == 0 {
 			b.cutAt = -1
-			b.p.cutNetwork()
+			if b.onCut != nil {
+				b.onCut()
+			} else {
+				b.p.cutNetwork()
+			}
 			return 0, errors.New("network cut")
 		}
 	}
@@ -183,14 +362,7 @@ func (b *countingBody) Read(buf []byte) (int, error) {
 func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Host == "" {
 		// Addressed to the proxy itself.
-		if r.URL.Path == "/__mark" {
-			p.mu.Lock()
-			p.marks++
-			p.mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		http.NotFound(w, r)
+		p.control(w, r)
 		return
 	}
 	part, _ := strconv.Atoi(r.URL.Query().Get("partNumber"))
@@ -203,14 +375,33 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	conn, _ := r.Context().Value(connKey{}).(net.Conn)
 	p.mu.Lock()
 	entry := len(p.log)
-	p.log = append(p.log, proxied{Method: r.Method, Host: r.URL.Host, Path: r.URL.Path, PartNumber: part, Mark: p.marks, Start: time.Now(), Body: string(body)})
+	req := r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery
+	p.log = append(p.log, proxied{Method: r.Method, Host: r.URL.Host, Path: r.URL.Path, Req: req, PartNumber: part, Mark: p.marks, Start: time.Now(), Body: string(body), Cell: p.cell})
 	defer func() {
 		p.mu.Lock()
 		p.log[entry].End = time.Now()
 		p.mu.Unlock()
 	}()
+	// A CONNECT (Chromium's own, to https services) is no request of the page's: never refused, never struck.
+	if r.Method != http.MethodConnect && p.refusedLocked(entry) {
+		p.mu.Unlock()
+		if conn != nil {
+			reset(conn)
+		} else {
+			hangUp(w)
+		}
+		return
+	}
+	// The armed fault, if this is the request it strikes.
+	var f *fault
+	if p.armed != nil && !p.state.Fired && r.Method != http.MethodConnect && p.armed.Match.MatchString(req) {
+		f = p.armed
+		p.state.Fired = true
+		p.state.Request = r.Method + " " + r.URL.Path
+	}
 	cutAt := int64(-1)
 	if p.cutAt != nil && len(p.cuts) == 0 {
 		cutAt = p.cutAt(r)
@@ -218,13 +409,32 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	lose := p.loseAnswer != nil && p.loseAnswer(r)
 	p.mu.Unlock()
 
+	var onCut func()
+	if f != nil {
+		switch f.Moment {
+		case lostRequest:
+			p.strike(f, entry, nil)
+			hangUp(w)
+			return
+		case held:
+			p.hold(r, entry)
+			hangUp(w)
+			return
+		case lostAnswer:
+			lose = true
+		case midBody:
+			cutAt = r.ContentLength / 2
+			onCut = func() { p.strike(f, entry, nil) }
+		}
+	}
+
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, r.URL.String(), nil)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	if r.Body != nil && r.ContentLength != 0 {
-		out.Body = &countingBody{ReadCloser: r.Body, p: p, entry: entry, cutAt: cutAt}
+		out.Body = &countingBody{ReadCloser: r.Body, p: p, entry: entry, cutAt: cutAt, onCut: onCut}
 		out.ContentLength = r.ContentLength
 	}
 	out.Header = r.Header.Clone()
@@ -239,19 +449,76 @@ func (p *netProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	// The API's JSON answers are kept (small ones), lost or not.
+	answer := &keptBytes{max: maxLoggedAnswer}
+	src := io.Reader(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		src = io.TeeReader(resp.Body, answer)
+	}
 	p.mu.Lock()
 	p.log[entry].Status = resp.StatusCode
 	p.log[entry].Lost = lose
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if !answer.over {
+			p.log[entry].Answer = answer.String()
+		}
+		p.mu.Unlock()
+	}()
 	if lose {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, src)
+		if f != nil {
+			p.strike(f, entry, nil)
+		}
 		hangUp(w)
 		return
 	}
 	writeAnswerHead(w, resp)
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	if _, err := io.Copy(w, src); err != nil {
 		p.setErr(entry, err)
 	}
+	if f != nil && f.Moment == answered {
+		// Passed on whole: the network goes now, this answer's connection
+		// excepted (its bytes are on the way; the server closes it).
+		_ = http.NewResponseController(w).Flush()
+		p.strike(f, entry, conn)
+	}
+}
+
+// keptBytes keeps what is written to it, unless that is over max bytes.
+type keptBytes struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (k *keptBytes) Write(b []byte) (int, error) {
+	if !k.over && k.Len()+len(b) <= k.max {
+		k.Buffer.Write(b)
+	} else {
+		k.over = true
+		k.Reset()
+	}
+	return len(b), nil
+}
+
+// hold keeps r unanswered and unforwarded until the browser gives up on it
+// (the page reloads) or the proxy closes.
+func (p *netProxy) hold(r *http.Request, entry int) {
+	p.mu.Lock()
+	p.state.Held = true
+	p.log[entry].Fault = held
+	cell := p.cell
+	p.mu.Unlock()
+	p.t.Logf("proxy: %s: holding %s %s", cell, r.Method, r.URL.Path)
+	select {
+	case <-r.Context().Done():
+	case <-time.After(2 * time.Minute):
+	}
+	p.mu.Lock()
+	p.state.Held = false
+	p.mu.Unlock()
 }
 
 func (p *netProxy) setErr(entry int, err error) {

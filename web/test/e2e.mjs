@@ -18,11 +18,15 @@
 //   FREE_UPLOAD_IDS  too-many: the uploads to abort (comma-separated) to
 //             free places, as the user would finish or discard others
 //
+//   MATRIX    matrix: the cells, JSON [{name, size, reload}], each armed at
+//             the proxy with GET PROXY_URL/__arm?cell=NAME
+//   PAGE_QUERY  matrix: the demo's query (its tunings: retryBaseMs, …)
+//
 // Scenarios: upload, lost-response, lost-put, reload, restart, cors,
 // cors-refused, several, ux, and for large files: big, resume, discard, offline, drop,
-// upload-1g, too-many; and bench (a measurement: see TestBrowserBench).
+// upload-1g, too-many; the outage matrix (matrix); and bench (a measurement: see TestBrowserBench).
 import { createHash, randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { chromium } from "playwright-core";
@@ -143,6 +147,7 @@ function newObservations() {
     /** @type {Preflight[]} */ preflights: [],
     /** @type {string[]} */ console: [],
     /** @type {string[]} */ workers: [],
+    /** The client's no-cors probes of a storage (a GET of another origin's "/"), and their answers. @type {{url: string, status?: number}[]} */ probes: [],
   };
 }
 
@@ -168,6 +173,12 @@ async function observe(context, page, obs = newObservations()) {
       const entry = { url: req.url(), key: req.headers()["idempotency-key"], body: req.postData(), authorization: req.headers()["authorization"] };
       obs.posts.push(entry);
       req.allHeaders().then((h) => void ((entry.key = h["idempotency-key"]), (entry.authorization = h["authorization"])), () => {});
+    }
+    if (req.method() === "GET" && u.pathname === "/" && u.origin !== new URL(APP_URL).origin && req.resourceType() === "fetch") {
+      /** @type {{url: string, status?: number}} */
+      const entry = { url: req.url() };
+      obs.probes.push(entry);
+      req.response().then((r) => void (entry.status = r?.status()), () => {});
     }
     if (req.method() === "PUT") {
       const entry = { url: req.url(), headers: req.headers(), status: /** @type {number|undefined} */ (undefined) };
@@ -961,6 +972,105 @@ Object.assign(scenarios, {
       log(`timings (ms since the pick): ${JSON.stringify(timings)}`);
       return { files: [file], timings, ...(await finalState(page)), ...obs };
     });
+  },
+});
+
+/** A request to the proxy itself (/__arm, /__state). @param {string} path */
+async function control(path) {
+  const res = await fetch(new URL(path, required("PROXY_URL")));
+  if (!res.ok) throw new Error(`${path}: HTTP ${res.status} ${await res.text()}`);
+  /** @type {unknown} */
+  const body = res.status === 204 ? undefined : await res.json();
+  return body;
+}
+
+/** Waits until the proxy holds the request its armed fault holds. */
+async function untilHeld() {
+  for (const deadline = Date.now() + WAIT; Date.now() < deadline; await new Promise((r) => setTimeout(r, 25))) {
+    const st = /** @type {{ held?: boolean }} */ (await control("/__state"));
+    if (st.held) return;
+  }
+  throw new Error("the proxy never held the request");
+}
+
+Object.assign(scenarios, {
+  /**
+   * The outage matrix (TestBrowserOutage): one browser, behind the test's
+   * proxy, and for each cell of MATRIX a fresh context (its own IndexedDB)
+   * on the demo with PAGE_QUERY's tunings: the cell's fault armed at the
+   * proxy, a file of the cell's size picked, and the row waited for until
+   * it is completed or failed. A cell with `reload` has its fault hold a
+   * request (the one after the create, or after the last part): once the
+   * proxy holds it, the page is reloaded, and the upload it lists resumed
+   * with Resume. A cell that throws is reported with its error; the others
+   * still run.
+   */
+  async matrix() {
+    /** @type {unknown} */
+    const parsed = JSON.parse(required("MATRIX"));
+    const cells = /** @type {{ name: string, size: number, reload?: boolean }[]} */ (parsed);
+    const query = process.env.PAGE_QUERY ?? "";
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS, proxy: { server: required("PROXY_URL") } });
+    const dir = mkdtempSync(join(tmpdir(), "onceupload-matrix-"));
+    const out = [];
+    try {
+      for (const cell of cells) {
+        const started = Date.now();
+        const context = await browser.newContext({ viewport: { width: 900, height: 720 } });
+        const page = await context.newPage();
+        page.setDefaultTimeout(WAIT);
+        page.on("pageerror", (e) => log(`${cell.name}: page error: ${e.message}`));
+        /** @type {Record<string, unknown>} */
+        const res = { name: cell.name };
+        try {
+          const { obs } = await observe(context, page);
+          Object.assign(res, obs);
+          const ready = async () => {
+            await page.goto(new URL(`/?${query}`, APP_URL).toString());
+            await page.locator("html[data-ready=true]").waitFor();
+          };
+          await ready();
+          log(`${cell.name}: page ready after ${Date.now() - started} ms`);
+          const file = makeFile(`${cell.name}.bin`, "application/octet-stream", cell.size);
+          res.files = [fileInfo(file)];
+          // Picked from disk: a buffer would cross the DevTools protocol, seconds for a few MiB.
+          const path = join(dir, file.name);
+          writeFileSync(path, file.buffer);
+          await control(`/__arm?cell=${encodeURIComponent(cell.name)}`);
+          await pickPath(page, path);
+          /** @type {StatusEntry[]} */
+          let before = [];
+          if (cell.reload) {
+            await untilHeld();
+            res.before = (await rows(page))[0];
+            res.storedBefore = await storedRecords(page);
+            before = await statusLog(page);
+            await page.reload();
+            await page.locator("html[data-ready=true]").waitFor();
+            const listed = (await rows(page))[0];
+            res.listed = listed;
+            await page.locator("li.upload").getByRole("button", { name: `Resume upload of ${file.name}` }).click();
+          }
+          await waitSettled(page, 1);
+          log(`${cell.name}: settled after ${Date.now() - started} ms`);
+          Object.assign(res, await finalState(page));
+          res.statusLog = [...before, .../** @type {StatusEntry[]} */ (res.statusLog)];
+        } catch (e) {
+          res.error = e instanceof Error ? e.message : String(e);
+          log(`${cell.name} failed:`, e);
+          await diagnose(page);
+        } finally {
+          await control("/__arm").catch(() => undefined);
+          await context.close();
+        }
+        log(`${cell.name}: ${Date.now() - started} ms`);
+        out.push(res);
+      }
+    } finally {
+      await browser.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return { cells: out };
   },
 });
 
