@@ -351,7 +351,7 @@ func checkBucketPolicy(t *testing.T, c cfn) {
 var kmsNeeds = map[string]map[string][]string{
 	"PresignRole": {
 		"PutObject (a URL)": {"kms:GenerateDataKey"}, "UploadPart (a URL)": {"kms:GenerateDataKey"},
-		"CreateMultipartUpload": {"kms:GenerateDataKey"}, "CompleteMultipartUpload": {"kms:Decrypt"},
+		"CreateMultipartUpload": {"kms:GenerateDataKey", "kms:Decrypt"}, "CompleteMultipartUpload": {"kms:Decrypt"},
 		"ListParts": {"kms:Decrypt"}, "HeadObject with checksums": {"kms:Decrypt"},
 	},
 	"FinalizeRole": {"HeadObject with checksums": {"kms:Decrypt"}},

@@ -42,9 +42,9 @@ import (
 //
 // A complete that loses a race answers with what won (settleLost): the
 // completed body of a twin, ErrNotPending for an abort, ErrInProgress
-// while a twin or an abort is still at work at S3; never parts missing or
-// unavailable for what another request did, and never ErrNotPending from
-// an abort's intent alone (settleAborting).
+// while a twin is still at work at S3; never parts missing or unavailable
+// for what another request did, and never ErrNotPending from an abort's
+// intent alone (settleAborting).
 //
 // Errors: ErrNotFound, ErrNotPending, *PartsMissingError,
 // *PartsMismatchError, *api.RequestError, the store's.
@@ -230,26 +230,37 @@ func (s *Service) settleLost(ctx context.Context, rec uploadrecord.Stored, refus
 	return completion(now, done, outcome, err)
 }
 
-// settleAborting answers a complete refused while an abort is under way.
-// The abort's intent is not its outcome: a twin's Complete may have taken
-// the upload at S3 before the abort got there, and then the abort finds
-// the object and the upload ends completed. So S3 decides: the upload
-// gone, its object does (settleGone: a twin's object is recorded, none
-// means aborted); the upload still there, the abort has yet to reach it,
-// and the complete answers in progress, so that its retry meets the
-// outcome rather than the intent.
+// settleAborting answers a complete refused while an abort is under way
+// (rec is in state aborting). The abort's intent is not its outcome: a
+// twin's Complete may have taken the upload at S3 before the abort got
+// there, and then the abort finds the object and the upload ends
+// completed. So S3 decides: the upload gone, its object does (settleGone:
+// a twin's object is recorded, none means aborted). The upload still
+// there, this complete cannot complete it (S3 refused it, or its parts are
+// short), and the abort that began may have stopped before S3 (a timeout,
+// S3 unavailable): the complete carries the abort out, so that the upload
+// never waits days in between, and answers with its outcome.
 func (s *Service) settleAborting(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
-	// One part is enough to learn whether the upload is there.
+	// One part is enough to learn whether the upload is there. (An abort
+	// sent straight away would not tell: MinIO answers success for an
+	// upload that is gone, and a twin's object would be taken for none.)
 	_, err := s.objects.ListParts(ctx, &s3.ListPartsInput{
 		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID), MaxParts: aws.Int32(1),
 	})
+	if err == nil {
+		_, err = s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID),
+		})
+		if err == nil {
+			return s.markAborted(ctx, rec)
+		}
+	}
 	switch {
 	case isNoSuchUpload(err):
-		return s.settleGone(ctx, rec, false)
-	case err != nil:
-		return rec, fmt.Errorf("complete %s: list parts: %w", rec.ClaimID, recordstore.Classify(err))
+		return s.settleGone(ctx, rec, true)
+	default:
+		return rec, fmt.Errorf("complete %s: settle an abort under way: %w", rec.ClaimID, recordstore.Classify(err))
 	}
-	return rec, fmt.Errorf("complete %s: an abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
 }
 
 // reread reads rec's record again, as ownRecord does.
@@ -339,9 +350,13 @@ func (s *Service) recordSHA256(ctx context.Context, rec uploadrecord.Stored, sum
 		// Still pending, so the sha256 is what failed: another complete
 		// recorded another one since rec was read.
 		return rec, errSHA256Differs
-	case errors.Is(err, recordstore.ErrMismatch):
+	case errors.Is(err, recordstore.ErrMismatch) && errors.As(err, &conflict):
 		// Not pending: an abort has begun, and S3 says how it ends.
-		return s.settleAborting(ctx, rec)
+		now, err := uploadrecord.Decode(conflict.Existing)
+		if err != nil {
+			return rec, err
+		}
+		return s.settleAborting(ctx, now)
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: record sha256: %w", rec.ClaimID, err)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 )
@@ -52,22 +52,28 @@ func (e *env) holdAbort(t *testing.T, u api.Upload) (goOn func() abortAnswer) {
 		res, err := e.withObjects(held).Abort(context.Background(), "tenant", u.UploadID)
 		answer <- abortAnswer{res, err}
 	}()
+	var release sync.Once
+	// A test that stops early still lets the abort go, and waits for it.
+	t.Cleanup(func() { release.Do(func() { close(held.release); <-answer }) })
 	select {
 	case <-held.reached:
 	case a := <-answer:
 		t.Fatalf("the abort answered before it reached S3: %v %s", a.err, a.res.Body)
 	}
-	return func() abortAnswer {
-		close(held.release)
-		return <-answer
+	return func() (a abortAnswer) {
+		release.Do(func() {
+			close(held.release)
+			a = <-answer
+		})
+		return a
 	}
 }
 
 // A complete that meets an abort's intent, while a twin's Complete took
 // the upload at S3 before the abort could: the upload ends completed, so
-// the complete answers the completed body, or in progress (409 with
-// Retry-After) while it cannot know yet; never upload_not_pending. The
-// abort then answers upload_completed.
+// the complete answers the completed body, never upload_not_pending (S3
+// shows the upload gone and the object there). The abort then answers
+// upload_completed.
 func TestCompleteMeetingAnAbortsIntent(t *testing.T) {
 	ctx := context.Background()
 	for i, tc := range []struct {
@@ -99,12 +105,8 @@ func TestCompleteMeetingAnAbortsIntent(t *testing.T) {
 			hooks := tc.hooks(func() { e.completeAtS3(t, u, f, 2) })
 			hooks.ObjectAPI = e.objectsClient
 			got, err := e.withObjects(hooks).Complete(ctx, "tenant", u.UploadID, req)
-			var inProgress *recordstore.InProgressError
-			switch {
-			case err == nil && decode(t, got.Body).Status == api.StatusCompleted:
-			case errors.As(err, &inProgress) && inProgress.RetryAfter > 0:
-			default:
-				t.Errorf("the complete: %v %s; want completed, or in progress with a retry time (the twin completed the upload)", err, got.Body)
+			if err != nil || decode(t, got.Body).Status != api.StatusCompleted {
+				t.Errorf("the complete: %v %s; want completed (the twin completed the upload)", err, got.Body)
 			}
 			aborted := goOn()
 			if !errors.Is(aborted.err, upload.ErrCompleted) {
@@ -116,27 +118,72 @@ func TestCompleteMeetingAnAbortsIntent(t *testing.T) {
 }
 
 // A complete that meets an abort's intent while the S3 upload is still
-// whole answers in progress: the abort is on its way to S3 and decides.
-// The abort then aborts, and the retried complete says so.
+// there, and cannot complete it (its list of parts came back short, as
+// while an abort removes them), carries the abort out: the abort that began
+// may have stopped before S3. It answers upload_not_pending, and the abort,
+// going on, finds the upload gone and answers aborted.
 func TestCompleteMeetingAnAbortsIntentBeforeS3(t *testing.T) {
 	ctx := context.Background()
 	e := multipartEnv(t)
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-meets-intent-before-s3", f)
 	goOn := e.holdAbort(t, u)
-	// A list that shows a part short once, as while an abort removes them.
 	_, err := e.withObjects(&interleaved{ObjectAPI: e.objectsClient, after: func() {}, drop: 1}).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
-	var inProgress *recordstore.InProgressError
-	if !errors.As(err, &inProgress) || inProgress.RetryAfter <= 0 {
-		t.Errorf("the complete: %v; want in progress with a retry time (the abort has not reached S3)", err)
+	if !errors.Is(err, upload.ErrNotPending) {
+		t.Errorf("the complete: %v; want upload_not_pending (it carried the abort out)", err)
 	}
 	if a := goOn(); a.err != nil || decode(t, a.res.Body).Status != api.StatusAborted {
 		t.Errorf("the abort: %v %s; want aborted", a.err, a.res.Body)
 	}
-	if _, err := e.svc.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); !errors.Is(err, upload.ErrNotPending) {
-		t.Errorf("the complete retried after the abort: %v; want upload_not_pending", err)
-	}
 	e.wantEnded(t, u, api.StatusAborted, 0)
+}
+
+// An abort that stopped after recording its intent (S3 unavailable, its
+// function timed out) leaves no upload stuck between: a complete that
+// cannot complete carries the abort out, and one that can completes (it
+// reached S3 before any abort did).
+func TestAbortThatStoppedAfterItsIntent(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name  string
+		short bool // the complete's list of parts comes back short
+		want  string
+	}{
+		{"a complete that cannot complete", true, api.StatusAborted},
+		{"a complete that can", false, api.StatusCompleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := multipartEnv(t)
+			f := newBigFile(t, 6<<20)
+			u := e.sendAll(t, fmt.Sprintf("key-abort-stopped-%02d", i), f)
+			if _, err := e.withObjects(unavailableAbort{e.objectsClient}).Abort(ctx, "tenant", u.UploadID); err == nil {
+				t.Fatal("the abort with S3 unavailable answered success")
+			}
+			hooks := &interleaved{ObjectAPI: e.objectsClient}
+			if tc.short {
+				hooks.after, hooks.drop = func() {}, 1
+			}
+			got, err := e.withObjects(hooks).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
+			switch tc.want {
+			case api.StatusAborted:
+				if !errors.Is(err, upload.ErrNotPending) {
+					t.Errorf("the complete: %v %s; want upload_not_pending", err, got.Body)
+				}
+			default:
+				if err != nil || decode(t, got.Body).Status != tc.want {
+					t.Errorf("the complete: %v %s; want %s", err, got.Body, tc.want)
+				}
+			}
+			e.wantEnded(t, u, tc.want, map[string]int{api.StatusAborted: 0, api.StatusCompleted: 1}[tc.want])
+		})
+	}
+}
+
+// unavailableAbort is S3 answering every abort 503.
+type unavailableAbort struct{ upload.ObjectAPI }
+
+func (unavailableAbort) AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadInput, ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "ServiceUnavailable", Message: "Please reduce your request rate."}
 }
 
 // The abort's side: held between its intent and S3 while a whole complete

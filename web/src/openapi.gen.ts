@@ -137,9 +137,8 @@ export interface paths {
          *     whatever valid body it carries, and a completion whose answer was lost is recognised on
          *     the next call, never repeated into a second object.
          *     Concurrent completes of one upload each answer 200 with that body, or 409
-         *     `idempotency_in_progress` (with `Retry-After`) while another of them, or an
-         *     abort, is still at work at S3; a complete that loses to an abort answers 409
-         *     `upload_not_pending`.
+         *     `idempotency_in_progress` (with `Retry-After`) while another of them is still at
+         *     work at S3; a complete that loses to an abort answers 409 `upload_not_pending`.
          */
         post: operations["completeUpload"];
         delete?: never;
@@ -1028,10 +1027,11 @@ export interface operations {
              *     Sending the same declaration again gets the same answer; sign those parts
              *     again, send their right bytes, and complete again.
              *     `upload_not_pending`: the upload was aborted (also when that abort began while
-             *     this complete was at work: the complete lost).
-             *     `idempotency_in_progress`: the upload is still being created, another
-             *     complete of it is at work at S3 (its object not there yet), or an abort of it
-             *     has begun and not yet reached S3 (a complete may still win there); retry after
+             *     this complete was at work: the complete lost), or an abort of it has begun and
+             *     this complete cannot complete it (it carries the abort out). An abort that has
+             *     begun does not decide alone: a complete that took the upload at S3 first wins.
+             *     `idempotency_in_progress`: the upload is still being created, or another
+             *     complete of it is at work at S3 (its object not there yet); retry after
              *     `Retry-After` seconds. A complete that finds it completed by another answers
              *     200 with the completed body.
              */
