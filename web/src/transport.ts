@@ -244,9 +244,18 @@ export class StorageReach {
         });
       } catch (e) {
         const noAnswer = e instanceof UploadError && e.kind === "network" && e.status === undefined && !req.signal?.aborted;
-        if (!noAnswer || this.reached || !this.isOnline()) throw e;
+        if (!noAnswer || this.reached || !this.isOnline()) {
+          // A try that is not counted (offline, timed out, aborted, answered
+          // with an error) breaks the chain of evidence: what a probe found
+          // before it says nothing about the storage after it.
+          reachable = false;
+          throw e;
+        }
         silent++;
-        if (silent < this.tries - 1) throw e;
+        if (silent < this.tries - 1) {
+          reachable = false;
+          throw e;
+        }
         reachable = await this.reachable(req);
         // Reachable before and after a CORS request that got no answer: waiting cannot help.
         if (silent >= this.tries && reachableBefore && reachable && !this.reached) throw new Unretried(probablyCors(e, silent));

@@ -125,4 +125,43 @@ describe("StorageReach", () => {
     assert.equal(await tryOnce(t, ctrl.signal), "retried");
     assert.equal(probed, 1);
   });
+  it("takes no evidence across a try made offline: reachable before it is not reachable before the next one", async () => {
+    // Reachable after the second try; the third fails while offline (not
+    // counted); the fourth, online again, fails between a stale "reachable"
+    // and a fresh one: no verdict until reachable around a failed try again.
+    let online = true;
+    // Online when tries 1 and 2 fail; offline when try 3 fails; online after.
+    const onlineAfter = [true, true, false, true, true];
+    const p = probe([true, true, true]);
+    const inner = scripted([false, false, false, false, false]);
+    const t = new StorageReach(() => online, p.fn).watch(async (r) => {
+      try {
+        return await inner(r);
+      } finally {
+        online = onlineAfter.shift() ?? true;
+      }
+    });
+    const got: Outcome[] = [];
+    for (let i = 0; i < 5; i++) got.push(await tryOnce(t));
+    assert.deepEqual(got, ["retried", "retried", "retried", "hint", "cors"]);
+    assert.equal(p.urls.length, 3, "no probe after the try made offline");
+  });
+
+  it("takes no evidence across a try that timed out or was answered with an error", async () => {
+    const p = probe([true, true, true]);
+    const errs: (UploadError | "ok")[] = [
+      noAnswer(),
+      noAnswer(),
+      new UploadError({ kind: "timeout", message: "no progress", retryable: true }),
+      noAnswer(),
+    ];
+    const t = new StorageReach(() => true, p.fn).watch(async () => {
+      const e = errs.shift();
+      if (e === undefined || e === "ok") return ok;
+      throw e;
+    });
+    const got: Outcome[] = [];
+    for (let i = 0; i < 4; i++) got.push(await tryOnce(t));
+    assert.deepEqual(got, ["retried", "retried", "retried", "hint"]);
+  });
 });
