@@ -181,13 +181,20 @@ export type StorageProbe = (url: string, signal: AbortSignal) => Promise<unknown
 /**
  * `fetch(origin, {mode: "no-cors"})`: CORS does not apply to it, so it
  * resolves (an opaque response, whatever the status) whenever the storage
- * answers; S3 answers an anonymous GET with an XML 403. Its rejection
+ * answers; S3 answers an anonymous GET with an XML 403. Only an opaque
+ * response counts: any other type (a service worker's fallback page) was
+ * not made by the storage, and rejects. Its rejection
  * proves nothing: the network is down, or the browser withholds the
  * answer (a browser whose opaque-response blocking refuses S3's XML error
  * body fails the fetch, where Chromium's resolves it empty).
  */
-export const noCorsProbe: StorageProbe = (url, signal) =>
-  fetch(url, { mode: "no-cors", cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer", signal });
+export const noCorsProbe: StorageProbe = async (url, signal) => {
+  const res = await fetch(url, { mode: "no-cors", cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer", signal });
+  // Only an opaque response comes from the storage: any other type was made
+  // on this side (a service worker answering with a fallback page).
+  if (res.type !== "opaque") throw new Error(`no-cors probe: a ${res.type} response, not the storage's`);
+  return res;
+};
 
 /**
  * Tells a storage that refuses this page's origin (CORS) from a network
@@ -276,12 +283,21 @@ export class StorageReach {
       return false;
     }
     const { signal, done } = attemptSignal(req.signal, PROBE_TIMEOUT_MS);
+    // Raced against its own signal: a probe that ignores the signal (an
+    // injected one) must not hold the request beyond the time limit or a Pause.
+    let onAbort: (() => void) | undefined;
+    const ended = new Promise<never>((_, reject) => {
+      onAbort = () => reject(new Error("probe ended"));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
     try {
-      await this.probe(url, signal);
+      await Promise.race([this.probe(url, signal), ended]);
       return !signal.aborted;
     } catch {
       return false;
     } finally {
+      if (onAbort) signal.removeEventListener("abort", onAbort);
       done();
     }
   }

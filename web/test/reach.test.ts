@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import { PROBABLY_CORS, STORAGE_UNANSWERED } from "../src/codes.js";
 import { UploadError } from "../src/errors.js";
 import { Unretried } from "../src/retry.js";
-import { type PutRequest, type PutResponse, type PutTransport, StorageReach, type StorageProbe } from "../src/transport.js";
+import { PROBE_TIMEOUT_MS, type PutRequest, type PutResponse, type PutTransport, StorageReach, type StorageProbe, noCorsProbe } from "../src/transport.js";
 
 const noAnswer = () => new UploadError({ kind: "network", message: "PUT to storage: no answer (network or CORS failure)", retryable: true });
 const req = (signal?: AbortSignal): PutRequest => ({ url: "https://bucket.s3.test/key?X-Amz-Signature=abc", method: "PUT", headers: {}, body: new Blob(["x"]), signal });
@@ -164,4 +164,54 @@ describe("StorageReach", () => {
     for (let i = 0; i < 4; i++) got.push(await tryOnce(t));
     assert.deepEqual(got, ["retried", "retried", "retried", "hint"]);
   });
+
+  it("ends a probe that ignores its signal at PROBE_TIMEOUT_MS, for no evidence (mock timers)", async (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    let called!: () => void;
+    const probing = new Promise<void>((resolve) => (called = resolve));
+    // Never settles, and never looks at its signal.
+    const deaf: StorageProbe = () => {
+      called();
+      return new Promise(() => {});
+    };
+    const w = new StorageReach(() => true, deaf).watch(scripted([false, false]));
+    assert.equal(await tryOnce(w), "retried");
+    let settled = false;
+    const second = tryOnce(w).finally(() => (settled = true));
+    await probing;
+    t.mock.timers.tick(PROBE_TIMEOUT_MS - 1);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(settled, false, "still probing before the time limit");
+    t.mock.timers.tick(1);
+    assert.equal(await second, "retried");
+  });
+
+  it("ends a probe that ignores its signal when the request is paused", async () => {
+    const ctrl = new AbortController();
+    const deaf: StorageProbe = () => {
+      queueMicrotask(() => ctrl.abort());
+      return new Promise(() => {});
+    };
+    const w = new StorageReach(() => true, deaf).watch(scripted([false, false]));
+    assert.equal(await tryOnce(w), "retried");
+    assert.equal(await tryOnce(w, ctrl.signal), "retried");
+  });
+});
+
+describe("noCorsProbe", () => {
+  for (const c of [
+    { type: "opaque", proves: true },
+    // A service worker that answers a failed fetch with its fallback page.
+    { type: "basic", proves: false },
+    { type: "default", proves: false },
+  ]) {
+    it(`${c.proves ? "takes" : "does not take"} a response of type ${c.type} for the storage's answer`, async (t) => {
+      t.mock.method(globalThis, "fetch", async () => ({ type: c.type, status: 0 }) as Response);
+      const got = noCorsProbe("https://bucket.s3.test/", new AbortController().signal).then(
+        () => true,
+        () => false,
+      );
+      assert.equal(await got, c.proves);
+    });
+  }
 });
