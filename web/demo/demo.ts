@@ -161,13 +161,16 @@ function apiBase(): string {
  * The client's tunings a test (or a trial by hand) may give in the page's
  * query, each a number: `retryBaseMs` and `retryMaxMs` (the backoff's first
  * and largest ceilings, of every request), `multipartBytes` and `partBytes`
- * (small files in parts). Anything else, or a value that is not a number,
- * is ignored: the defaults are the product's.
+ * (small files in parts). Anything else, or a value that is empty or not a
+ * number, is ignored: the defaults are the product's.
  */
 function tunings(): Partial<UploadClientOptions> {
   const q = new URLSearchParams(location.search);
   const num = (name: string) => {
-    const v = Number(q.get(name) ?? NaN);
+    // Number("") and Number(" ") are 0: an empty value is no value.
+    const raw = q.get(name)?.trim();
+    if (!raw) return undefined;
+    const v = Number(raw);
     return Number.isFinite(v) && v >= 0 ? v : undefined;
   };
   const out: Partial<UploadClientOptions> = {};
