@@ -202,3 +202,38 @@ func TestS3FailuresNeverShowTheURL(t *testing.T) {
 		})
 	}
 }
+
+// A create whose answer is lost (the server acted on it) and whose next
+// attempts are refused (a proxy restarting) may have created its upload:
+// the refusals are retried as any network failure, never ended as a wrong
+// --api, and the key is kept, so that a rerun resumes the upload the first
+// attempt created instead of orphaning it under a new key.
+func TestCreateAnswerLostThenRefusedKeepsTheKey(t *testing.T) {
+	var seen atomic.Value // the key the create carried
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		seen.Store(r.Header.Get("Idempotency-Key"))
+		_ = srv.Listener.Close() // from now on, connections are refused
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the answer is lost
+		}
+	})
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+	state := filepath.Join(t.TempDir(), "s.json")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--api", srv.URL, "--state", state, "--max-attempts", "3", "--retry-budget", "5s", tempFile(t, 10)}, &out, &errOut, nil)
+	key, _ := seen.Load().(string)
+	if key == "" {
+		t.Fatalf("exit %d, stderr %q: the create never reached the server", code, errOut.String())
+	}
+	if code != exitExhausted || strings.Contains(errOut.String(), "Point the command at yours") {
+		t.Errorf("exit %d, stderr %q; want %d (retried, then given up), no advice on --api", code, errOut.String(), exitExhausted)
+	}
+	if raw, _ := os.ReadFile(state); !strings.Contains(string(raw), key) {
+		t.Errorf("state %s; want the create's key %s kept, for a rerun to resume its upload", raw, key)
+	}
+}

@@ -169,8 +169,9 @@ had begun it ("already uploaded with this key; nothing sent" only when
 nothing was sent).
 
 A failure that waiting cannot fix ends the run at once, exit 1, with its
-cause and host: before the API has answered, a host that DNS does not
-know, nothing listening, https:// at a plain-HTTP port or the reverse, a
+cause and host: before the API has answered (and while no attempt of
+the request may have reached it), a host that DNS does not know, nothing
+listening, https:// at a plain-HTTP port or the reverse, a
 certificate that fails verification (that one, the API's or S3's, at any
 time). No line shows a presigned URL.
 
@@ -374,7 +375,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			fmt.Fprintf(stderr, "upload: %s\n", faultAdvice(e, o.api, file, !e.Storage))
 			if created != nil {
 				fmt.Fprintf(stderr, "upload: %s: %s (key %s)\n", file, stored, key)
-			} else if e.Op == "create" && minted {
+			} else if e.Op == "create" && minted && !e.Reached {
 				_ = state.forget(id) // no server has seen this key
 			}
 			return exitFailed, !e.Storage
@@ -384,7 +385,7 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			// reach, after an attempt that may have reached it. That is
 			// giving up retrying, below, with the key kept.
 			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
-			if e.Op == "create" {
+			if e.Op == "create" && !e.Reached {
 				_ = state.forget(id) // nothing was created
 			}
 			return exitFailed, false

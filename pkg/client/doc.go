@@ -57,8 +57,12 @@
 // refused connection (ErrConnectionRefused), an https:// URL at a port
 // that speaks plain HTTP or the reverse (ErrServerSpeaksHTTP,
 // ErrServerSpeaksHTTPS), and a certificate that fails verification
-// (ErrCertificate): the base URL is most likely wrong. Once the API has
-// answered, a certificate still ends a request at once, the API's or S3's;
+// (ErrCertificate): the base URL is most likely wrong. Only while no
+// earlier attempt of the request may have reached the server, though: one
+// that was sent and lost its answer may have been acted on (a create may
+// have created its upload), so a refusal after it is retried as any
+// network failure (Error.Reached says whether one may have). Once the API
+// has answered, a certificate still ends a request at once, the API's or S3's;
 // the others are retried, as a network on the move causes them for a
 // moment. The *Error's Fault says which (errors.Is(err, ErrNoSuchHost)),
 // FaultSentence says it with the host. An error, a retry's reason and a

@@ -21,8 +21,10 @@ import (
 // Transport failures that waiting cannot fix, each an *Error's Fault:
 // errors.Is(err, ErrNoSuchHost) tests for it. Before the API has answered
 // a Client once (any answer that is the API's or API Gateway's), each ends
-// the request after its one attempt, whatever CheckRetry says: the base
-// URL is most likely wrong. Once the API has answered, ErrCertificate
+// the request at once, whatever CheckRetry says: the base URL is most
+// likely wrong; but only while no earlier attempt of the request may have
+// reached the server (each failed at the dial: refused, or DNS), else it
+// is retried as any network failure (Error.Reached). Once the API has answered, ErrCertificate
 // still does, for the API and for S3 alike; the others are retried as any
 // network failure (a laptop moving from Wi-Fi to mobile data loses its
 // DNS or its route for a moment).
@@ -82,9 +84,25 @@ func transportFault(scheme string, resp *http.Response, body []byte, err error) 
 }
 
 // endsAtOnce says whether fault ends the request after this attempt: a
-// certificate always, the others until the API has answered.
-func (c *Client) endsAtOnce(fault error) bool {
-	return fault == ErrCertificate || fault != nil && !c.answered.Load()
+// certificate always, the others until the API has answered, and only
+// while no attempt of this request may have reached the server (reached):
+// a create whose first attempt was sent and whose answer was lost, then
+// refused (a proxy restarting), may have created its upload, so it is
+// retried as any network failure, never ended as a wrong base URL.
+func (c *Client) endsAtOnce(fault error, reached bool) bool {
+	return fault == ErrCertificate || fault != nil && !reached && !c.answered.Load()
+}
+
+// dialFailure reports whether err ended an attempt before a byte of its
+// request was sent: the dial failed (a refused connection, a timeout) or
+// DNS did.
+func dialFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // saysHTTPS reports whether a 400's body is a server's word that it wants

@@ -28,9 +28,12 @@ import (
 // (the step's request is lost, or the server acts and its answer is lost,
 // or a PUT's connection drops mid-body), then resets and refuses every
 // attempt until outageAttempts attempts have been refused, then comes
-// back. (At the create the API has not answered yet, and a refused
-// connection then ends a run at once by design, ErrConnectionRefused: the
-// create's outage resets outageAttempts attempts instead.) Each cell must
+// back. (At the create the API has not answered yet: a refused
+// connection on a create's first attempt ends a run at once by design,
+// ErrConnectionRefused, so the create's lost request is followed by
+// outageAttempts resets instead. Its answer-lost cell is refused as any
+// other: the first attempt may have created the upload, so a refusal after
+// it must be retried, never end the run and lose the key.) Each cell must
 // end completed, with one object (the file), one upload id (every create
 // carried one key, every request named one upload, a lost create answer
 // named it too) and one Upload Completed event for it, counted by upload
@@ -128,8 +131,11 @@ type outage struct {
 	step           outageStep
 	moment         outageMoment
 	// resetsOnly: before the API has answered, a refused connection ends
-	// a run at once by design (ErrConnectionRefused: the base URL is most
-	// likely wrong), so the outage resets outageAttempts attempts instead.
+	// a run at once by design when no earlier attempt may have reached the
+	// server (ErrConnectionRefused: the base URL is most likely wrong), so
+	// the create's lost-request outage resets outageAttempts attempts
+	// instead. (Its answer-lost outage refuses them: that create reached
+	// the API, and the client must retry it.)
 	resetsOnly bool
 	dialer     net.Dialer
 
@@ -149,7 +155,7 @@ type seenRequest struct {
 
 func startOutage(t *testing.T, st *devstack.Stack, step outageStep, moment outageMoment) *outage {
 	t.Helper()
-	o := &outage{step: step, moment: moment, resetsOnly: step.name == stepCreate.name}
+	o := &outage{step: step, moment: moment, resetsOnly: step.name == stepCreate.name && moment.kind != faults.DropResponse}
 	var err error
 	if o.api, err = faults.Start(st.APIURL); err != nil {
 		t.Fatal(err)

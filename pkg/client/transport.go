@@ -88,7 +88,8 @@ type Error struct {
 	// ErrServerSpeaksHTTP, ErrServerSpeaksHTTPS or ErrCertificate.
 	// errors.Is(err, ErrNoSuchHost) tests it. With Exhausted false, it
 	// ended the request at once; Exhausted, it was retried (the API had
-	// answered before) until the retries ran out.
+	// answered before, or an earlier attempt may have reached it: Reached)
+	// until the retries ran out.
 	Fault error
 	// NotOnceupload is true when the answer to an API request was not the
 	// API's (no error body with one of its codes, nor one of API Gateway's
@@ -102,6 +103,13 @@ type Error struct {
 	// Answer describes a foreign answer: status, Server header, media type
 	// and the first bytes of the body.
 	Answer string
+	// Reached is true when an attempt of this request may have reached the
+	// server and been acted on: it got past the dial (a byte of it may
+	// have been sent) and did not end in a fault or a foreign answer. With
+	// Reached false, no server acted on the request (every attempt was
+	// refused, failed in DNS, or met something else than the API): a
+	// create's key was never seen and may be dropped.
+	Reached bool
 }
 
 // Is makes errors.Is(err, ErrNotOnceupload) true for a foreign answer, and
@@ -229,6 +237,7 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 	refreshed, repeats := false, 0 // repeats: with a fresh token, outside MaxAttempts
 	var refused *Error             // the 401 that asked for a fresh token
 	var lastAuth string
+	reached := false // an attempt so far may have reached the server
 	for attempt := 1; ; attempt++ {
 		req, err := build()
 		if err == nil && to.api() {
@@ -297,11 +306,15 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 				}
 			}
 		}
+		// This attempt reached the server unless it failed at the dial (a
+		// refused connection, DNS), at a fault, or met a foreign answer.
+		reached = reached || !(fail.Fault != nil || fail.NotOnceupload || dialFailure(err))
+		fail.Reached = reached
 		if ctx.Err() != nil {
 			fail.Err, fail.Exhausted, fail.Fault = ctx.Err(), true, nil
 			return nil, nil, fail
 		}
-		if c.endsAtOnce(fail.Fault) {
+		if c.endsAtOnce(fail.Fault, reached) {
 			return nil, nil, fail // waiting cannot fix it
 		}
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && to.api() && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
