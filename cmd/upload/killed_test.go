@@ -34,9 +34,9 @@ import (
 // kept back. Once it holds it, it closes held: the test kills the process
 // then, at that step and moment.
 type killProxy struct {
-	url      string
-	rp       *httputil.ReverseProxy
-	handlers sync.WaitGroup
+	url string
+	rp  *httputil.ReverseProxy
+	srv *http.Server
 
 	mu         sync.Mutex
 	hold       func(*http.Request) bool // nil once used
@@ -58,16 +58,14 @@ func startKillProxy(t *testing.T, hold func(*http.Request) bool, loseAnswer bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(p.serve)}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve)}
+	go func() { _ = p.srv.Serve(l) }()
+	t.Cleanup(func() { _ = p.srv.Close() })
 	p.url = "http://" + l.Addr().String()
 	return p
 }
 
 func (p *killProxy) serve(w http.ResponseWriter, r *http.Request) {
-	p.handlers.Add(1)
-	defer p.handlers.Done()
 	what := r.Method + " " + r.URL.Path
 	if r.Method == http.MethodPut {
 		what = "PUT"
@@ -100,6 +98,20 @@ func (p *killProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	close(p.held)
 	<-r.Context().Done()
+}
+
+// drain waits until every request the proxy took has ended, and takes no
+// more: Shutdown closes the listener first, then waits for each
+// connection's handler to return (a handler that runs is an active
+// connection). A WaitGroup counted in the handler would race its Wait: a
+// request accepted just before the kill could Add after Wait began.
+func (p *killProxy) drain(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure, not a measure
+	defer cancel()
+	if err := p.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("the proxy's requests never ended: %v", err)
+	}
 }
 
 // seen is every request forwarded so far, with its answer's status.
@@ -251,7 +263,7 @@ func killedCell(t *testing.T, st *devstack.Stack, bin string, size int, hold fun
 	}
 	_ = first.Process.Kill() // SIGKILL: no chance to tidy up
 	_ = first.Wait()
-	p.handlers.Wait() // every request of the dead process has ended
+	p.drain(t) // every request of the dead process has ended
 
 	// What the first run left: its key always (stored before the first
 	// request), the upload's id once the create was answered.
