@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/onceupload/onceupload/internal/faults"
 )
@@ -23,6 +25,7 @@ type target struct {
 }
 
 type arrival struct {
+	path  string
 	n     int64
 	whole bool
 }
@@ -32,7 +35,7 @@ func startTarget(t *testing.T) *target {
 	tg := &target{got: make(chan arrival, 16)}
 	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
-		tg.got <- arrival{n, err == nil}
+		tg.got <- arrival{r.URL.Path, n, err == nil}
 		if err == nil {
 			_, _ = io.WriteString(w, "stored "+r.URL.Path)
 		}
@@ -67,8 +70,8 @@ func TestProxyFaultsAtEachMoment(t *testing.T) {
 		lost    string   // the answer OnFault reports lost
 	}{
 		{faults.Reset, nil, ""},
-		{faults.DropMidBody, &arrival{size / 2, false}, ""},
-		{faults.DropResponse, &arrival{size, true}, "stored /k"},
+		{faults.DropMidBody, &arrival{"/k", size / 2, false}, ""},
+		{faults.DropResponse, &arrival{"/k", size, true}, "stored /k"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			tg := startTarget(t)
@@ -86,13 +89,20 @@ func TestProxyFaultsAtEachMoment(t *testing.T) {
 				t.Errorf("OnFault got %s of %s, lost answer %q; want %s of /k, %q", f.Kind, f.Request.URL.Path, f.Body, tc.kind, tc.lost)
 			}
 			if tc.arrives == nil {
-				select {
-				case a := <-tg.got:
-					t.Errorf("the target got %+v; want nothing", a)
-				default:
+				// The client saw the reset; a marker request (a GET, which
+				// the rule lets through) goes after it: the first thing the
+				// target gets must be the marker, not a late /k.
+				resp, err := http.Get(p.URL + "/marker")
+				if err != nil {
+					t.Fatalf("the marker: %v", err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if a := <-tg.got; a.path != "/marker" {
+					t.Errorf("the target got %+v before the marker; want nothing of /k", a)
 				}
 			} else if a := <-tg.got; a != *tc.arrives {
-				t.Errorf("the target got %d bytes, whole %v; want %+v", a.n, a.whole, *tc.arrives)
+				t.Errorf("the target got %s, %d bytes, whole %v; want %+v", a.path, a.n, a.whole, *tc.arrives)
 			}
 			if n := p.Count(tc.kind); n != 1 || p.Faults() != 1 {
 				t.Errorf("counted %d %s, %d faults; want 1", n, tc.kind, p.Faults())
@@ -106,8 +116,9 @@ func TestProxyFaultsAtEachMoment(t *testing.T) {
 func TestProxyDownAndUp(t *testing.T) {
 	tg := startTarget(t)
 	p := startProxy(t, tg.URL)
-	// A connection held open across Down: its next request fails.
+	// A connection held open across Down is reset.
 	keep := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(keep.Transport.(*http.Transport).CloseIdleConnections)
 	get := func(c *http.Client) error {
 		resp, err := c.Get(p.URL + "/k")
 		if err == nil {
@@ -120,7 +131,30 @@ func TestProxyDownAndUp(t *testing.T) {
 	if err := get(keep); err != nil {
 		t.Fatal(err)
 	}
+	// A raw connection that had one request answered and stays open, as
+	// a keep-alive one does: Down must reset it (the outage matrix relies
+	// on it: a client's idle connection must not outlive the network).
+	open, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if _, err := io.WriteString(open, "GET /open HTTP/1.1\r\nHost: proxy\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(open)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	<-tg.got
 	p.Down()
+	_ = open.SetReadDeadline(time.Now().Add(10 * time.Second)) // a failure, not a measure
+	if n, err := br.ReadByte(); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the connection open across Down read %q, %v; want it reset (connection reset by peer)", n, err)
+	}
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 	if err == nil {
 		conn.Close()
