@@ -14,12 +14,17 @@ import (
 
 // EventSink is an events endpoint for a local stack (devstack.Config
 // EventsURL): it takes every upload event it is given and counts them by
-// upload id, so that a test can say "exactly one event per upload".
+// upload id, so that a test can say "exactly one event per upload". It
+// counts distinct events, by their id: the stack's bus sends an event
+// again until it gets a 2xx (an attempt that timed out may have arrived),
+// and its own redelivery of one event is not a doubled event; two events
+// (two ids) for one upload are.
 type EventSink struct {
 	URL string
 
 	mu      sync.Mutex
-	events  map[string][]string // upload id → detail-types, in arrival order
+	events  map[string][]string // upload id → detail-types, in arrival order, one per event id
+	seen    map[string]bool     // event ids taken
 	changed chan struct{}       // closed (and replaced) on each event
 }
 
@@ -27,7 +32,7 @@ type EventSink struct {
 // if the stack was started later: cleanups run last first).
 func NewEventSink(t testing.TB) *EventSink {
 	t.Helper()
-	s := &EventSink{events: map[string][]string{}, changed: make(chan struct{})}
+	s := &EventSink{events: map[string][]string{}, seen: map[string]bool{}, changed: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
@@ -36,6 +41,7 @@ func NewEventSink(t testing.TB) *EventSink {
 
 func (s *EventSink) serve(w http.ResponseWriter, r *http.Request) {
 	var e struct {
+		ID         string          `json:"id"`
 		DetailType string          `json:"detail-type"`
 		Detail     api.EventDetail `json:"detail"`
 	}
@@ -46,6 +52,12 @@ func (s *EventSink) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.ID != "" && s.seen[e.ID] {
+		return // a redelivery (the bus did not see our 2xx in time): one event
+	}
+	if e.ID != "" {
+		s.seen[e.ID] = true
+	}
 	s.events[e.Detail.UploadID] = append(s.events[e.Detail.UploadID], e.DetailType)
 	close(s.changed)
 	s.changed = make(chan struct{})
