@@ -60,6 +60,8 @@ type netProxy struct {
 	state faultState
 	// refuse is how many more requests the outage refuses before the network is back.
 	refuse int
+	// done is closed when the proxy closes: a held request lets go.
+	done chan struct{}
 }
 
 // moment is when a fault strikes the request it matches.
@@ -164,7 +166,7 @@ func newNetProxy(t *testing.T) *netProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &netProxy{t: t, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}, cutFor: 4 * time.Second, faults: map[string]fault{}}
+	p := &netProxy{t: t, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}, cutFor: 4 * time.Second, faults: map[string]fault{}, done: make(chan struct{})}
 	// Never through a proxy of the environment; a fresh upstream connection per request, so that a cut leaves nothing behind.
 	p.out = &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true}
 	p.srv = &http.Server{Handler: p, ConnState: p.track, ReadHeaderTimeout: 10 * time.Second,
@@ -182,6 +184,9 @@ func (p *netProxy) serve(ln net.Listener) {
 
 func (p *netProxy) close() {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -504,7 +509,9 @@ func (k *keptBytes) Write(b []byte) (int, error) {
 }
 
 // hold keeps r unanswered and unforwarded until the browser gives up on it
-// (the page reloads) or the proxy closes.
+// (the page reloads) or the proxy closes. Its body is read (and dropped)
+// first: net/http notices the client leave (r's context done) only once
+// the handler has read the body, and ServeHTTP reads only a POST's.
 func (p *netProxy) hold(r *http.Request, entry int) {
 	p.mu.Lock()
 	p.state.Held = true
@@ -512,9 +519,16 @@ func (p *netProxy) hold(r *http.Request, entry int) {
 	cell := p.cell
 	p.mu.Unlock()
 	p.t.Logf("proxy: %s: holding %s %s", cell, r.Method, r.URL.Path)
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
+	give := time.NewTimer(2 * time.Minute)
+	defer give.Stop()
 	select {
 	case <-r.Context().Done():
-	case <-time.After(2 * time.Minute):
+	case <-p.done:
+	case <-give.C:
+		p.t.Errorf("proxy: %s: %s %s held for 2 minutes: the browser never gave up on it", cell, r.Method, r.URL.Path)
 	}
 	p.mu.Lock()
 	p.state.Held = false
