@@ -441,3 +441,36 @@ func TestForeignAnswersWhileRetryingKeepTheKey(t *testing.T) {
 		t.Errorf("rerun: exit %d, stdout %q; want %d, the create replayed (one upload)", code, stdout.String(), exitOK)
 	}
 }
+
+// Once the API has answered, a foreign answer (a proxy's 403 page, a
+// captive portal) is no answer: the second file's create is retried until
+// the budget runs out (exit 4), --api is not called wrong, and its key is
+// kept, for the create may have reached the API before the proxy cut in.
+func TestForeignAnswersAfterTheAPIAnsweredKeepTheKey(t *testing.T) {
+	f := newFakeAPI(t)
+	target, _ := url.Parse(f.srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var posts atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && posts.Add(1) == 2 || posts.Load() >= 2 {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Server", "squid")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, "<html><body>Access denied</body></html>")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	state, first, second := filepath.Join(t.TempDir(), "s.json"), tempFile(t, 100), tempFile(t, 200)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--api", front.URL, "--state", state, "--quiet", "--max-attempts", "3", "--retry-budget", "2s", first, second}, &stdout, &stderr, nil)
+	if code != exitExhausted || strings.Contains(stderr.String(), "Point --api") || strings.Contains(stderr.String(), "not a onceupload API") {
+		t.Errorf("exit %d, stderr %q; want %d (retried, given up), not that --api is wrong", code, stderr.String(), exitExhausted)
+	}
+	raw, _ := os.ReadFile(state)
+	var entries map[string]entry
+	if err := json.Unmarshal(raw, &entries); err != nil || len(entries) != 2 {
+		t.Errorf("state %s (%v); want both files' keys kept", raw, err)
+	}
+}

@@ -380,10 +380,13 @@ func uploadOne(ctx context.Context, c *client.Client, state *stateFile, file str
 			}
 			return exitFailed, !e.Storage
 		case errors.As(err, &e) && e.NotOnceupload && !e.Exhausted:
-			// Exhausted, the foreign answers were retried: something in
-			// front of the API (a proxy's 503 page) while it was out of
-			// reach, after an attempt that may have reached it. That is
-			// giving up retrying, below, with the key kept.
+			// Only when the API never answered this run: once it has, the
+			// client retries a foreign answer (a captive portal, a proxy's
+			// 403 or 407 page) as no answer. Exhausted, the foreign answers
+			// were retried (that, or a proxy's 503 page while the API was
+			// out of reach): giving up retrying, below, with the key kept.
+			// A create's key is kept too if an earlier attempt may have
+			// reached the API (e.Reached).
 			fmt.Fprintf(stderr, "upload: %s is not a onceupload API: %s answered %s. Point --api (or ONCEUPLOAD_API) at the API's base URL: the stack's ApiUrl output, or http://127.0.0.1:3000 for make dev.\n", o.api, e.Op, e.Answer)
 			if e.Op == "create" && !e.Reached {
 				_ = state.forget(id) // nothing was created

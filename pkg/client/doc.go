@@ -70,6 +70,13 @@
 // peer", "i/o timeout"), never a URL's query: a presigned URL's signature
 // and session token stay out of them.
 //
+// An answer that is not the API's (ErrNotOnceupload: a web server's page,
+// a 2xx that is not JSON) ends a request at once before the API has
+// answered the Client: the base URL is most likely wrong. Once the API has
+// answered, it is taken for no answer (a captive portal's 511 or its page
+// after a redirect, a proxy's 403 or 407 page) and retried until the
+// attempts or the budget run out (Error.Exhausted).
+//
 // What S3 holds when an upload stops short is what UploadInput.OnStored
 // said last (the parts answered, not those in flight that Progress
 // counts); Result.Put says whether a single PUT sent the file, found it

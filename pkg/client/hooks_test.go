@@ -58,7 +58,7 @@ func TestOnRetry(t *testing.T) {
 		{"create", 1, 50 * time.Millisecond, "no answer from the API (connection closed)"},
 		{"create", 2, 100 * time.Millisecond, "the API answered 503 service_unavailable"},
 		{"create", 3, 200 * time.Millisecond, "API Gateway answered 504 Gateway Timeout"},
-		{"create", 4, time.Second, "the API answered 502 Bad Gateway"},
+		{"create", 4, time.Second, "no answer from the API (something else answered 502 Bad Gateway)"},
 	}
 	if !slices.Equal(got, want) || len(*waits) != 4 {
 		t.Errorf("OnRetry calls %+v, want %+v (waits %v)", got, want, *waits)

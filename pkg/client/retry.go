@@ -147,6 +147,9 @@ func retryReason(to target, fail *Error) string {
 		}
 		return "no answer from " + who + " (" + brief(fail.Err) + ")"
 	}
+	if fail.NotOnceupload {
+		return fmt.Sprintf("no answer from %s (something else answered %d %s)", who, fail.StatusCode, http.StatusText(fail.StatusCode))
+	}
 	what := fail.Code
 	if what == "" {
 		what = http.StatusText(fail.StatusCode)

@@ -93,8 +93,11 @@ type Error struct {
 	Fault error
 	// NotOnceupload is true when the answer to an API request was not the
 	// API's (no error body with one of its codes, nor one of API Gateway's
-	// own answers): the base URL points at something else. Answer says what
-	// answered. errors.Is(err, ErrNotOnceupload) tests it.
+	// own answers; a 2xx whose body is not JSON): the base URL points at
+	// something else. Answer says what answered. errors.Is(err,
+	// ErrNotOnceupload) tests it. Once the API has answered the Client, a
+	// foreign answer is taken for no answer (a captive portal, a proxy in
+	// between) and retried: it then comes with Exhausted.
 	NotOnceupload bool
 	// Gateway is true when API Gateway answered itself, before the API's
 	// code ran (its authorizer's 401 {"message":"Unauthorized"}, a 429,
@@ -132,10 +135,12 @@ func (e *Error) Error() string {
 		return b.String()
 	}
 	if e.NotOnceupload {
-		fmt.Fprintf(&b, ": not a onceupload API: it answered %s", e.Answer)
 		if e.Exhausted {
-			fmt.Fprintf(&b, " (gave up after %d attempts)", e.Attempts)
+			// Retried: something in front of the API answered for it.
+			fmt.Fprintf(&b, ": no answer from the API: something else answered %s (gave up after %d attempts)", e.Answer, e.Attempts)
+			return b.String()
 		}
+		fmt.Fprintf(&b, ": not a onceupload API: it answered %s", e.Answer)
 		return b.String()
 	}
 	if e.StatusCode != 0 {
@@ -277,7 +282,7 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 		if attempt == 1 {
 			firstEnded = c.opts.now()
 		}
-		if err == nil && (resp.StatusCode < 300 || answered != nil && answered(resp)) {
+		if err == nil && (resp.StatusCode < 300 || answered != nil && answered(resp)) && !(to.api() && foreign2xx(body)) {
 			if to.api() {
 				c.answered.Store(true)
 			}
@@ -317,13 +322,19 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 		if c.endsAtOnce(fail.Fault, reached) {
 			return nil, nil, fail // waiting cannot fix it
 		}
+		// Once the API has answered this client, a foreign answer (a
+		// captive portal's 511 or its page after a redirect, a proxy's
+		// 403 or 407 page) is no answer: something stands between, for a
+		// while; it is retried until the budget runs out, whatever
+		// CheckRetry says, never taken for a wrong base URL.
+		noAnswer := fail.NotOnceupload && c.answered.Load()
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && to.api() && !fail.NotOnceupload && c.opts.Token != nil && !refreshed {
 			// The token expired or was revoked: a fresh one may pass.
 			refreshed, refused, repeats = true, fail, 1
 			c.opts.Logger.InfoContext(ctx, "asking for a fresh token", "op", op, "attempt", attempt)
 			continue
 		}
-		if !c.opts.CheckRetry(resp, body, err) {
+		if !noAnswer && !c.opts.CheckRetry(resp, body, err) {
 			return nil, nil, fail
 		}
 		if c.opts.MaxAttempts > 0 && attempt-repeats >= c.opts.MaxAttempts {
@@ -344,6 +355,13 @@ func (c *Client) doUntil(ctx context.Context, to target, op string, answered fun
 			return nil, nil, fail
 		}
 	}
+}
+
+// foreign2xx reports whether a 2xx's body cannot be the API's: not empty
+// and not JSON (a captive portal's or a proxy's HTML page, reached after a
+// redirect). Every answer of the API is JSON.
+func foreign2xx(body []byte) bool {
+	return len(bytes.TrimSpace(body)) > 0 && !json.Valid(body)
 }
 
 // urlErrorOp is a *url.Error's Op for method, as net/http spells it: "Put".
