@@ -1,21 +1,22 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceupload/onceupload/internal/devstack"
+	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/client"
 )
 
 // cellResult is what test/e2e.mjs matrix reports of one cell.
@@ -23,48 +24,6 @@ type cellResult struct {
 	Name  string `json:"name"`
 	Error string `json:"error"`
 	result
-}
-
-// eventLog takes the events the stack's bus delivers (its EventsURL), to
-// count them by upload.
-type eventLog struct {
-	mu     sync.Mutex
-	events []deliveredEvent
-}
-
-type deliveredEvent struct {
-	ID         string          `json:"id"`
-	DetailType string          `json:"detail-type"`
-	Detail     api.EventDetail `json:"detail"`
-}
-
-func newEventLog(t *testing.T) (*eventLog, string) {
-	l := &eventLog{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e deliveredEvent
-		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &e); err != nil {
-			t.Errorf("event %q: %v", body, err)
-		}
-		l.mu.Lock()
-		l.events = append(l.events, e)
-		l.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	return l, srv.URL
-}
-
-// of is the events delivered for uploads of the file named filename.
-func (l *eventLog) of(filename string) []deliveredEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []deliveredEvent
-	for _, e := range l.events {
-		if e.Detail.Filename == filename {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // Matched against "METHOD path?query" (netProxy's fault.Match): the API's
@@ -169,10 +128,12 @@ func outageCells() []outageCell {
 // after the create's answer that the client took for a CORS refusal.
 func TestBrowserOutage(t *testing.T) {
 	t.Parallel()
-	events, eventsURL := newEventLog(t)
+	sink := testenv.NewEventSink(t)
 	h := newHarnessWith(t, "dist", func(c *devstack.Config) {
-		c.Table, c.Bucket, c.EventsURL = "idempotency-outage", "uploads-outage", eventsURL
+		c.Table, c.Bucket, c.EventsURL = "idempotency-outage", "uploads-outage", sink.URL
 	})
+	// upload id → what made it: each must have exactly one event.
+	uploads := map[string]string{}
 	s3Host := hostOf(t, h.st.S3URL)
 	apiHost := hostOf(t, h.st.APIURL)
 
@@ -261,16 +222,9 @@ func TestBrowserOutage(t *testing.T) {
 				t.Errorf("object %s is no cell's upload (a doubled upload?)", k)
 			}
 		}
-		// One event per cell, for its upload: waited for (the stack delivers
-		// them as the stream goes), then none doubled.
-		deadline := time.Now().Add(30 * time.Second)
 		for name, r := range rows {
-			for len(events.of(name+".bin")) == 0 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			got := events.of(name + ".bin")
-			if len(got) != 1 || got[0].DetailType != api.DetailTypeUploadCompleted || got[0].Detail.UploadID != r.UploadID {
-				t.Errorf("%s: events %+v; want one %q for upload %s", name, got, api.DetailTypeUploadCompleted, r.UploadID)
+			if r.UploadID != "" {
+				uploads[r.UploadID] = "cell " + name
 			}
 		}
 	})
@@ -291,6 +245,7 @@ func TestBrowserOutage(t *testing.T) {
 		res := h.runWith(t, "drop", "", 2*time.Minute, "FILE_PATH="+path, "FILE_SHA256="+sum, "PROXY_URL="+p.URL())
 		rows := h.checkFiles(t, res)
 		r := rows["outage-40m.bin"]
+		uploads[r.UploadID] = t.Name()
 		if added := h.newObjects(t, before); len(added) != 1 || added[0] != r.StorageKey {
 			t.Errorf("new objects %v, want exactly [%s]", added, r.StorageKey)
 		}
@@ -317,6 +272,25 @@ func TestBrowserOutage(t *testing.T) {
 			t.Errorf("the page said it failed: %+v", res.StatusLog)
 		}
 	})
+
+	// One "Upload Completed" event per upload, none doubled: the stack
+	// reads its table's stream in order, so once the event of an upload
+	// made after all of them is in, any second event of theirs has come.
+	if len(uploads) > 0 {
+		c, err := client.New(h.st.APIURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := filepath.Join(t.TempDir(), "last.bin")
+		if err := os.WriteFile(last, []byte("the upload after every other"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		done, err := c.Upload(context.Background(), last, client.UploadInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink.OneEach(t, uploads, api.DetailTypeUploadCompleted, done.Upload.UploadID)
+	}
 }
 
 // logCell logs what the proxy saw of a cell that failed, in time order.
