@@ -60,6 +60,8 @@ type netProxy struct {
 	state faultState
 	// refuse is how many more requests the outage refuses before the network is back.
 	refuse int
+	// counted, if set, picks the refused requests that count toward refuse.
+	counted *regexp.Regexp
 	// done is closed when the proxy closes: a held request lets go.
 	done chan struct{}
 }
@@ -92,7 +94,10 @@ type fault struct {
 	Match  *regexp.Regexp
 	Moment moment
 	Refuse int
-	For    time.Duration
+	// Counted, if set, picks the refused requests that count toward
+	// Refuse ("METHOD path?query"); the others are refused all the same.
+	Counted *regexp.Regexp
+	For     time.Duration
 }
 
 // faultState is what became of the armed fault, as /__state reports it.
@@ -102,7 +107,8 @@ type faultState struct {
 	Fired bool `json:"fired"`
 	// Held: a held request is being held now.
 	Held bool `json:"held"`
-	// Refused: requests refused since it struck; Healed: the network is back.
+	// Refused: requests refused since it struck (those the fault counts);
+	// Healed: the network is back.
 	Refused int  `json:"refused"`
 	Healed  bool `json:"healed"`
 	// Reset: connections open when it struck, reset.
@@ -279,7 +285,7 @@ func (p *netProxy) strike(f *fault, entry int, except net.Conn) {
 		return
 	}
 	p.state.Reset = p.resetLocked(except)
-	p.refuse = f.Refuse
+	p.refuse, p.counted = f.Refuse, f.Counted
 	p.state.Healed = f.Refuse == 0
 	st := p.state
 	p.mu.Unlock()
@@ -287,15 +293,19 @@ func (p *netProxy) strike(f *fault, entry int, except net.Conn) {
 }
 
 // refusedLocked says whether a request comes during an outage, and if so
-// counts it (its log entry too), healing the network after the last one.
+// marks its log entry and counts it (if the fault counts requests of its
+// kind), healing the network after the last one.
 func (p *netProxy) refusedLocked(entry int) bool {
 	if p.refuse == 0 {
 		return false
 	}
+	p.log[entry].Refused = true
+	if p.counted != nil && !p.counted.MatchString(p.log[entry].Req) {
+		return true
+	}
 	p.refuse--
 	p.state.Refused++
 	p.state.Healed = p.refuse == 0
-	p.log[entry].Refused = true
 	return true
 }
 
@@ -317,7 +327,7 @@ func (p *netProxy) control(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "no such cell: "+name, http.StatusNotFound)
 			return
 		}
-		p.cell, p.armed, p.refuse = name, nil, 0
+		p.cell, p.armed, p.refuse, p.counted = name, nil, 0, nil
 		p.state = faultState{Cell: name}
 		if ok {
 			p.armed = &f
