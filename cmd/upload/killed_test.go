@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
-	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -49,19 +47,8 @@ type killProxy struct {
 func startKillProxy(t *testing.T, hold func(*http.Request) bool, loseAnswer bool) *killProxy {
 	t.Helper()
 	p := &killProxy{hold: hold, loseAnswer: loseAnswer, held: make(chan struct{})}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host }, // the URL is absolute already
-		Transport: &http.Transport{},
-		ErrorLog:  log.New(io.Discard, "", 0), // a killed client is the point
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve)}
-	go func() { _ = p.srv.Serve(l) }()
-	t.Cleanup(func() { _ = p.srv.Close() })
-	p.url = "http://" + l.Addr().String()
+	p.rp = forwardingProxy()
+	p.srv, p.url = serveLoopback(t, http.HandlerFunc(p.serve))
 	return p
 }
 

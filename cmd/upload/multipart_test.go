@@ -58,20 +58,33 @@ type partProxy struct {
 func startPartProxy(t *testing.T) *partProxy {
 	t.Helper()
 	p := &partProxy{puts: map[int]int{}, reached: make(chan struct{}), wholeHeld: make(chan struct{})}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host }, // the URL is absolute already
+	p.rp = forwardingProxy()
+	_, p.url = serveLoopback(t, http.HandlerFunc(p.serve))
+	return p
+}
+
+// forwardingProxy forwards a proxied request as it came (the CLI's
+// --proxy sends absolute URLs), quietly: a killed client is the point.
+func forwardingProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host },
 		Transport: &http.Transport{},
-		ErrorLog:  log.New(io.Discard, "", 0), // a killed client is the point
+		ErrorLog:  log.New(io.Discard, "", 0),
 	}
+}
+
+// serveLoopback serves h on a free loopback port until the test ends, and
+// returns the server and its URL.
+func serveLoopback(t *testing.T, h http.Handler) (*http.Server, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(p.serve)}
+	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	p.url = "http://" + l.Addr().String()
-	return p
+	return srv, "http://" + l.Addr().String()
 }
 
 type countingBody struct {
