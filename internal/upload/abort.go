@@ -18,7 +18,7 @@ import (
 // Errors: ErrNotFound, ErrCompleted, *api.RequestError (a single PUT), the
 // store's.
 func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, error) {
-	rec, u, err := s.ownMultipart(ctx, tenant, uploadID,
+	rec, _, err := s.ownMultipart(ctx, tenant, uploadID,
 		invalid("uploadId", "this upload is a single PUT, which cannot be aborted: its URL expires on its own"))
 	if err != nil {
 		return Result{}, err
@@ -36,16 +36,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 		}
 	}
 	if !rec.Final() {
-		_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(u.StorageKey), UploadId: aws.String(rec.S3UploadID)})
-		switch {
-		case isNoSuchUpload(err):
-			rec, err = s.settleGone(ctx, rec, true)
-		case err != nil:
-			return Result{}, fmt.Errorf("abort %s: %w", uploadID, recordstore.Classify(err))
-		default:
-			rec, err = s.markAborted(ctx, rec)
-		}
-		if err != nil {
+		if rec, err = s.abortAtS3(ctx, rec); err != nil {
 			return Result{}, err
 		}
 	}
@@ -58,6 +49,22 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 	}
 	s.opts.Logger.InfoContext(ctx, "aborted", "upload_id", uploadID)
 	return Result{UploadID: uploadID, Body: body, Effect: EffectServed}, nil
+}
+
+// abortAtS3 aborts rec's S3 multipart upload and records the outcome:
+// aborted, or, if S3 no longer has the upload, what its object says
+// (settleGone: a Complete that got there first is recorded as completed).
+func (s *Service) abortAtS3(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
+	_, err := s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID),
+	})
+	switch {
+	case isNoSuchUpload(err):
+		return s.settleGone(ctx, rec, true)
+	case err != nil:
+		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, recordstore.Classify(err))
+	}
+	return s.markAborted(ctx, rec)
 }
 
 // markAborted records that the upload's S3 multipart upload is gone without

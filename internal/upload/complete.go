@@ -247,20 +247,13 @@ func (s *Service) settleAborting(ctx context.Context, rec uploadrecord.Stored) (
 	_, err := s.objects.ListParts(ctx, &s3.ListPartsInput{
 		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID), MaxParts: aws.Int32(1),
 	})
-	if err == nil {
-		_, err = s.objects.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-			Bucket: aws.String(s.cfg.Bucket), Key: aws.String(rec.ObjectKey), UploadId: aws.String(rec.S3UploadID),
-		})
-		if err == nil {
-			return s.markAborted(ctx, rec)
-		}
-	}
 	switch {
 	case isNoSuchUpload(err):
 		return s.settleGone(ctx, rec, true)
-	default:
+	case err != nil:
 		return rec, fmt.Errorf("complete %s: settle an abort under way: %w", rec.ClaimID, recordstore.Classify(err))
 	}
+	return s.abortAtS3(ctx, rec)
 }
 
 // reread reads rec's record again, as ownRecord does.
