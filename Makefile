@@ -9,7 +9,8 @@
 #               and every completed upload's event processed exactly once by the example consumer
 #   also: make lint, unit (no servers), test-minio (the S3 tests again on MinIO), fuzz, web (lint, build,
 #         unit tests of web/), web-build (web/dist only), tools (install-tools.sh), dev-tools
-#         (install-tools.sh --dev), clean; each is described where it is defined
+#         (install-tools.sh --dev), smoke API=… (checks a deployed stack), clean; each is described
+#         where it is defined
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -54,7 +55,15 @@ $(WEB_DEPS): web/package.json web/package-lock.json
 web-build: $(WEB_DEPS)
 	cd web && npm run build
 
-.PHONY: dev-tools web-build test-minio
+.PHONY: dev-tools web-build test-minio smoke
+
+# A deployed stack checked end to end (cmd/smoke; docs/deploy-smoke.md):
+# make smoke API=<the stack's ApiUrl> [ORIGIN=<a browser origin>]
+# [SMOKE_FLAGS='--timeout 300s']. A JWT deployment's token comes from
+# ONCEUPLOAD_TOKEN and is never printed.
+smoke:
+	@test -n "$(API)" || { echo "usage: make smoke API=<the stack's ApiUrl> [ORIGIN=<a browser origin>] [SMOKE_FLAGS=...]"; exit 2; }
+	$(GO) run ./cmd/smoke --api "$(API)" $(if $(ORIGIN),--origin "$(ORIGIN)") $(SMOKE_FLAGS)
 
 # The local stack, on Linux and macOS. DEV_RIE=true (Linux only) runs the
 # real bootstraps (built here for this machine's architecture) under the
@@ -108,11 +117,11 @@ MINIO_FLOWS := TestWalkthrough|TestUploadEvents|TestMultipartRoutes|TestMultipar
 MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowedOriginsKeepTheDemo|TestRestartOnSamePorts
 MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
 MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
-MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep
+MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep|TestSmokeLocalStack
 # With -race as above, so that make test reuses the test binaries it built.
 define minio_tests
 REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
 endef
 test-minio: tools
 	$(minio_tests)

@@ -26,7 +26,7 @@ func TestMinIOFlowsNameTests(t *testing.T) {
 		t.Fatal("the Makefile sets no MINIO_FLOWS")
 	}
 	var tests []string
-	for _, pkg := range []string{"internal/devstack", "pkg/client", "cmd/upload"} {
+	for _, pkg := range []string{"internal/devstack", "pkg/client", "cmd/upload", "cmd/smoke"} {
 		files, err := filepath.Glob(filepath.Join("..", "..", pkg, "*_test.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no tests in %s: %v", pkg, err)
@@ -52,7 +52,7 @@ func TestMinIOFlowsNameTests(t *testing.T) {
 			found = found || re.MatchString(name)
 		}
 		if !found {
-			t.Errorf("MINIO_FLOWS names %q, which is no test of internal/devstack, pkg/client or cmd/upload", flow)
+			t.Errorf("MINIO_FLOWS names %q, which is no test of internal/devstack, pkg/client, cmd/upload or cmd/smoke", flow)
 		}
 	}
 }
