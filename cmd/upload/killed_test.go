@@ -34,7 +34,7 @@ import (
 type killProxy struct {
 	url string
 	rp  *httputil.ReverseProxy
-	srv *http.Server
+	lb  *loopback
 
 	mu         sync.Mutex
 	hold       func(*http.Request) bool // nil once used
@@ -48,7 +48,8 @@ func startKillProxy(t *testing.T, hold func(*http.Request) bool, loseAnswer bool
 	t.Helper()
 	p := &killProxy{hold: hold, loseAnswer: loseAnswer, held: make(chan struct{})}
 	p.rp = forwardingProxy()
-	p.srv, p.url = serveLoopback(t, http.HandlerFunc(p.serve))
+	p.lb = serveLoopback(t, http.HandlerFunc(p.serve))
+	p.url = p.lb.url
 	return p
 }
 
@@ -88,17 +89,10 @@ func (p *killProxy) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // drain waits until every request the proxy took has ended, and takes no
-// more: Shutdown closes the listener first, then waits for each
-// connection's handler to return (a handler that runs is an active
-// connection). A WaitGroup counted in the handler would race its Wait: a
-// request accepted just before the kill could Add after Wait began.
+// more (loopback.drain).
 func (p *killProxy) drain(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure, not a measure
-	defer cancel()
-	if err := p.srv.Shutdown(ctx); err != nil {
-		t.Fatalf("the proxy's requests never ended: %v", err)
-	}
+	p.lb.drain(t)
 }
 
 // seen is every request forwarded so far, with its answer's status.

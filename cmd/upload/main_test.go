@@ -195,7 +195,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	_ = slow.Process.Kill()
 	_ = slow.Wait()
-	proxy.handlers.Wait() // the PUT cut short has ended, at S3 too
+	proxy.drain(t) // the PUT cut short has ended, at S3 too
 	// The key was stored before the first request, the upload id once
 	// created: both are there for the rerun.
 	var stored, uploadID string

@@ -39,6 +39,7 @@ import (
 // and the test told.
 type partProxy struct {
 	url string
+	lb  *loopback
 	rp  *httputil.ReverseProxy
 
 	mu        sync.Mutex
@@ -48,7 +49,6 @@ type partProxy struct {
 	loseOnce  int         // part whose first answer is lost (0: none)
 	holdFrom  int         // hold part PUTs of this number and up (0: none)
 	reached   chan struct{}
-	handlers  sync.WaitGroup
 
 	holdWholeAfter int64         // bytes of a whole-file PUT that reach S3 (0: all)
 	wholeHeld      chan struct{} // closed once a whole-file PUT is held
@@ -59,8 +59,19 @@ func startPartProxy(t *testing.T) *partProxy {
 	t.Helper()
 	p := &partProxy{puts: map[int]int{}, reached: make(chan struct{}), wholeHeld: make(chan struct{})}
 	p.rp = forwardingProxy()
-	_, p.url = serveLoopback(t, http.HandlerFunc(p.serve))
+	p.lb = serveLoopback(t, http.HandlerFunc(p.serve))
+	p.url = p.lb.url
 	return p
+}
+
+// drain waits until every request of the client so far has ended at the
+// proxy (S3 included), then serves again, at a new URL (p.url), for the
+// next run: the counts are the proxy's, kept.
+func (p *partProxy) drain(t *testing.T) {
+	t.Helper()
+	p.lb.drain(t)
+	p.lb = serveLoopback(t, http.HandlerFunc(p.serve))
+	p.url = p.lb.url
 }
 
 // forwardingProxy forwards a proxied request as it came (the CLI's
@@ -73,18 +84,73 @@ func forwardingProxy() *httputil.ReverseProxy {
 	}
 }
 
-// serveLoopback serves h on a free loopback port until the test ends, and
-// returns the server and its URL.
-func serveLoopback(t *testing.T, h http.Handler) (*http.Server, string) {
+// loopback is an HTTP server on a free loopback port that knows when every
+// request it took has ended: the test's proxies hold requests back until
+// their client goes away, and a test must not read what a proxy counted,
+// or end, while a request of the dead client is still running.
+type loopback struct {
+	srv    *http.Server
+	url    string
+	served chan struct{} // closed when Serve has returned
+	// active counts open connections (from the Serve goroutine, at
+	// StateNew) and running handlers (from inside a connection). Its Wait
+	// comes only after Serve has returned, so no Add from zero can run
+	// concurrently with it, which a WaitGroup forbids (and the race
+	// detector reports): a handler's Add happens while its connection's
+	// count is held.
+	active sync.WaitGroup
+}
+
+// serveLoopback serves h until the test ends; the cleanup closes every
+// connection and waits for every handler to return.
+func serveLoopback(t *testing.T, h http.Handler) *loopback {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv, "http://" + l.Addr().String()
+	lb := &loopback{url: "http://" + l.Addr().String(), served: make(chan struct{})}
+	lb.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			lb.active.Add(1)
+			defer lb.active.Done()
+			h.ServeHTTP(w, r)
+		}),
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			switch state {
+			case http.StateNew:
+				lb.active.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				lb.active.Done()
+			}
+		},
+	}
+	go func() {
+		defer close(lb.served)
+		_ = lb.srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		_ = lb.srv.Close() // cancels every request's context: held ones end
+		<-lb.served
+		lb.active.Wait()
+	})
+	return lb
+}
+
+// drain waits until every request the server took has ended, and takes no
+// more: Shutdown closes the listener first (a connection of a killed
+// client still in the listen queue is refused, never served later), then
+// waits for each connection to go idle; a hijacked one's handler is waited
+// for too.
+func (lb *loopback) drain(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure, not a measure
+	defer cancel()
+	if err := lb.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("the proxy's requests never ended: %v", err)
+	}
+	<-lb.served
+	lb.active.Wait()
 }
 
 type countingBody struct {
@@ -101,8 +167,6 @@ func (c countingBody) Read(b []byte) (int, error) {
 }
 
 func (p *partProxy) serve(w http.ResponseWriter, r *http.Request) {
-	p.handlers.Add(1)
-	defer p.handlers.Done()
 	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
 	if r.Method != http.MethodPut {
 		p.rp.ServeHTTP(w, r)
@@ -209,9 +273,12 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	proxy.mu.Lock()
 	proxy.loseOnce, proxy.holdFrom = 3, 7
 	proxy.mu.Unlock()
-	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "4", "--json", file}
+	// The proxy's URL changes when it is drained between the two runs.
+	args := func() []string {
+		return []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "4", "--json", file}
+	}
 
-	first := exec.Command(bin, args...)
+	first := exec.Command(bin, args()...)
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	if err := first.Start(); err != nil {
@@ -225,7 +292,7 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	}
 	_ = first.Process.Kill() // SIGKILL: no chance to tidy up
 	_ = first.Wait()
-	proxy.handlers.Wait() // every request of the dead process has ended
+	proxy.drain(t) // every request of the dead process has ended
 
 	proxy.mu.Lock()
 	lostPartSends, firstBytes := proxy.puts[3], proxy.partBytes
@@ -269,7 +336,7 @@ func TestCLIResumesAfterKill(t *testing.T) {
 	proxy.mu.Lock()
 	proxy.holdFrom, proxy.partBytes, proxy.puts = 0, 0, map[int]int{}
 	proxy.mu.Unlock()
-	rerun := exec.Command(bin, args...)
+	rerun := exec.Command(bin, args()...)
 	var rerunErr bytes.Buffer
 	rerun.Stderr = &rerunErr
 	out, err := rerun.Output()
@@ -343,7 +410,10 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 	proxy.mu.Lock()
 	proxy.holdFrom = 3 // parts 1 and 2 are stored, then the run is stopped
 	proxy.mu.Unlock()
-	args := []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "2", "--json", file}
+	// The proxy's URL changes when it is drained after the first run.
+	args := func() []string {
+		return []string{"--api", st.APIURL, "--state", state, "--proxy", proxy.url, "--part-size", "5MiB", "--parallel", "2", "--json", file}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -353,10 +423,10 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 		cancel()
 	}()
 	var out, errOut bytes.Buffer
-	if code := run(ctx, args, &out, &errOut, nil); code != exitInterrupted {
+	if code := run(ctx, args(), &out, &errOut, nil); code != exitInterrupted {
 		t.Fatalf("first run: exit %d, stderr %q; want interrupted", code, errOut.String())
 	}
-	proxy.handlers.Wait()
+	proxy.drain(t)
 
 	// Other bytes in part 1, S3 holds; the same size and time.
 	data[100] ^= 0xff
@@ -371,7 +441,7 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 	proxy.mu.Unlock()
 	out.Reset()
 	errOut.Reset()
-	code := run(context.Background(), args, &out, &errOut, nil)
+	code := run(context.Background(), args(), &out, &errOut, nil)
 	msg := errOut.String()
 	proxy.mu.Lock()
 	sent := proxy.partBytes
@@ -388,7 +458,7 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 
 	out.Reset()
 	errOut.Reset()
-	if code := run(context.Background(), args, &out, &errOut, nil); code != exitOK {
+	if code := run(context.Background(), args(), &out, &errOut, nil); code != exitOK {
 		t.Fatalf("third run: exit %d, stderr %q", code, errOut.String())
 	}
 	var line struct{ Upload api.Upload }
