@@ -146,6 +146,21 @@ func (e *InProgressError) Error() string {
 	return fmt.Sprintf("idempotency: request in progress, retry after %s", e.RetryAfter)
 }
 
+// RetryAfterSeconds is the Retry-After header's value for e: RetryAfter
+// rounded up to whole seconds, at least one, so a client that waits it
+// never comes back before the lease runs out. Every answer that carries
+// the header uses it.
+func (e *InProgressError) RetryAfterSeconds() int {
+	return RetryAfterSeconds(e.RetryAfter)
+}
+
+// RetryAfterSeconds is d as a Retry-After value: rounded up to whole
+// seconds, at least one.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
 // Is makes errors.Is(err, ErrInProgress) true.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 

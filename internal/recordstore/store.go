@@ -116,7 +116,7 @@ func JudgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 		return ClaimResult{}, &ConflictError{Err: ErrKeyReused, Existing: holder}
 	}
 	if holder.State == StateInProgress {
-		wait := max(holder.LeaseExpiresAt.Sub(now).Round(time.Second), time.Second)
+		wait := time.Duration(RetryAfterSeconds(holder.LeaseExpiresAt.Sub(now))) * time.Second
 		return ClaimResult{}, &InProgressError{RetryAfter: wait}
 	}
 	return ClaimResult{Record: holder, Replayed: true}, nil

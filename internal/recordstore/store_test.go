@@ -706,3 +706,19 @@ func TestNewIDIsFixedAndUnambiguous(t *testing.T) {
 		}
 	}
 }
+
+// One Retry-After rule for every answer that carries it: round up to whole
+// seconds, at least one.
+func TestRetryAfterSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int{
+		0: 1, -time.Second: 1, time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2,
+		1500 * time.Millisecond: 2, 7 * time.Second: 7, 29*time.Second + time.Nanosecond: 30,
+	} {
+		if got := recordstore.RetryAfterSeconds(d); got != want {
+			t.Errorf("RetryAfterSeconds(%s) = %d, want %d", d, got, want)
+		}
+		if got := (&recordstore.InProgressError{RetryAfter: d}).RetryAfterSeconds(); got != want {
+			t.Errorf("InProgressError{%s}.RetryAfterSeconds() = %d, want %d", d, got, want)
+		}
+	}
+}

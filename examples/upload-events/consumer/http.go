@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -71,7 +70,7 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrInvalidEvent):
 		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
 	case errors.As(err, &inProgress):
-		w.Header().Set("Retry-After", retryAfter(inProgress.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(inProgress.RetryAfterSeconds()))
 		writeError(w, http.StatusConflict, api.CodeInProgress, "another delivery of this upload is being indexed; retry")
 	case errors.Is(err, idempotency.ErrKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, api.CodeKeyReuse, "this upload was indexed with another detail")
@@ -82,10 +81,6 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Never echo the error: it may name internals. Handle logged it.
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "the upload was not indexed; retry")
 	}
-}
-
-func retryAfter(seconds float64) string {
-	return strconv.Itoa(max(1, int(math.Ceil(seconds))))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -277,7 +277,7 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 	case errors.As(err, &inProgress):
 		resp := errorResponse(http.StatusConflict, api.CodeInProgress,
 			"A request with this Idempotency-Key is in progress; retry later.")
-		resp.Headers["Retry-After"] = strconv.Itoa(int(inProgress.RetryAfter.Seconds()))
+		resp.Headers["Retry-After"] = strconv.Itoa(inProgress.RetryAfterSeconds())
 		return resp, telemetry.OutcomeInProgress
 	case errors.Is(err, context.Canceled):
 		// Only a local caller that hung up cancels; Lambda's deadline is

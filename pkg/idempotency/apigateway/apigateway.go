@@ -50,7 +50,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -312,7 +311,7 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 			return problem(&o, f, http.StatusBadRequest, TypeKeyMissing, "Idempotency-Key is missing",
 				"This operation is idempotent and requires an Idempotency-Key header.", nil), nil
 		case errors.As(err, &inProgress):
-			retryAfter := strconv.Itoa(int(math.Ceil(inProgress.RetryAfter.Seconds())))
+			retryAfter := strconv.Itoa(inProgress.RetryAfterSeconds())
 			return problem(&o, f, http.StatusConflict, TypeKeyInProgress, "A request with this Idempotency-Key is in progress",
 				"A request with the same Idempotency-Key is being processed; retry after "+retryAfter+" s.",
 				map[string]string{"Retry-After": retryAfter}), nil
