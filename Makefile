@@ -133,7 +133,7 @@ test-minio: tools
 # testdata/fuzz/ and runs as an ordinary test from then on.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
-	./pkg/api/:FuzzParseIdempotencyKey ./internal/upload/:FuzzDecodeCreateRequest \
+	./pkg/api/:FuzzParseIdempotencyKey ./pkg/idempotency/keyheader/:FuzzParse ./internal/upload/:FuzzDecodeCreateRequest \
 	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event

@@ -16,7 +16,9 @@
 package api
 
 import (
-	"strings"
+	"errors"
+
+	"github.com/onceupload/onceupload/pkg/idempotency/keyheader"
 )
 
 // Limits of the contract.
@@ -32,7 +34,7 @@ const (
 	// MinKeyLen and MaxKeyLen bound an Idempotency-Key, counted after
 	// unquoting.
 	MinKeyLen = 16
-	MaxKeyLen = 255
+	MaxKeyLen = keyheader.MaxLen
 	// MaxFilenameLen is in bytes of UTF-8.
 	MaxFilenameLen = 255
 	// MaxMediaTypeLen bounds contentType.
@@ -264,31 +266,16 @@ var (
 )
 
 // ParseIdempotencyKey returns the key carried by an Idempotency-Key header
-// value. Surrounding spaces are not part of a header value. A value wrapped
-// in double quotes (the IETF draft's structured-field string) is unquoted;
-// the length is counted after unquoting. A comma is refused: two headers
-// joined by a proxy must never make a new key.
+// value, by the rule of package keyheader (spaces around it dropped, a
+// structured-field string unquoted, no comma, quote or backslash) with this
+// API's bounds: MinKeyLen to MaxKeyLen characters.
 func ParseIdempotencyKey(header string) (string, error) {
-	k := strings.Trim(header, " \t")
-	if k == "" {
+	k, err := keyheader.Parse(header, MinKeyLen)
+	switch {
+	case errors.Is(err, keyheader.ErrMissing):
 		return "", ErrKeyMissing
-	}
-	if k[0] == '"' {
-		if len(k) < 2 || k[len(k)-1] != '"' {
-			return "", ErrKeyInvalid
-		}
-		k = k[1 : len(k)-1]
-		if strings.ContainsAny(k, `"\`) {
-			return "", ErrKeyInvalid
-		}
-	}
-	if len(k) < MinKeyLen || len(k) > MaxKeyLen {
+	case err != nil:
 		return "", ErrKeyInvalid
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e || k[i] == ',' {
-			return "", ErrKeyInvalid
-		}
 	}
 	return k, nil
 }

@@ -8,10 +8,11 @@
 // For each request the wrapper:
 //
 //   - takes the key from the Idempotency-Key header (its name in any case),
-//     bare or as a structured-field string ("..."): 1 to [MaxKeyLen]
-//     visible ASCII characters other than a comma, a double quote and a
-//     backslash. A comma is refused because a proxy joins two headers with
-//     one, and two keys must never make a new one;
+//     bare or as a structured-field string ("...", holding no double
+//     quote or backslash): 1 to [MaxKeyLen] visible ASCII characters other
+//     than a comma, by package keyheader's rule, the upload API's too. A
+//     comma is refused because a proxy joins two headers with one, and two
+//     keys must never make a new one;
 //   - scopes the key by the caller's principal, as the upload API scopes
 //     its keys: a JWT's issuer and subject (a Cognito user pool's, for a
 //     REST API), else an IAM caller's ARN, else a Lambda authorizer's
@@ -63,6 +64,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/keyheader"
 )
 
 // Header is the request header that carries the idempotency key.
@@ -75,7 +77,7 @@ const ReplayHeader = "Idempotent-Replay"
 // MaxKeyLen bounds an Idempotency-Key, counted after unquoting. The upload
 // API asks for at least 16 characters of its own clients; a general API's
 // clients often send an order number, so one character is enough here.
-const MaxKeyLen = 255
+const MaxKeyLen = keyheader.MaxLen
 
 // DefaultDocsURL is where the problem types are documented: each type is
 // this address with the type's name as its fragment.
@@ -248,7 +250,7 @@ func (e *keyError) Error() string     { return "apigateway: " + e.detail }
 
 var (
 	errKeyMalformed = &keyError{http.StatusBadRequest, TypeKeyMalformed,
-		"The Idempotency-Key header must be one value of 1 to 255 visible ASCII characters other than a comma, a double quote and a backslash, bare or in double quotes."}
+		"The Idempotency-Key header must be one value of 1 to 255 visible ASCII characters other than a comma, bare or in double quotes (with no double quote or backslash inside)."}
 	errPrincipalRequired = &keyError{http.StatusUnauthorized, TypePrincipalRequired,
 		"This operation scopes its Idempotency-Key by the caller, and the request names none."}
 )
@@ -377,7 +379,8 @@ func headerValues(single map[string]string, multi map[string][]string) []string 
 }
 
 // parseKey is the key the header values carry: "" when there is none, an
-// error for two, or one outside the bounds the package documents.
+// error for two, or one that breaks package keyheader's rule (1 to
+// MaxKeyLen characters here).
 func parseKey(values []string) (string, error) {
 	switch len(values) {
 	case 0:
@@ -386,23 +389,12 @@ func parseKey(values []string) (string, error) {
 	default:
 		return "", errKeyMalformed
 	}
-	k := strings.Trim(values[0], " \t")
-	if k == "" {
+	k, err := keyheader.Parse(values[0], 1)
+	switch {
+	case errors.Is(err, keyheader.ErrMissing):
 		return "", nil
-	}
-	if k[0] == '"' {
-		if len(k) < 2 || k[len(k)-1] != '"' {
-			return "", errKeyMalformed
-		}
-		k = k[1 : len(k)-1]
-	}
-	if k == "" || len(k) > MaxKeyLen {
+	case err != nil:
 		return "", errKeyMalformed
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e || strings.IndexByte(`,"\`, k[i]) >= 0 {
-			return "", errKeyMalformed
-		}
 	}
 	return k, nil
 }

@@ -208,6 +208,11 @@ var behaviours = []struct {
 		{req: post(strings.Repeat("k", 256), body), status: 400, problem: apigateway.TypeKeyMalformed},
 		{req: post(strings.Repeat("k", 255), body), status: 201, run: 1},
 	}},
+	{name: "a double quote or backslash in a bare key is part of it, as in the upload API (package keyheader)", outcome: always(201), steps: []step{
+		{req: post(`key\1`, body), status: 201, run: 1},
+		{req: post(`key"1`, body), status: 201, run: 2},
+		{req: post(`key\1`, body), status: 201, run: 1, replay: true},
+	}},
 	{name: "the key in two headers is a 400 problem", outcome: always(201), steps: []step{
 		{req: post("key-1", body).with(func(r *req) { r.headers["Idempotency-Key"] = "key-2" }), status: 400, problem: apigateway.TypeKeyMalformed},
 	}},
