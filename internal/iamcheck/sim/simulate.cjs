@@ -30,7 +30,8 @@ function decisive(analysis) {
       }
     }
   }
-  return out.length ? out : near
+  if (out.length) return out
+  return near.length ? near : ['no statement matches the action and resource']
 }
 
 async function main() {
