@@ -7,31 +7,29 @@
 'use strict'
 const { runSimulation } = require('@cloud-copilot/iam-simulate')
 
-// decisive lists the statements that matched, by policy and Sid, with
-// their effect; with none, every statement that matched the action and
-// resource but not its principal or condition, which is why an expected
-// grant did not apply.
 // name is a statement's effect, policy and Sid (or position).
 function name(s) {
   return `${s.explain.effect} ${s.policyId ? s.policyId + '/' : ''}${s.explain.identifier}`
 }
 
+// decisive says, for the identity and the resource policies each, what
+// they decided and by which statements: those that matched, by policy and
+// Sid, with their effect; with none, those that matched the action and
+// resource but not the principal or condition (why an expected grant did
+// not apply).
 function decisive(analysis) {
   const out = []
-  const near = []
   for (const [where, a] of [['identity', analysis?.identityAnalysis], ['resource', analysis?.resourceAnalysis]]) {
     if (!a) continue
-    for (const s of [...(a.denyStatements || []), ...(a.allowStatements || [])]) {
-      out.push(`${where} ${name(s)}`)
+    let why = [...(a.denyStatements || []), ...(a.allowStatements || [])].map(name)
+    if (!why.length) {
+      why = (a.unmatchedStatements || [])
+        .filter((s) => s.actionMatch && s.resourceMatch)
+        .map((s) => `${name(s)} did not apply (principal ${s.principalMatch}, condition ${s.conditionMatch})`)
     }
-    for (const s of a.unmatchedStatements || []) {
-      if (s.actionMatch && s.resourceMatch) {
-        near.push(`${where} ${name(s)} did not apply: principal ${s.principalMatch}, condition ${s.conditionMatch}`)
-      }
-    }
+    out.push(`${where} policies ${a.result}: ${why.length ? why.join(', ') : 'no statement matches the action and resource'}`)
   }
-  if (out.length) return out
-  return near.length ? near : ['no statement matches the action and resource']
+  return out
 }
 
 async function main() {
