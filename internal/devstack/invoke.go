@@ -15,6 +15,17 @@ type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }
 
+// withContext invokes with the context that its function makes of the
+// caller's (Config.InvocationContext).
+type withContext struct {
+	Invoker
+	context func(context.Context) context.Context
+}
+
+func (w withContext) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return w.Invoker.Invoke(w.context(ctx), payload)
+}
+
 // rieInvoker calls one instance of a function under the Runtime Interface
 // Emulator. Overlapping calls crash the emulator; functionPool never makes
 // them.

@@ -85,6 +85,11 @@ type Config struct {
 	// APIOptions, if set, are added to the in-process functions' DynamoDB
 	// and S3 clients (the benchmark counts their attempts).
 	APIOptions []func(*middleware.Stack) error
+	// InvocationContext, if set, gives each invocation of an in-process
+	// function the context it returns for that function's logical id, so
+	// that APIOptions can tell whose role a call would need (the
+	// permission tests of internal/iamcheck).
+	InvocationContext func(ctx context.Context, function string) context.Context
 	// FunctionDynamo, if set, is given the DynamoDB server's endpoint and
 	// returns the one the functions use (the chaos run puts a fault-injecting
 	// proxy there).
@@ -533,7 +538,11 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 				handler = onStream
 			}
 			st.invokers[fn] = newFunctionPool(fn, st.cfg.Concurrency, func(context.Context) (Invoker, error) {
-				return lambda.NewHandler(handler), nil
+				h := lambda.NewHandler(handler)
+				if with := st.cfg.InvocationContext; with != nil {
+					return withContext{h, func(ctx context.Context) context.Context { return with(ctx, fn) }}, nil
+				}
+				return h, nil
 			})
 		}
 	}

@@ -1,6 +1,7 @@
 package services_test
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path"
@@ -159,5 +160,53 @@ func TestInstallToolsGoBuilds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A full run installs the IAM evaluator of internal/iamcheck from its own
+// lock file into .tools/iamsim, and again only when that lock file (or its
+// package.json) changes; make dev (--dev) does not install it.
+func TestInstallToolsIAMEvaluator(t *testing.T) {
+	tools := t.TempDir()
+	ran := func(args ...string) bool {
+		t.Helper()
+		cmd, log := installCommand(t, []string{"TOOLS_DIR=" + tools}, []string{"Linux", "x86_64"}, args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("install-tools.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		raw, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(raw), "npm ci --no-audit --no-fund --loglevel=error in=iamsim\n")
+	}
+	if ran("--dev") {
+		t.Error("install-tools.sh --dev installed the IAM evaluator")
+	}
+	if !ran() {
+		t.Fatal("a full run did not npm ci in .tools/iamsim")
+	}
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		want, _ := os.ReadFile(filepath.Join("..", "iamcheck", "sim", f))
+		if got, err := os.ReadFile(filepath.Join(tools, "iamsim", f)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf(".tools/iamsim/%s is not internal/iamcheck/sim's: %v", f, err)
+		}
+	}
+	// What npm ci would have installed (the stub installs nothing).
+	pkg := filepath.Join(tools, "iamsim", "node_modules", "@cloud-copilot", "iam-simulate")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "package.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ran() {
+		t.Error("a second run installed the IAM evaluator again, its lock file unchanged")
+	}
+	if err := os.WriteFile(filepath.Join(tools, "bin", ".iamsim.version"), []byte("an older lock file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !ran() {
+		t.Error("a run after the lock file changed did not install the IAM evaluator again")
 	}
 }

@@ -371,6 +371,20 @@ func RequireTools(t testing.TB, tools ...string) {
 	}
 }
 
+// RequireToolsDir returns the folder that install-tools.sh installs name
+// into (.tools/NAME), with path inside it, skipping t (or, under
+// REQUIRE_INTEGRATION=1, failing it) when path is not there.
+func RequireToolsDir(t testing.TB, name, path string) string {
+	t.Helper()
+	tools, err := services.ToolsDir()
+	need(t, err)
+	dir := filepath.Join(tools, name)
+	if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
+		need(t, fmt.Errorf("%s is not installed in %s: run `make tools` (scripts/install-tools.sh): %w", name, dir, err))
+	}
+	return dir
+}
+
 // PutPresigned sends body to an upload's presigned URL with plain net/http
 // and the headers the upload lists, changed by tweak (if not nil), and
 // returns S3's status code.
