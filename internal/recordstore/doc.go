@@ -29,12 +29,9 @@
 //     counter that could drift.
 //
 // Every operation is one DynamoDB round trip (CountGroup one per 1 MB of
-// keys it reads). A claim is one conditional PutItem with
-// ReturnValuesOnConditionCheckFailure=ALL_OLD, so a replay costs the same
-// single call and the holder is judged on the item that call returns; a
-// server that does not return the old item costs one more, strongly
-// consistent, GetItem. The table's layout is a Schema; Schema.DecodeItem
-// reads the table's items as the store does, stream images included.
+// keys it reads), a claim's replay included (dynamostore.Store.Claim says
+// how). The table's layout is a Schema; Schema.DecodeItem reads the
+// table's items as the store does, stream images included.
 //
 // This package calls no DynamoDB client (of DynamoDB's SDK it imports only
 // the attribute value types and their codec), so a reader of the table's

@@ -26,11 +26,8 @@
 //     days: a claim, a read or a completion treats an expired record as
 //     absent.
 //
-// Every operation of [DynamoStore] is one DynamoDB round trip. A claim is
-// one conditional PutItem with ReturnValuesOnConditionCheckFailure=ALL_OLD,
-// so a replay costs the same single call and the holder is judged on the
-// item that call returns; a server that does not return the old item costs
-// one more, strongly consistent, GetItem. The table's layout (key names, an
+// Every operation of [DynamoStore] is one DynamoDB round trip, a claim's
+// replay included (see [DynamoStore]). The table's layout (key names, an
 // optional sort key with a static partition value, attribute names) is a
 // [Schema].
 //

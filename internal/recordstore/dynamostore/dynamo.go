@@ -74,9 +74,15 @@ func (s *Store) Now() time.Time { return s.opts.Now() }
 // what it answers with in Data), or State=StateInProgress (the
 // store sets the lease). The store sets the timestamps and expiry.
 //
-// When the key is held, the holder comes back from the same call: a replay
-// if its fingerprint matches, a *ConflictError wrapping ErrKeyReused if not,
-// an *InProgressError while an in-progress lease runs.
+// When the key is held, the holder comes back from the same call: the put
+// asks for it with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a replay
+// costs the claim's one round trip and is judged on the item that call
+// returns (recordstore.JudgeHolder): a replay if its fingerprint matches, a
+// *ConflictError wrapping ErrKeyReused if not, an *InProgressError while an
+// in-progress lease runs. A server that does not return the old item costs
+// one more, strongly consistent, GetItem (conditionFailureItem). This is
+// the one place the claim's round trip is explained; the packages built on
+// it say only that it is one.
 func (s *Store) Claim(ctx context.Context, rec recordstore.Record) (recordstore.ClaimResult, error) {
 	if rec.State != recordstore.StatePending && rec.State != recordstore.StateInProgress {
 		return recordstore.ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed", rec.ID, rec.State)
