@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	caller "github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 // Many goroutines send distinct, mixed requests through the front door for
@@ -155,7 +155,7 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	}
 	sum := sha256.Sum256(content)
 	id, err := upload.ParseUploadID(u.UploadID)
-	ok := err == nil && id == recordstore.NewID(caller.JWT("", tenant), key) &&
+	ok := err == nil && id == recordstore.NewID(apigateway.JWTPrincipal("", tenant), key) &&
 		u.Filename == fmt.Sprintf("w%d-r%d.txt", worker, seq) && u.Bytes == int64(len(content)) && u.SHA256 == hex.EncodeToString(sum[:])
 	if status == 201 {
 		ok = ok && a.header.Get("Location") == "/uploads/"+u.UploadID

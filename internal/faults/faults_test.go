@@ -25,12 +25,12 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
-	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 var (
@@ -133,7 +133,7 @@ func TestFaultsDuringClaim(t *testing.T) {
 			if retried.StatusCode != 201 || again.StatusCode != 201 || again.Body != retried.Body {
 				t.Fatalf("after %s: retry %d %s, then %d", kind, retried.StatusCode, retried.Body, again.StatusCode)
 			}
-			rec, err := r.store.Get(context.Background(), recordstore.NewID(principal.JWT("", "tenant"), key))
+			rec, err := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), key))
 			if err != nil || "/uploads/"+rec.ClaimID != retried.Headers["Location"] {
 				t.Fatalf("record %+v, %v; answered %s", rec, err, retried.Headers["Location"])
 			}
@@ -203,7 +203,7 @@ func TestFaultsDuringCompletion(t *testing.T) {
 			r.proxy.SetRule(faults.Always(kind, "UpdateItem"))
 			err := r.finalize.Handle(context.Background(), ev)
 			r.proxy.SetRule(faults.Always(faults.None))
-			rec, _ := r.store.Get(context.Background(), recordstore.NewID(principal.JWT("", "tenant"), "complete-fault-"+kind.String()))
+			rec, _ := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), "complete-fault-"+kind.String()))
 			switch {
 			case err == nil && rec.State != recordstore.StateCompleted:
 				t.Fatalf("under %s: success reported but the record is %s", kind, rec.State)
@@ -282,7 +282,7 @@ func TestFunctionDiesAfterClaim(t *testing.T) {
 		r.post(t, "crash-after-claim-01")
 	}()
 	retried := r.post(t, "crash-after-claim-01")
-	rec, err := r.store.Get(context.Background(), recordstore.NewID(principal.JWT("", "tenant"), "crash-after-claim-01"))
+	rec, err := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), "crash-after-claim-01"))
 	if retried.StatusCode != 201 || err != nil || retried.Headers["Location"] != "/uploads/"+rec.ClaimID || retried.Headers["Idempotent-Replay"] != "true" {
 		t.Fatalf("retry %d %v %s; record %+v %v", retried.StatusCode, retried.Headers, retried.Body, rec, err)
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
-	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 // AnonymousTenant is the tenant of requests without a principal when the
@@ -233,7 +233,7 @@ var errUndecodableBody = &api.RequestError{Code: api.CodeInvalidRequest, Field: 
 // an IAM ARN is not a JWT subject, and the same sub from two issuers is two
 // tenants.
 func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
-	if p := principal.V2(req.RequestContext.Authorizer); p != "" {
+	if p := apigateway.PrincipalV2(req.RequestContext.Authorizer); p != "" {
 		return p, true
 	}
 	if h.AllowAnonymous {

@@ -22,13 +22,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -351,7 +351,7 @@ func TestInProgress(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	wantStatus(t, f.do(t, post(key, photo)), 201, "")
-	id := recordstore.NewID(principal.JWT("", "user-1"), key)
+	id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
 	rec, err := f.store.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)

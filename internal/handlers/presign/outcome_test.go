@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
 var _ upload.ObjectAPI = (*s3fake.Client)(nil)
@@ -170,7 +170,7 @@ func TestOutcomes(t *testing.T) {
 		}, status: 422, code: api.CodeKeyReuse, outcome: telemetry.OutcomeKeyReuse},
 		{name: "create while the key's claim is in progress", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			f.created(t, photo)
-			id := recordstore.NewID(principal.JWT("", "user-1"), key)
+			id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
 			rec, err := f.store.Get(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +184,7 @@ func TestOutcomes(t *testing.T) {
 		}, status: 409, code: api.CodeInProgress, retryAfter: "26", outcome: telemetry.OutcomeInProgress},
 		{name: "status of an upload still being created", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, photo)
-			id := recordstore.NewID(principal.JWT("", "user-1"), key)
+			id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
 			rec, err := f.store.Get(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)

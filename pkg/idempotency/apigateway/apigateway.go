@@ -62,7 +62,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/onceupload/onceupload/internal/principal"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/keyheader"
 )
@@ -145,7 +144,7 @@ func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Opt
 		call: func(r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
 			c := &call[events.APIGatewayV2HTTPRequest]{
 				Method: r.RequestContext.HTTP.Method, Path: r.RawPath, Query: sortedQuery(r.RawQueryString),
-				req: r, keys: headerValues(r.Headers, nil), principal: principal.V2(r.RequestContext.Authorizer),
+				req: r, keys: headerValues(r.Headers, nil), principal: PrincipalV2(r.RequestContext.Authorizer),
 			}
 			c.setBody(r.Body, r.IsBase64Encoded)
 			return c
@@ -167,7 +166,7 @@ func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Opt
 		call: func(r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
 			c := &call[events.APIGatewayProxyRequest]{
 				Method: r.HTTPMethod, Path: r.Path, Query: queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters),
-				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders), principal: principal.V1(r.RequestContext),
+				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders), principal: PrincipalV1(r.RequestContext),
 			}
 			c.setBody(r.Body, r.IsBase64Encoded)
 			return c
