@@ -31,7 +31,8 @@
 // Every operation is one DynamoDB round trip (CountGroup one per 1 MB of
 // keys it reads), a claim's replay included (dynamostore.Store.Claim says
 // how). The table's layout is a Schema; Schema.DecodeItem reads the
-// table's items as the store does, stream images included.
+// table's items as the store does, and Schema.DecodeStreamImage the images
+// of its stream as Lambda delivers them: the one place both are decoded.
 //
 // This package calls no DynamoDB client (of DynamoDB's SDK it imports only
 // the attribute value types and their codec), so a reader of the table's

@@ -19,7 +19,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
@@ -72,7 +71,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	var batch []pending
 	failedAt := ""
 	for _, r := range ev.Records {
-		p, ok, err := h.shape(sdkImage(r.Change.OldImage), sdkImage(r.Change.NewImage))
+		before, after, err := h.streamRecords(r.Change.OldImage, r.Change.NewImage)
+		var p pending
+		var ok bool
+		if err == nil {
+			p, ok, err = h.shape(before, after)
+		}
 		if err != nil {
 			// Not an upload's record, or one this code cannot read: retrying
 			// will not change it, but failing keeps it in sight (the retries
@@ -96,12 +100,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failedAt}}}, nil
 }
 
-// shape returns the event of a change (a record's old and new images),
-// and false for a change that makes none.
-func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pending, bool, error) {
-	before, after, err := h.records(oldImage, newImage)
-	if err != nil {
-		return pending{}, false, err
+// shape returns the event of a change (the record before and after it,
+// nil for a side it lacks), and false for a change that makes none.
+func (h *Handler) shape(before, after *recordstore.Record) (pending, bool, error) {
+	if after == nil {
+		return pending{}, false, nil
 	}
 	e, ok, err := uploadrecord.EventOf(h.Bucket, before, after)
 	if err != nil || !ok {
@@ -120,20 +123,20 @@ func (h *Handler) shape(oldImage, newImage map[string]types.AttributeValue) (pen
 	}, true, nil
 }
 
-// records decodes a change's images: nil for an image the change lacks. A
-// new image that is not a record is an error, so that it is seen rather
-// than skipped; an old one is no record before the change, which cannot
-// have been this claim's final state.
-func (h *Handler) records(oldImage, newImage map[string]types.AttributeValue) (before, after *recordstore.Record, err error) {
+// streamRecords decodes a change's images (recordstore decodes them): nil
+// for an image the change lacks. A new image that is not a record is an
+// error, so that it is seen rather than skipped; an old one is no record
+// before the change, which cannot have been this claim's final state.
+func (h *Handler) streamRecords(oldImage, newImage map[string]events.DynamoDBAttributeValue) (before, after *recordstore.Record, err error) {
 	if newImage == nil {
 		return nil, nil, nil
 	}
-	rec, err := h.Schema.DecodeItem(newImage)
+	rec, err := h.Schema.DecodeStreamImage(newImage)
 	if err != nil {
 		return nil, nil, fmt.Errorf("upload event: new image: %w", err)
 	}
 	if oldImage != nil {
-		if prev, err := h.Schema.DecodeItem(oldImage); err == nil {
+		if prev, err := h.Schema.DecodeStreamImage(oldImage); err == nil {
 			before = &prev
 		}
 	}

@@ -25,7 +25,15 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	var batch []pending
 	handled, failed := len(items), error(nil)
 	for i, item := range items {
-		p, ok, err := h.shape(nil, item)
+		var p pending
+		rec, err := h.Schema.DecodeItem(item)
+		if err != nil {
+			err = fmt.Errorf("upload event: new image: %w", err)
+		}
+		ok := false
+		if err == nil {
+			p, ok, err = h.shape(nil, &rec)
+		}
 		if err != nil {
 			handled, failed = i, fmt.Errorf("item %d of %d: %w", i+1, len(items), err)
 			break

@@ -1,13 +1,21 @@
-package publish
+package recordstore
 
 import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// DecodeStreamImage reads a record from an image of the table's stream, as
+// Lambda delivers it (aws-lambda-go's attribute values), by the same code
+// as DecodeItem: this package is the one place the table's items, and
+// their images, are decoded.
+func (s Schema) DecodeStreamImage(image map[string]events.DynamoDBAttributeValue) (Record, error) {
+	return s.DecodeItem(sdkImage(image))
+}
+
 // sdkImage converts a stream image from aws-lambda-go's attribute values to
-// the SDK's, which the idempotency schema decodes. nil stays nil (an
-// insert has no old image, a removal no new one).
+// the SDK's, which DecodeItem reads. nil stays nil (an insert has no old
+// image, a removal no new one).
 func sdkImage(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
 	if m == nil {
 		return nil
