@@ -149,25 +149,12 @@ func (s *smoke) runChecks(ctx context.Context) int {
 		// would complete the upload itself), so only finalize's record
 		// makes it say completed.
 		start := time.Now()
-		var last string
-		err := s.until(ctx, func() (bool, error) {
-			res, err := s.create(ctx, single)
-			if err != nil {
-				return false, err
-			}
-			if res.status != http.StatusCreated {
-				return false, res.unexpected("201")
-			}
-			if err := json.Unmarshal(res.body, &finalized); err != nil {
-				return false, fmt.Errorf("replay body %s: %v", clip(res.body), err)
-			}
-			last = finalized.Status
-			return finalized.Status != api.StatusPending, nil
-		})
+		var err error
+		finalized, err = s.untilSettled(ctx, http.StatusCreated, func() (*answer, error) { return s.create(ctx, single) })
+		if errors.Is(err, errTimeout) {
+			return "", fmt.Errorf("after %s a replay of the create still says %q: nothing recorded the upload, so finalize did not run or failed (the bucket's notification to FinalizeFunction, its logs, FinalizeFailureQueue)", s.timeout, finalized.Status)
+		}
 		if err != nil {
-			if errors.Is(err, errTimeout) {
-				return "", fmt.Errorf("after %s a replay of the create still says %q: nothing recorded the upload, so finalize did not run or failed (the bucket's notification to FinalizeFunction, its logs, FinalizeFailureQueue)", s.timeout, last)
-			}
 			return "", err
 		}
 		if finalized.Status != api.StatusCompleted || finalized.Bytes != int64(len(single.data)) || finalized.ETag == "" {
@@ -176,19 +163,8 @@ func (s *smoke) runChecks(ctx context.Context) int {
 		return fmt.Sprintf("completed after %.1f s, seen by replaying the create, which never asks S3", time.Since(start).Seconds()), nil
 	}))
 	s.check("status", after(putOK, "put", func() (string, error) {
-		var u api.Upload
-		err := s.until(ctx, func() (bool, error) {
-			res, err := s.call(ctx, http.MethodGet, "/uploads/"+created.UploadID, "", nil)
-			if err != nil {
-				return false, err
-			}
-			if res.status != http.StatusOK {
-				return false, res.unexpected("200")
-			}
-			if err := json.Unmarshal(res.body, &u); err != nil {
-				return false, fmt.Errorf("status body %s: %v", clip(res.body), err)
-			}
-			return u.Status != api.StatusPending, nil
+		u, err := s.untilSettled(ctx, http.StatusOK, func() (*answer, error) {
+			return s.call(ctx, http.MethodGet, "/uploads/"+created.UploadID, "", nil)
 		})
 		if errors.Is(err, errTimeout) {
 			return "", fmt.Errorf("after %s GET /uploads/%s still says pending", s.timeout, created.UploadID)
@@ -588,6 +564,27 @@ func (s *smoke) until(ctx context.Context, done func() (bool, error)) error {
 		case <-time.After(s.poll):
 		}
 	}
+}
+
+// untilSettled asks fetch for an upload every poll interval until it is
+// no longer pending (want is the status of its answers), and returns the
+// last one read: on errTimeout, still pending.
+func (s *smoke) untilSettled(ctx context.Context, want int, fetch func() (*answer, error)) (api.Upload, error) {
+	var u api.Upload
+	err := s.until(ctx, func() (bool, error) {
+		res, err := fetch()
+		if err != nil {
+			return false, err
+		}
+		if res.status != want {
+			return false, res.unexpected(fmt.Sprint(want))
+		}
+		if err := json.Unmarshal(res.body, &u); err != nil {
+			return false, fmt.Errorf("%s: body %s: %v", res.what, clip(res.body), err)
+		}
+		return u.Status != api.StatusPending, nil
+	})
+	return u, err
 }
 
 // redactURL drops the query (a presigned URL's signature) from a
