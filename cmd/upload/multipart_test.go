@@ -478,3 +478,46 @@ func TestCLIRefusesAChangedFileOnResume(t *testing.T) {
 		t.Fatal("the object is not the file as it is now")
 	}
 }
+
+// The proxies' loopback server: drain returns only once every request it
+// took has ended, and then takes no more, so a test reads what a proxy
+// counted only when no request of a dead client can still change it.
+func TestLoopbackDrainWaitsForEveryRequest(t *testing.T) {
+	running, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	lb := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(running)
+		<-release
+	}))
+	// Registered after serveLoopback's, so it runs first: a failed test
+	// still lets the handler end, and the cleanup's wait with it.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(lb.url)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-running
+	drained := make(chan struct{})
+	go func() {
+		lb.drain(t)
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		t.Fatal("drain returned while a request was still being served")
+	case <-time.After(200 * time.Millisecond): // a failure would show here; a pass proves only this moment
+	}
+	releaseOnce.Do(func() { close(release) })
+	<-drained
+	if err := <-answered; err != nil {
+		t.Errorf("the request drained was not answered: %v", err)
+	}
+	if resp, err := http.Get(lb.url); err == nil {
+		resp.Body.Close()
+		t.Error("the drained server still takes requests")
+	}
+}
