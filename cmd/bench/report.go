@@ -301,9 +301,9 @@ const whyMissed = `- Presign hot path: most of a create is the SDK's S3 presign 
   the SDK's package inits, config.LoadDefaultConfig) against the first
   create's PutItem and presign, a new connection to the local DynamoDB
   included. Each function links only the service clients it calls, and
-  those the config loader brings (a test holds it), but events, whose
-  records are decoded by the record store's package and shaped by the
-  upload package's, links the DynamoDB and S3 clients it never calls.
+  those the config loader brings (a test holds it): events, which decodes
+  the table's stream, links DynamoDB's attribute types but no DynamoDB or
+  S3 client.
 - Load ratios: the front door, the functions, both servers and the load
   generator share two cores (with whatever else runs on them), so
   throughput is bounded by total CPU per request, and the local DynamoDB
