@@ -4,7 +4,7 @@
 // resumed and completed, an unsigned x-amz-* header refused, and CORS for an
 // origin. It prints one line per check and exits 0 only if none failed.
 //
-//	smoke --api https://abc123.execute-api.eu-west-1.amazonaws.com [--origin https://app.example] [--timeout 120s]
+//	smoke --api https://abc123.execute-api.eu-west-1.amazonaws.com [--origin https://app.example] [--timeout 120s] [--content-type text/plain]
 //
 // A JWT deployment's token is read from ONCEUPLOAD_TOKEN and never printed.
 // Everything it makes is named onceupload-smoke-<run>-…; it prints every
@@ -20,10 +20,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 )
 
@@ -42,9 +44,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	api := fs.String("api", "", "the deployed API's base URL (the stack's ApiUrl output)")
 	origin := fs.String("origin", "", "a browser origin whose CORS to check on the API and the bucket (e.g. https://app.example); none skips the CORS checks")
 	timeout := fs.Duration("timeout", 120*time.Second, "how long to wait for an upload to be recorded completed")
+	contentType := fs.String("content-type", "text/plain", "the media type of the files it uploads (one the deployment's ALLOWED_CONTENT_TYPES allows)")
 	runName := fs.String("run", "", "the run's name in what it makes (onceupload-smoke-<run>-…); default: the time and a random suffix")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: smoke --api URL [--origin ORIGIN] [--timeout 120s] [--run NAME]")
+		fmt.Fprintln(stderr, "usage: smoke --api URL [--origin ORIGIN] [--timeout 120s] [--content-type text/plain] [--run NAME]")
 		fmt.Fprintln(stderr, "A JWT deployment's token comes from ONCEUPLOAD_TOKEN (never printed).")
 		fs.PrintDefaults()
 	}
@@ -67,6 +70,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 2
 		}
 	}
+	if mt, _, err := mime.ParseMediaType(*contentType); err != nil || mt != strings.ToLower(*contentType) {
+		fmt.Fprintf(stderr, "smoke: --content-type %q is not a media type (type/subtype, lower case)\n", *contentType)
+		return 2
+	}
 	if *timeout <= 0 {
 		fmt.Fprintln(stderr, "smoke: --timeout must be positive")
 		return 2
@@ -76,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		name = newRunName(time.Now())
 	}
 	s := &smoke{
-		api: base, origin: *origin, token: getenv("ONCEUPLOAD_TOKEN"), timeout: *timeout, run: name,
+		api: base, origin: *origin, token: getenv("ONCEUPLOAD_TOKEN"), contentType: *contentType, timeout: *timeout, run: name,
 		http: &http.Client{Timeout: 60 * time.Second}, out: stdout, poll: time.Second,
 	}
 	if s.runChecks(ctx) > 0 {

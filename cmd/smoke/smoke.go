@@ -22,15 +22,18 @@ import (
 
 // smoke holds one run's settings and counts its failed checks.
 type smoke struct {
-	api     *url.URL
-	origin  string
-	token   string // ONCEUPLOAD_TOKEN; never printed
-	timeout time.Duration
-	poll    time.Duration
-	run     string
-	http    *http.Client
-	out     io.Writer
-	failed  int
+	api    *url.URL
+	origin string
+	token  string // ONCEUPLOAD_TOKEN; never printed
+	// contentType is every file's (a deployment's ALLOWED_CONTENT_TYPES
+	// may refuse the default, text/plain).
+	contentType string
+	timeout     time.Duration
+	poll        time.Duration
+	run         string
+	http        *http.Client
+	out         io.Writer
+	failed      int
 }
 
 // skipped is a check's result when it could not be judged: the server does
@@ -61,7 +64,7 @@ func (s *smoke) check(name string, fn func() (string, error)) bool {
 // runChecks runs every check in order and returns how many failed.
 func (s *smoke) runChecks(ctx context.Context) int {
 	fmt.Fprintf(s.out, "smoke: %s, run %s, files onceupload-smoke-%s-…\n", s.api.Redacted(), s.run, s.run)
-	single := s.newFile("single", "text/plain", 64<<10)
+	single := s.newFile("single", 64<<10)
 	var created api.Upload
 	var firstBody []byte
 	createdOK := s.check("create", func() (string, error) {
@@ -196,7 +199,7 @@ func (s *smoke) runChecks(ctx context.Context) int {
 // URL does not sign: S3 refuses it, so no one holding a URL can add
 // metadata, a storage class or an ACL to what it stores.
 func (s *smoke) unsignedHeader(ctx context.Context) (string, error) {
-	f := s.newFile("unsigned", "text/plain", 1<<10)
+	f := s.newFile("unsigned", 1<<10)
 	res, err := s.create(ctx, f)
 	if err != nil {
 		return "", err
@@ -239,7 +242,7 @@ func judgeUnsigned(put *answer, host string) (string, error) {
 // completes with every part's SHA-256. On failure it aborts the upload.
 func (s *smoke) multipart(ctx context.Context) (detail string, err error) {
 	const partSize = api.MinPartSize
-	f := s.newFile("multipart", "text/plain", partSize+(64<<10))
+	f := s.newFile("multipart", partSize+(64<<10))
 	res, err := s.create(ctx, f, partSize)
 	if err != nil {
 		return "", err
@@ -429,12 +432,12 @@ type file struct {
 
 // newFile makes the run's file of kind: size bytes of text naming the run,
 // so an object found in the bucket says where it came from.
-func (s *smoke) newFile(kind, contentType string, size int) file {
+func (s *smoke) newFile(kind string, size int) file {
 	line := []byte(fmt.Sprintf("onceupload smoke test, run %s, %s\n", s.run, kind))
 	data := bytes.Repeat(line, size/len(line)+1)[:size]
 	return file{
 		name: fmt.Sprintf("onceupload-smoke-%s-%s.txt", s.run, kind), key: fmt.Sprintf("onceupload-smoke-%s-%s", s.run, kind),
-		contentType: contentType, data: data, sum: sha256.Sum256(data),
+		contentType: s.contentType, data: data, sum: sha256.Sum256(data),
 	}
 }
 

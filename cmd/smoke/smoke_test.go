@@ -202,6 +202,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--api", "http://127.0.0.1:1/?q=1"},
 		{"--api", "http://127.0.0.1:1", "--origin", "https://app.example/path"},
 		{"--api", "http://127.0.0.1:1", "--timeout", "0s"},
+		{"--api", "http://127.0.0.1:1", "--content-type", "not a type"},
 		{"--api", "http://127.0.0.1:1", "extra"},
 	} {
 		var out, errOut bytes.Buffer
