@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"math"
 	"strconv"
 	"time"
 
@@ -109,7 +108,7 @@ func ExampleMakeIdempotent_apiGateway() {
 		case errors.Is(err, idempotency.ErrMissingKey):
 			return response{StatusCode: 400}, nil
 		case errors.As(err, &inProgress):
-			retryAfter := strconv.Itoa(int(math.Ceil(inProgress.RetryAfter.Seconds())))
+			retryAfter := strconv.Itoa(inProgress.RetryAfterSeconds())
 			return response{StatusCode: 409, Headers: map[string]string{"Retry-After": retryAfter}}, nil
 		case errors.Is(err, idempotency.ErrKeyReused):
 			return response{StatusCode: 422}, nil
