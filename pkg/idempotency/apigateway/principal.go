@@ -6,15 +6,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// Principals name the caller an API Gateway authorizer established. The
-// wrapper scopes its records by them, and the upload API (this module's
-// presign function) its tenants, so each name is part of a stored key:
-// changing one orphans every record written under the old name (tests
-// freeze them). Each name carries its source ("jwt:", "iam:", "lambda:"),
-// so that identities from different sources never share a namespace (a
-// JWT whose sub is an ARN is not that IAM principal), and the same subject
-// from two issuers is two principals.
-
 // JWTPrincipal is the principal of a JWT's issuer and subject together:
 // "jwt:" + len(iss) + ":" + iss + ":" + sub. The issuer's length comes
 // first, so no two (issuer, subject) pairs share a principal, whatever
@@ -27,6 +18,14 @@ func JWTPrincipal(iss, sub string) string {
 // authorizer's issuer and subject, else an IAM caller's ARN, else a Lambda
 // authorizer's principalId; "" when there is none (no authorizer, or a
 // Lambda authorizer's simple response, which names no principal).
+//
+// The wrapper scopes its records by these names, and the upload API (this
+// module's presign function) its tenants, so each is part of a stored key:
+// changing one orphans every record written under the old name (tests
+// freeze them). Each carries its source ("jwt:", "iam:", "lambda:"), so
+// identities from different sources never share a namespace (a JWT whose
+// sub is an ARN is not that IAM principal), and the same subject from two
+// issuers is two principals.
 func PrincipalV2(a *events.APIGatewayV2HTTPRequestContextAuthorizerDescription) string {
 	if a == nil {
 		return ""
