@@ -47,7 +47,7 @@ func TestFunctionsLinkOnlyTheClientsTheyCall(t *testing.T) {
 	}{
 		{"presign", []string{"dynamodb", "s3"}},
 		{"finalize", []string{"dynamodb", "s3"}},
-		// The stream's records are decoded by internal/recordstore and
+		// The stream's records are decoded by pkg/idempotency/recordstore and
 		// shaped by internal/upload/uploadrecord, neither of which holds a
 		// client: the DynamoDB store is in recordstore/dynamostore, the S3
 		// service in internal/upload.

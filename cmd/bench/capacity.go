@@ -15,8 +15,8 @@ import (
 
 	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tableitem"
 )
 
 // capacityFile is --capacity-file.
@@ -138,7 +138,7 @@ func printCapacity(w io.Writer, rep report) {
 	fmt.Fprintf(w, "\n| record state | bytes | write units per write | read units (consistent) |\n|---|---|---|---|\n")
 	for _, st := range bench.RecordStates {
 		if b, ok := rep.RecordBytes[st]; ok {
-			fmt.Fprintf(w, "| %s | %d | %d | %s |\n", st, b, recordstore.WriteUnits(b), trimUnits(recordstore.ReadUnits(b, true)))
+			fmt.Fprintf(w, "| %s | %d | %d | %s |\n", st, b, tableitem.WriteUnits(b), trimUnits(tableitem.ReadUnits(b, true)))
 		}
 	}
 

@@ -422,7 +422,7 @@ var benchRE = regexp.MustCompile(`^Benchmark([\w/]+)-\d+\s+\d+\s+([\d.]+) ns/op\
 // the record store (claim, item codec) and of MakeIdempotent six times and keeps
 // the median ns/op.
 func hotPath(ctx context.Context) ([]benchLine, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./internal/upload/", "./pkg/api/", "./pkg/idempotency/", "./internal/recordstore/")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "6", "./internal/upload/", "./pkg/api/", "./pkg/idempotency/", "./pkg/idempotency/recordstore/")
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench: %v\n%s", err, outb)

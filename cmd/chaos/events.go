@@ -20,7 +20,7 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/pkg/api"
-	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // eventCheck is the application side of the run: the example consumer
@@ -87,7 +87,7 @@ func (e *eventCheck) connect(ctx context.Context, dynamoURL string, failRate flo
 	if err != nil {
 		return fmt.Errorf("consumer table: %w", err)
 	}
-	store := idempotency.NewDynamoStore(ddb, table)
+	store := dynamostore.New(ddb, table)
 	sink := consumer.SinkFunc(func(_ context.Context, u api.EventDetail) error {
 		if rnd() < failRate {
 			e.sinkFails.Add(1)

@@ -46,11 +46,11 @@ import (
 
 	"github.com/onceupload/onceupload/internal/devstack"
 	"github.com/onceupload/onceupload/internal/faults"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
@@ -389,7 +389,7 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 // the hash of (tenant, key), and every chaos client is the local tenant.
 func ownedBy(uploadID, key string) bool {
 	id, err := upload.ParseUploadID(uploadID)
-	return err == nil && id == recordstore.NewID(apigateway.JWTPrincipal("", devstack.LocalTenant), key)
+	return err == nil && id == idempotency.NewID(apigateway.JWTPrincipal("", devstack.LocalTenant), key)
 }
 
 func newLogical(dir string, i int64, multipart bool) (*logical, error) {

@@ -78,9 +78,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 func main() {
@@ -96,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	bus := fs.String("bus", "default", "the event bus (the stack's EventBusName parameter)")
 	source := fs.String("source", api.EventSource, "the events' source (the stack's EventSource parameter)")
 	slack := fs.Duration("slack", 5*time.Minute, "widen each batch's window by this much on both sides")
-	ttl := fs.Duration("ttl", recordstore.DefaultTTL, "how long the table keeps a record after its last write (the stack's IdempotencyTtl)")
+	ttl := fs.Duration("ttl", idempotency.DefaultTTL, "how long the table keeps a record after its last write (the stack's IdempotencyTtl)")
 	limit := fs.Int("max", 1000, "replay at most this many messages")
 	dryRun := fs.Bool("dry-run", false, "print what would be published and deleted; change nothing")
 	skipUnreadable := fs.Bool("skip-unreadable", false, "publish the rest of a window whose items include some that are not uploads' records this code can read (each is named in the output, and has no event); without it, such a window's messages stay in the queue")
@@ -142,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s, ttl %s\n", *bus, *source, *bucket, *table, *ttl)
-	schema := recordstore.DefaultSchema()
+	schema := idempotency.DefaultSchema()
 	// A dry run builds the very entries a run would put, and prints them.
 	var events publish.EventBridgeAPI = eventbridge.NewFromConfig(cfg)
 	if *dryRun {

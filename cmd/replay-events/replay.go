@@ -21,9 +21,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // TableAPI is the part of *dynamodb.Client the replay uses.
@@ -46,7 +47,7 @@ var (
 // ones not deleted are made visible again at its end).
 const visibility = 15 * time.Minute
 
-// Attributes of the table that no recordstore.Schema renames: a record's
+// Attributes of the table that no idempotency.Schema renames: a record's
 // last write (epoch milliseconds) and, in the upload's own fields, when
 // it completed or was aborted (RFC 3339).
 const (
@@ -66,7 +67,7 @@ type replayer struct {
 	publisher Publisher
 	tableName string
 	bucket    string
-	schema    recordstore.Schema
+	schema    idempotency.Schema
 	slack     time.Duration
 	ttl       time.Duration
 	now       func() time.Time
@@ -329,7 +330,7 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 	}
 	kept := make([]found, 0, len(items))
 	for _, f := range items {
-		rec, err := r.schema.DecodeItem(f.item)
+		rec, err := recordstore.DecodeItem(r.schema, f.item)
 		if err == nil {
 			_, _, err = uploadrecord.EventOf(r.bucket, nil, &rec)
 		}
@@ -344,7 +345,7 @@ func (r *replayer) dropUnreadable(items []found, res *result) []found {
 }
 
 // itemKey names an item by its key attributes, as the table holds them.
-func itemKey(schema recordstore.Schema, item map[string]types.AttributeValue) string {
+func itemKey(schema idempotency.Schema, item map[string]types.AttributeValue) string {
 	name := func(attr string) string {
 		if v, ok := item[attr].(*types.AttributeValueMemberS); ok {
 			return attr + "=" + strconv.Quote(v.Value)
@@ -384,7 +385,7 @@ func (r *replayer) scan(ctx context.Context, w window) ([]found, error) {
 	between := func(name string, lo, hi any) expression.ConditionBuilder {
 		return expression.Name(name).Between(expression.Value(lo), expression.Value(hi))
 	}
-	filter := state.In(expression.Value(string(recordstore.StateCompleted)), expression.Value(string(recordstore.StateAborted))).And(
+	filter := state.In(expression.Value(string(idempotency.StateCompleted)), expression.Value(string(recordstore.StateAborted))).And(
 		expression.Or(
 			between(attrUpdated, w.start.UnixMilli(), w.end.UnixMilli()),
 			between(attrCompletedAt, w.start.UTC().Format(timeFormat), w.end.UTC().Format(timeFormat)),
@@ -421,7 +422,7 @@ func (r *replayer) scan(ctx context.Context, w window) ([]found, error) {
 // place reads an item's times.
 func (r *replayer) place(item map[string]types.AttributeValue) found {
 	f := found{item: item}
-	rec, err := r.schema.DecodeItem(item)
+	rec, err := recordstore.DecodeItem(r.schema, item)
 	if err != nil {
 		return f
 	}

@@ -29,12 +29,12 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/publish"
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 var (
@@ -75,7 +75,7 @@ func newFixture(t *testing.T) *fixture {
 	ddb := testenv.DynamoClient(f.dynamoURL, nil)
 	f.s3 = testenv.S3Client(versity.Endpoint(t), nil)
 	f.table, f.bucket = testenv.NewTable(t, ddb), testenv.NewBucket(t, f.s3)
-	store := dynamostore.New(ddb, f.table, func(o *recordstore.Options) { o.Now = f.Now })
+	store := dynamostore.New(ddb, f.table, func(o *idempotency.Options) { o.Now = f.Now })
 	f.svc = upload.New(store, upload.NewPresigner(f.s3, f.bucket), f.s3,
 		upload.Config{Bucket: f.bucket, Prefix: "uploads/", PresignTTL: time.Minute, MaxUploadBytes: 64 << 20},
 		func(o *upload.Options) {
@@ -247,10 +247,10 @@ func (f *fixture) replayer(queueURL string, log io.Writer, events publish.EventB
 		queue: &sqsdrain.Reader{Client: f.queues, URL: queueURL, Visibility: visibility}, table: testenv.DynamoClient(f.dynamoURL, &f.scans),
 		publisher: &publish.Handler{
 			Events: events, Bus: f.bus, Source: api.EventSource, Bucket: f.bucket,
-			Schema: recordstore.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
+			Schema: idempotency.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
 		},
-		tableName: f.table, bucket: f.bucket, schema: recordstore.DefaultSchema(),
-		slack: time.Minute, ttl: recordstore.DefaultTTL, now: f.Now, log: log,
+		tableName: f.table, bucket: f.bucket, schema: idempotency.DefaultSchema(),
+		slack: time.Minute, ttl: idempotency.DefaultTTL, now: f.Now, log: log,
 	}
 }
 

@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // The finalize bootstrap is built once (testenv.Bootstraps) and removed at
@@ -96,7 +96,7 @@ func TestReplayFailedEvents(t *testing.T) {
 	}
 	id, _ := upload.ParseUploadID(u.UploadID)
 	rec, err := store.Get(ctx, id)
-	if err != nil || rec.State != recordstore.StateCompleted {
+	if err != nil || rec.State != idempotency.StateCompleted {
 		t.Fatalf("record after the replay: %+v %v", rec, err)
 	}
 	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})

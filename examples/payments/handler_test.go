@@ -17,6 +17,7 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -61,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 	table := testenv.NewTableWithKey(t, client, Schema.PartitionKey, "")
-	store := idempotency.NewDynamoStore(client, table, func(o *idempotency.Options) { o.Schema = Schema })
+	store := dynamostore.New(client, table, func(o *idempotency.Options) { o.Schema = Schema })
 	charger := &fakeCharger{}
 	return &env{handler: NewHandler(store, charger, slog.New(slog.NewTextHandler(io.Discard, nil))), charger: charger, client: client, table: table}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 func main() {
@@ -26,7 +27,7 @@ func main() {
 		os.Exit(1)
 	}
 	client := dynamodb.NewFromConfig(cfg)
-	store := idempotency.NewDynamoStore(client, os.Getenv("TABLE_NAME"),
+	store := dynamostore.New(client, os.Getenv("TABLE_NAME"),
 		func(o *idempotency.Options) { o.Schema = Schema })
 	lambda.Start(NewHandler(store, demoCharger{}, logger).Handle)
 }

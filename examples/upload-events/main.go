@@ -39,6 +39,7 @@ import (
 	"github.com/onceupload/onceupload/examples/upload-events/consumer"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 func main() {
@@ -87,7 +88,7 @@ func run(listen, table, endpoint string, create bool, logger *slog.Logger) error
 	}
 	// The table template.yaml declares: partition key "pk", TTL attribute
 	// "expires_at", as idempotency.DefaultSchema() names them.
-	store := idempotency.NewDynamoStore(client, table, func(o *idempotency.Options) { o.TTL = ttl })
+	store := dynamostore.New(client, table, func(o *idempotency.Options) { o.TTL = ttl })
 	c := consumer.New(store, consumer.LogSink{Logger: logger}, func(o *consumer.Options) {
 		o.Source = env("EVENT_SOURCE", api.EventSource)
 		o.Logger = logger

@@ -20,13 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/config"
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/wiring"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // Capacity is what the DynamoDB calls of one path, or of one whole upload,
@@ -233,7 +233,7 @@ func tokenService(ctx context.Context, lookup func(string) (string, bool), logge
 			o.Credentials = credentials.NewStaticCredentialsProvider(lambdaAccessKeyID, services.SecretKey, services.LambdaSessionToken())
 		}
 	})
-	store := dynamostore.New(dyn, cfg.Table, func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
+	store := dynamostore.New(dyn, cfg.Table, func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
 	svc = upload.New(store, upload.NewPresigner(withToken, cfg.Upload.Bucket), objects, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger })
 	plain := upload.NewPresigner(objects, cfg.Upload.Bucket)

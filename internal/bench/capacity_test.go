@@ -11,8 +11,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tableitem"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
@@ -53,7 +53,7 @@ func TestCapacitySelfConsistent(t *testing.T) {
 		}
 	}
 
-	w := recordstore.WriteUnits
+	w := tableitem.WriteUnits
 	for _, v := range []struct {
 		paths              map[string]Capacity
 		pending, completed int
@@ -78,7 +78,7 @@ func TestCapacitySelfConsistent(t *testing.T) {
 				t.Errorf("%s%s: %d write units, want %d from the record's size", path, v.what, got, want)
 			}
 		}
-		if got, want := v.paths["status"].ReadUnits, recordstore.ReadUnits(v.completed, true); got != want {
+		if got, want := v.paths["status"].ReadUnits, tableitem.ReadUnits(v.completed, true); got != want {
 			t.Errorf("status%s: %v read units, want %v (a consistent read of %d bytes)", v.what, got, want, v.completed)
 		}
 	}

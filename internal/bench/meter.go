@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/tableitem"
 )
 
 // This file is the capacity meter: an SDK middleware on the product's
@@ -212,7 +212,7 @@ func (m *Meter) meter(ctx context.Context, in middleware.InitializeInput, next m
 			return middleware.InitializeOutput{}, middleware.Metadata{}, err
 		}
 		key = pick(p.Item, shape.key)
-		c.Sent = recordstore.ItemSize(p.Item)
+		c.Sent = tableitem.ItemSize(p.Item)
 	case *dynamodb.UpdateItemInput:
 		cp := *p
 		cp.ReturnConsumedCapacity, in.Parameters = indexes, &cp
@@ -276,13 +276,13 @@ func (m *Meter) meter(ctx context.Context, in middleware.InitializeInput, next m
 	case *dynamodb.GetItemOutput:
 		cc = o.ConsumedCapacity
 		c.Read = size(o.Item)
-		c.ReadUnits = recordstore.ReadUnits(c.Read, aws.ToBool(in.Parameters.(*dynamodb.GetItemInput).ConsistentRead))
+		c.ReadUnits = tableitem.ReadUnits(c.Read, aws.ToBool(in.Parameters.(*dynamodb.GetItemInput).ConsistentRead))
 	case *dynamodb.QueryOutput:
 		cc = o.ConsumedCapacity
 	}
 	if query != nil {
 		// A global secondary index is read eventually consistently.
-		c.ReadUnits = recordstore.ReadUnits(c.Read, aws.ToBool(query.ConsistentRead) && query.IndexName == nil)
+		c.ReadUnits = tableitem.ReadUnits(c.Read, aws.ToBool(query.ConsistentRead) && query.IndexName == nil)
 	}
 	if cc != nil && cc.CapacityUnits != nil {
 		u := *cc.CapacityUnits
@@ -314,11 +314,11 @@ func writeUnits(op string, before, after, sent int) int {
 	case "PutItem":
 		// Replacing (or refused by a condition): the larger of the stored
 		// item and the one sent.
-		return recordstore.WriteUnits(max(before, sent))
+		return tableitem.WriteUnits(max(before, sent))
 	case "DeleteItem":
-		return recordstore.WriteUnits(before)
+		return tableitem.WriteUnits(before)
 	default: // UpdateItem
-		return recordstore.WriteUnits(max(before, after))
+		return tableitem.WriteUnits(max(before, after))
 	}
 }
 
@@ -332,13 +332,13 @@ func indexWriteUnits(shape *tableShape, before, after map[string]types.Attribute
 		switch {
 		case !inBefore && !inAfter:
 		case !inBefore:
-			n += recordstore.WriteUnits(size(pa))
+			n += tableitem.WriteUnits(size(pa))
 		case !inAfter:
-			n += recordstore.WriteUnits(size(pb))
+			n += tableitem.WriteUnits(size(pb))
 		case !reflect.DeepEqual(pick(before, ix.key), pick(after, ix.key)):
-			n += recordstore.WriteUnits(size(pb)) + recordstore.WriteUnits(size(pa))
+			n += tableitem.WriteUnits(size(pb)) + tableitem.WriteUnits(size(pa))
 		case !reflect.DeepEqual(pb, pa):
-			n += recordstore.WriteUnits(size(pa))
+			n += tableitem.WriteUnits(size(pa))
 		}
 	}
 	return n
@@ -376,7 +376,7 @@ func size(item map[string]types.AttributeValue) int {
 	if len(item) == 0 {
 		return 0
 	}
-	return recordstore.ItemSize(item)
+	return tableitem.ItemSize(item)
 }
 
 // item reads the stored item of key, consistently.

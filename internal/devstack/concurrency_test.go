@@ -16,12 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Many goroutines send distinct, mixed requests through the front door for
@@ -155,7 +156,7 @@ func checkOwn(a answer, status int, tenant, key string, worker, seq int, content
 	}
 	sum := sha256.Sum256(content)
 	id, err := upload.ParseUploadID(u.UploadID)
-	ok := err == nil && id == recordstore.NewID(apigateway.JWTPrincipal("", tenant), key) &&
+	ok := err == nil && id == idempotency.NewID(apigateway.JWTPrincipal("", tenant), key) &&
 		u.Filename == fmt.Sprintf("w%d-r%d.txt", worker, seq) && u.Bytes == int64(len(content)) && u.SHA256 == hex.EncodeToString(sum[:])
 	if status == 201 {
 		ok = ok && a.header.Get("Location") == "/uploads/"+u.UploadID
@@ -197,8 +198,8 @@ func waitCompleted(t *testing.T, store *dynamostore.Store, uploadID string) reco
 	id, _ := upload.ParseUploadID(uploadID)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		rec, err := store.Get(context.Background(), id)
-		if err == nil && rec.State == recordstore.StateCompleted {
+		rec, err := store.GetRecord(context.Background(), id)
+		if err == nil && rec.State == idempotency.StateCompleted {
 			return rec
 		}
 		if time.Now().After(deadline) {

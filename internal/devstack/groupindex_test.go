@@ -13,22 +13,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // The table template.yaml declares, the one every test table copies
-// (testenv.NewTable) and the one internal/recordstore's default Schema reads and
+// (testenv.NewTable) and the one pkg/idempotency/recordstore's default Schema reads and
 // counts groups on are one shape.
 func TestTemplateTableIsTheStoresTable(t *testing.T) {
 	spec, err := LoadSpec(filepath.Join("..", "..", "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, tbl := recordstore.DefaultSchema(), spec.Table
+	d, tbl := idempotency.DefaultSchema(), spec.Table
 	want := []IndexSpec{{Name: d.GroupIndex, PartitionKey: d.Group, SortKey: d.ExpiresAt, ProjectionType: "KEYS_ONLY"}}
 	if !reflect.DeepEqual(tbl.Indexes, want) {
 		t.Errorf("template indexes %+v, want %+v", tbl.Indexes, want)

@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // The multipart routes through the front door, as API clients see them:
@@ -206,7 +206,7 @@ func TestMultipartEventIsTranslated(t *testing.T) {
 	if status.status != 200 || !bytes.Contains(status.body, []byte(`"status":"completed"`)) {
 		t.Fatalf("status: %d %s", status.status, status.body)
 	}
-	if id, _ := upload.ParseUploadID(u.UploadID); id != recordstore.NewID(apigateway.JWTPrincipal("", LocalTenant), "multipart-event-key-1") {
+	if id, _ := upload.ParseUploadID(u.UploadID); id != idempotency.NewID(apigateway.JWTPrincipal("", LocalTenant), "multipart-event-key-1") {
 		t.Fatalf("upload id %s is not the key's", u.UploadID)
 	}
 }

@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // signedHeaders are the headers the service tells a client to send with
@@ -30,7 +30,7 @@ func signedHeaders(t *testing.T) map[string]map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	client := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
-	svc := upload.New(recordstore.NewMemoryStore(), upload.NewPresigner(client, "uploads-test"), &s3fake.Client{},
+	svc := upload.New(memorystore.New(), upload.NewPresigner(client, "uploads-test"), &s3fake.Client{},
 		upload.Config{Bucket: "uploads-test", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 30},
 		func(o *upload.Options) { o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	sum := strings.Repeat("ab", 32)

@@ -19,13 +19,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // The bootstraps the emulator runs are built once (testenv.Bootstraps)
@@ -188,7 +188,7 @@ func TestWalkthrough(t *testing.T) {
 			wg.Wait()
 			for i := range 2 * n {
 				id, err := upload.ParseUploadID(ids[i])
-				if err != nil || ids[i] != ids[i%2] || id != recordstore.NewID(apigateway.JWTPrincipal("", LocalTenant), keys[i%2]) {
+				if err != nil || ids[i] != ids[i%2] || id != idempotency.NewID(apigateway.JWTPrincipal("", LocalTenant), keys[i%2]) {
 					t.Fatalf("client %d of key %s got upload %q; the first client of that key got %q", i, keys[i%2], ids[i], ids[i%2])
 				}
 			}

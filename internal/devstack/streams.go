@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	sttypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/tableitem"
 )
 
 // pollInterval is how often an idle shard is read; Lambda polls a shard
@@ -295,7 +295,7 @@ func lambdaRecord(r sttypes.Record, arn string) (events.DynamoDBEventRecord, err
 			if err != nil {
 				return ev, fmt.Errorf("stream record %s: %w", aws.ToString(d.SequenceNumber), err)
 			}
-			images[i] = recordstore.LambdaImage(sdk)
+			images[i] = tableitem.LambdaImage(sdk)
 		}
 		ev.Change = events.DynamoDBStreamRecord{
 			Keys: images[0], NewImage: images[1], OldImage: images[2],

@@ -25,12 +25,13 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
 	"github.com/onceupload/onceupload/internal/handlers/presign"
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 var (
@@ -80,7 +81,7 @@ func newRig(t *testing.T) *rig {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A short lease, so that a multipart claim a fault left in progress is
 	// taken over within the test.
-	store := dynamostore.New(viaProxy, table, func(o *recordstore.Options) { o.Lease = time.Second })
+	store := dynamostore.New(viaProxy, table, func(o *idempotency.Options) { o.Lease = time.Second })
 	svc := upload.New(store, presigner, s3c,
 		upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: api.MaxMultipartBytes},
 		func(o *upload.Options) { o.Logger = quiet })
@@ -133,7 +134,7 @@ func TestFaultsDuringClaim(t *testing.T) {
 			if retried.StatusCode != 201 || again.StatusCode != 201 || again.Body != retried.Body {
 				t.Fatalf("after %s: retry %d %s, then %d", kind, retried.StatusCode, retried.Body, again.StatusCode)
 			}
-			rec, err := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), key))
+			rec, err := r.store.GetRecord(context.Background(), idempotency.NewID(apigateway.JWTPrincipal("", "tenant"), key))
 			if err != nil || "/uploads/"+rec.ClaimID != retried.Headers["Location"] {
 				t.Fatalf("record %+v, %v; answered %s", rec, err, retried.Headers["Location"])
 			}
@@ -203,9 +204,9 @@ func TestFaultsDuringCompletion(t *testing.T) {
 			r.proxy.SetRule(faults.Always(kind, "UpdateItem"))
 			err := r.finalize.Handle(context.Background(), ev)
 			r.proxy.SetRule(faults.Always(faults.None))
-			rec, _ := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), "complete-fault-"+kind.String()))
+			rec, _ := r.store.GetRecord(context.Background(), idempotency.NewID(apigateway.JWTPrincipal("", "tenant"), "complete-fault-"+kind.String()))
 			switch {
-			case err == nil && rec.State != recordstore.StateCompleted:
+			case err == nil && rec.State != idempotency.StateCompleted:
 				t.Fatalf("under %s: success reported but the record is %s", kind, rec.State)
 			case err != nil && rec.State != recordstore.StatePending && kind != faults.DropResponse:
 				// Only a lost answer may leave work done behind an error.
@@ -215,8 +216,8 @@ func TestFaultsDuringCompletion(t *testing.T) {
 			if err := r.finalize.Handle(context.Background(), ev); err != nil {
 				t.Fatalf("redelivery after %s: %v", kind, err)
 			}
-			rec, _ = r.store.Get(context.Background(), rec.ID)
-			if rec.State != recordstore.StateCompleted {
+			rec, _ = r.store.GetRecord(context.Background(), rec.ID)
+			if rec.State != idempotency.StateCompleted {
 				t.Fatalf("after %s and a redelivery: %s", kind, rec.State)
 			}
 		})
@@ -232,13 +233,13 @@ func TestFaultsDuringRelease(t *testing.T) {
 		o.RetryMaxAttempts = 1
 	})
 	store := dynamostore.New(client, r.store.TableName())
-	id := recordstore.NewID("tenant", "release-fault-0001")
-	if _, err := store.Claim(ctx, recordstore.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress}); err != nil {
+	id := idempotency.NewID("tenant", "release-fault-0001")
+	if _, err := store.ClaimRecord(ctx, recordstore.Record{Record: idempotency.Record{ID: id, Tenant: "tenant", ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kind := range []faults.Kind{faults.DropRequest, faults.Throttling, faults.ServerError} {
 		r.proxy.SetRule(faults.Always(kind, "DeleteItem"))
-		if err := store.Release(ctx, id, "c"); !errors.Is(err, recordstore.ErrUnavailable) {
+		if err := store.Release(ctx, id, "c"); !errors.Is(err, idempotency.ErrUnavailable) {
 			t.Errorf("release under %s: %v, want ErrUnavailable", kind, err)
 		}
 	}
@@ -246,7 +247,7 @@ func TestFaultsDuringRelease(t *testing.T) {
 	if err := store.Release(ctx, id, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
+	if _, err := r.store.GetRecord(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 		t.Fatalf("after release: %v", err)
 	}
 }
@@ -282,7 +283,7 @@ func TestFunctionDiesAfterClaim(t *testing.T) {
 		r.post(t, "crash-after-claim-01")
 	}()
 	retried := r.post(t, "crash-after-claim-01")
-	rec, err := r.store.Get(context.Background(), recordstore.NewID(apigateway.JWTPrincipal("", "tenant"), "crash-after-claim-01"))
+	rec, err := r.store.GetRecord(context.Background(), idempotency.NewID(apigateway.JWTPrincipal("", "tenant"), "crash-after-claim-01"))
 	if retried.StatusCode != 201 || err != nil || retried.Headers["Location"] != "/uploads/"+rec.ClaimID || retried.Headers["Idempotent-Replay"] != "true" {
 		t.Fatalf("retry %d %v %s; record %+v %v", retried.StatusCode, retried.Headers, retried.Body, rec, err)
 	}

@@ -19,20 +19,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // TestFormerItemsBehave puts the items of testdata/former_items.json, as
 // the stores wrote them before the records were cut to what they must hold
 // (issue 32: each value once, the pending single PUT's body rebuilt from
-// its fields), and as they wrote them before internal/recordstore existed,
+// its fields), and as they wrote them before pkg/idempotency/recordstore existed,
 // straight into a table, and holds the code of now to them, since deployed
 // tables hold them: each decodes, a recorded body is answered verbatim,
 // and each record left between two steps goes on as it did, to the very
@@ -42,9 +42,9 @@ func TestFormerItemsBehave(t *testing.T) {
 	ctx := context.Background()
 	shapes := readShapes(t, "former_items.json")
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-	schema := recordstore.DefaultSchema()
+	schema := idempotency.DefaultSchema()
 	for name, item := range shapes {
-		rec, err := schema.DecodeItem(item)
+		rec, err := recordstore.DecodeItem(schema, item)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -60,7 +60,7 @@ func TestFormerItemsBehave(t *testing.T) {
 				t.Errorf("%s: size decoded as %d, the item holds %s", name, f.Size, n.Value)
 			}
 		}
-		if rec.State == recordstore.StateCompleted && rec.Tenant == "tenant-golden" {
+		if rec.State == idempotency.StateCompleted && rec.Tenant == "tenant-golden" {
 			if _, ok, err := uploadrecord.EventOf("uploads-golden", nil, &rec); !ok || err != nil {
 				t.Errorf("%s: no event (%v)", name, err)
 			}
@@ -131,7 +131,7 @@ func TestFormerItemsBehave(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock := testenv.NewClock(base.Add(step.at))
-			store := dynamostore.New(client, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
+			store := dynamostore.New(client, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
 			objects := newBucket(clock)
 			svc := upload.New(store, presigner{clock}, objects, goldenConfig, func(o *upload.Options) {
 				// Not the golden run's source: a replay draws another
@@ -160,7 +160,7 @@ func TestFormerItemsBehave(t *testing.T) {
 		// one in progress still runs.
 		at := time.UnixMilli(mustInt(t, shapes["MakeIdempotent, completed"]["updated_at"]))
 		clock := testenv.NewClock(at)
-		store := idempotency.NewDynamoStore(client, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
+		store := dynamostore.New(client, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
 		runs := 0
 		charge := idempotency.MakeIdempotent(store, func(context.Context, map[string]string) (map[string]string, error) {
 			runs++

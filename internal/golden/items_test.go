@@ -30,14 +30,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -99,7 +99,7 @@ func TestGoldenItems(t *testing.T) {
 	objects := newBucket(clock)
 	g := &golden{t: t, client: direct, table: table, rec: rec}
 
-	store := dynamostore.New(rec, table, func(o *recordstore.Options) { o.TTL, o.Now = ttl, clock.Now })
+	store := dynamostore.New(rec, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
 	cfg := goldenConfig
 	svc := upload.New(store, presigner{clock}, objects, cfg, func(o *upload.Options) {
 		o.Random, o.Logger = rand.NewChaCha8([32]byte{}), quiet
@@ -258,7 +258,7 @@ func TestGoldenItems(t *testing.T) {
 	same("replay its create once completed late", res, err, completed)
 
 	g.step("MakeIdempotent: a request runs and is recorded")
-	istore := idempotency.NewDynamoStore(rec, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
+	istore := dynamostore.New(rec, table, func(o *idempotency.Options) { o.TTL, o.Now = ttl, clock.Now })
 	charge := idempotency.MakeIdempotent(istore, func(_ context.Context, req map[string]string) (map[string]string, error) {
 		id := string(idempotency.NewID("payments", req["key"]))
 		if req["fail"] != "" {
@@ -341,7 +341,7 @@ func (g *golden) record(id string) *recordstore.Record {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	rec, err := recordstore.DefaultSchema().DecodeItem(out.Item)
+	rec, err := recordstore.DecodeItem(idempotency.DefaultSchema(), out.Item)
 	if err != nil {
 		g.t.Fatal(err)
 	}

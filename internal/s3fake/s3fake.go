@@ -3,7 +3,7 @@
 // answers S3 gives them (objects with their size, ETag, checksum and stored
 // headers; multipart uploads with their parts; If-Match and If-None-Match
 // where the service sends them; errors shaped as the SDK returns them),
-// and hooks for a test's faults. It is to S3 what recordstore.MemoryStore
+// and hooks for a test's faults. It is to S3 what memorystore.Store
 // is to the table, and its conformance test runs the same cases against
 // Versity Gateway, on which the integration tests run.
 //

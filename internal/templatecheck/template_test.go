@@ -512,7 +512,7 @@ func (c cfn) holds(t *testing.T, params map[string]string, cond any) bool {
 }
 
 // The table has the sparse group index that counts a tenant's unfinished
-// multipart uploads, keyed and projected as internal/recordstore's default
+// multipart uploads, keyed and projected as pkg/idempotency/recordstore's default
 // Schema queries it, on demand like the table; the presign function gets
 // its cap.
 func checkGroupIndex(t *testing.T, c cfn) {

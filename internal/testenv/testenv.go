@@ -168,7 +168,7 @@ type Index struct {
 	Name, PartitionKey, SortKey string
 }
 
-// GroupIndex is template.yaml's index, the one internal/recordstore's default
+// GroupIndex is template.yaml's index, the one pkg/idempotency/recordstore's default
 // Schema counts groups with.
 var GroupIndex = Index{Name: "by_group", PartitionKey: "group", SortKey: "expires_at"}
 

@@ -8,8 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Abort aborts a pending multipart upload: S3 first, so that no Complete
@@ -29,7 +30,7 @@ func (s *Service) Abort(ctx context.Context, tenant, uploadID string) (Result, e
 		// aborted, rather than waiting for a Complete that is not coming.
 		rec, err = s.update(ctx, rec, recordstore.Update{State: stateAborting})
 		switch {
-		case errors.Is(err, recordstore.ErrNotFound):
+		case errors.Is(err, idempotency.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("abort %s: %w", uploadID, err)
@@ -75,7 +76,7 @@ func (s *Service) markAborted(ctx context.Context, rec uploadrecord.Stored) (upl
 		State: recordstore.StateAborted, Data: uploadrecord.Fields{CompletedAt: s.store.Now().UTC().Format(timeFormat)}, RestartExpiry: true,
 	})
 	switch {
-	case errors.Is(err, recordstore.ErrNotFound):
+	case errors.Is(err, idempotency.ErrNotFound):
 		return rec, ErrNotFound
 	case err != nil:
 		return rec, fmt.Errorf("abort %s: %w", rec.ClaimID, err)

@@ -12,18 +12,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // benchService is the real service with the store faked in memory and the
 // real SDK presigner (pure CPU), so the benchmarks measure our hot path.
-func benchService(b *testing.B) (*upload.Service, *recordstore.MemoryStore) {
+func benchService(b *testing.B) (*upload.Service, *memorystore.Store) {
 	b.Helper()
 	s3c := s3.New(s3.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")})
-	store := recordstore.NewMemoryStore()
+	store := memorystore.New()
 	cfg := upload.Config{Bucket: "bench-bucket", Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 5 << 30}
 	presigner := upload.NewPresigner(s3c, cfg.Bucket)
 	svc := upload.New(store, presigner, s3c, cfg, func(o *upload.Options) {

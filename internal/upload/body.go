@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // stateAborting is a pending multipart upload whose abort has begun: if the
 // abort stops half-way, whoever finds the S3 upload gone knows it was
 // aborted. The record's other states are the record store's: in progress (a
 // multipart create's lease), pending, aborted and completed.
-const stateAborting recordstore.State = "aborting"
+const stateAborting idempotency.State = "aborting"
 
 // encode renders a body as compact JSON. HTML escaping is off: the body is
 // JSON for API clients, and "a&b.jpg" reads better than "a\u0026b.jpg".

@@ -11,9 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Complete completes a multipart upload from what S3 holds: every part
@@ -159,7 +160,7 @@ func (s *Service) completeMultipart(ctx context.Context, rec uploadrecord.Stored
 		// with the declaration if there is one. Or the parts went with
 		// the upload: an abort removing them, or a twin Complete that
 		// used them; the record says so first.
-		return s.settleLost(ctx, rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, recordstore.ErrUnavailable, err))
+		return s.settleLost(ctx, rec, fmt.Errorf("complete %s: %w: %w", u.UploadID, idempotency.ErrUnavailable, err))
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: %w", u.UploadID, recordstore.Classify(err))
 	}
@@ -219,7 +220,7 @@ func (s *Service) settleLost(ctx context.Context, rec uploadrecord.Stored, refus
 		if _, missing := partsToComplete(parts, now.Upload()); missing != nil {
 			return now, missing
 		}
-		return now, fmt.Errorf("complete %s: the parts changed while listed: %w", now.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
+		return now, fmt.Errorf("complete %s: the parts changed while listed: %w", now.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
 	head, err := s.headObject(ctx, now.ObjectKey)
 	if err != nil {
@@ -258,9 +259,9 @@ func (s *Service) settleAborting(ctx context.Context, rec uploadrecord.Stored) (
 
 // reread reads rec's record again, as ownRecord does.
 func (s *Service) reread(ctx context.Context, rec uploadrecord.Stored) (uploadrecord.Stored, error) {
-	now, err := s.store.Get(ctx, rec.ID)
+	now, err := s.store.GetRecord(ctx, rec.ID)
 	switch {
-	case errors.Is(err, recordstore.ErrNotFound) || err == nil && now.ClaimID != rec.ClaimID:
+	case errors.Is(err, idempotency.ErrNotFound) || err == nil && now.ClaimID != rec.ClaimID:
 		return rec, ErrNotFound
 	case err != nil:
 		return rec, fmt.Errorf("complete %s: read again: %w", rec.ClaimID, err)
@@ -337,7 +338,7 @@ func (s *Service) recordSHA256(ctx context.Context, rec uploadrecord.Stored, sum
 	})
 	var conflict *recordstore.ConflictError
 	switch {
-	case errors.Is(err, recordstore.ErrNotFound):
+	case errors.Is(err, idempotency.ErrNotFound):
 		return rec, ErrNotFound
 	case errors.Is(err, recordstore.ErrMismatch) && errors.As(err, &conflict) && conflict.Existing.State == recordstore.StatePending:
 		// Still pending, so the sha256 is what failed: another complete

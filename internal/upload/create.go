@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Create claims key for the tenant and answers with a presigned PUT
@@ -28,7 +29,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	if err != nil {
 		return Result{}, err
 	}
-	id := recordstore.NewID(tenant, key)
+	id := idempotency.NewID(tenant, key)
 	uploadID, err := newUploadID(id, s.opts.Random)
 	if err != nil {
 		return Result{}, err
@@ -37,7 +38,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 		UploadID: uploadID, Status: api.StatusPending, StorageKey: s.cfg.Prefix + uploadID,
 		Filename: r.Filename, ContentType: r.ContentType, Bytes: r.Size, SHA256: r.SHA256,
 	}
-	claim := recordstore.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}
+	claim := recordstore.Record{Record: idempotency.Record{ID: id, Tenant: tenant, ClaimID: uploadID, Fingerprint: fingerprint(tenant, r)}}
 	f := uploadrecord.Fields{
 		KeyPrefix: s.cfg.Prefix, Filename: r.Filename, ContentType: r.ContentType,
 		Size: r.Size, SHA256: uploadrecord.Sum256(r.SHA256), PartSize: r.PartSize,
@@ -49,7 +50,7 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	}
 	if r.PartSize > 0 {
 		pending.Multipart = &api.Multipart{PartSize: r.PartSize, PartCount: api.PartCount(r.Size, r.PartSize)}
-		claim.State = recordstore.StateInProgress
+		claim.State = idempotency.StateInProgress
 		if claim.Data, err = f.Encode(); err != nil {
 			return Result{}, err
 		}
@@ -65,13 +66,13 @@ func (s *Service) Create(ctx context.Context, tenant, key string, req api.Create
 	claim.State = recordstore.StatePending
 	if !compactPut(&f, pending, put) {
 		// A URL the record cannot rebuild is recorded whole, in its body.
-		claim.Response = recordstore.Response{Body: body}
+		claim.Response = idempotency.Response{Body: body}
 		f.URLExpires = put.ExpiresAt
 	}
 	if claim.Data, err = f.Encode(); err != nil {
 		return Result{}, err
 	}
-	res, err := s.store.Claim(ctx, claim)
+	res, err := s.store.ClaimRecord(ctx, claim)
 	if err != nil {
 		return Result{}, s.claimError(ctx, err)
 	}

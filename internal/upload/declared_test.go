@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Large uploads start at once: a multipart create need not give the whole
@@ -103,14 +103,14 @@ func TestCreateWithoutSHA256(t *testing.T) {
 	if err != nil || replay.Effect != upload.EffectReplayed || !bytes.Equal(replay.Body, created.Body) {
 		t.Fatalf("replay: %v %s %s", err, replay.Effect, replay.Body)
 	}
-	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00001", f.req); !errors.Is(err, recordstore.ErrKeyReused) {
+	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00001", f.req); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("the same key with sha256: %v, want key reused", err)
 	}
 	// And the other way round: a create with sha256, then without.
 	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.withoutSHA256()); !errors.Is(err, recordstore.ErrKeyReused) {
+	if _, err := e.svc.Create(ctx, "tenant", "key-no-sha256-00002", f.withoutSHA256()); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("the same key without sha256: %v, want key reused", err)
 	}
 	single := requestFor([]byte("one PUT"), "text/plain")
@@ -389,7 +389,7 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 		return next(ctx, in)
 	}}))
 	_, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{Parts: f.declaration(), SHA256: sum})
-	if !errors.Is(err, recordstore.ErrUnavailable) {
+	if !errors.Is(err, idempotency.ErrUnavailable) {
 		t.Fatalf("complete refused by S3 (a part replaced): %v, want a retryable error", err)
 	}
 	e.wantPending(t, u)
@@ -399,7 +399,7 @@ func TestFailedCompleteKeepsItsSHA256(t *testing.T) {
 	}
 	// The pending answer is the create's; the record holds the sha256, as
 	// its 32 bytes.
-	rec, err := e.store.Get(ctx, id)
+	rec, err := e.store.GetRecord(ctx, id)
 	var got struct {
 		SHA256 []byte `dynamodbav:"sha256"`
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // ObjectCreated is one object that S3 reports as stored. Finalize takes
@@ -88,7 +89,7 @@ func (s *Service) Finalize(ctx context.Context, obj ObjectCreated) (Outcome, err
 // no claim: its update requires size 0, which no claim has, so it is
 // refused and handled as an object of the wrong size, with the record the
 // refusal returns.
-func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploadID string, obj ObjectCreated, foreign []string) (uploadrecord.Stored, Outcome, error) {
+func (s *Service) recordCompletion(ctx context.Context, id idempotency.ID, uploadID string, obj ObjectCreated, foreign []string) (uploadrecord.Stored, Outcome, error) {
 	log := s.opts.Logger.With("upload_id", uploadID)
 	required := obj.Size
 	if len(foreign) > 0 {
@@ -104,7 +105,7 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 		spent = []string{uploadrecord.AttrPutURL, uploadrecord.AttrPutToken}
 	}
 	rec, err := s.store.Update(ctx, id, uploadID, recordstore.Update{
-		State:         recordstore.StateCompleted,
+		State:         idempotency.StateCompleted,
 		Data:          uploadrecord.Fields{ETag: unquoteETag(obj.ETag), CompletedAt: obj.Time.UTC().Format(timeFormat), Checksum: obj.Checksum},
 		RemoveData:    spent,
 		Require:       map[string]any{uploadrecord.AttrSize: required},
@@ -120,7 +121,7 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 		log.InfoContext(ctx, "finalized")
 		done, err := uploadrecord.Decode(rec)
 		return done, OutcomeCompleted, err
-	case errors.Is(err, recordstore.ErrNotFound):
+	case errors.Is(err, idempotency.ErrNotFound):
 		log.InfoContext(ctx, "finalize: skipped, no live claim for this upload id")
 		return uploadrecord.Stored{}, OutcomeSkipped, nil
 	case !errors.As(err, &conflict):
@@ -149,7 +150,7 @@ func (s *Service) recordCompletion(ctx context.Context, id recordstore.ID, uploa
 			log.WarnContext(ctx, "finalize: removed an object made for an aborted upload")
 		}
 		return existing, OutcomeDuplicate, nil
-	case errors.Is(err, recordstore.ErrAlreadyCompleted):
+	case errors.Is(err, idempotency.ErrAlreadyCompleted):
 		log.InfoContext(ctx, "finalize: duplicate event")
 		return existing, OutcomeDuplicate, nil
 	case errors.Is(err, recordstore.ErrMismatch):

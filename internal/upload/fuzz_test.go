@@ -32,10 +32,12 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // goErrorText is text of Go or SDK errors that must never reach a client.
@@ -325,13 +327,13 @@ func FuzzParseUploadID(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if string(id) != s[:recordstore.IDLen] {
-			t.Fatalf("ParseUploadID(%q) = %q, want its first %d characters", s, id, recordstore.IDLen)
+		if string(id) != s[:idempotency.IDLen] {
+			t.Fatalf("ParseUploadID(%q) = %q, want its first %d characters", s, id, idempotency.IDLen)
 		}
-		if _, err := recordstore.ParseID(string(id)); err != nil {
+		if _, err := idempotency.ParseID(string(id)); err != nil {
 			t.Fatalf("ParseUploadID(%q) returned an id the store refuses: %v", s, err)
 		}
-		random, _ := hex.DecodeString(s[recordstore.IDLen:])
+		random, _ := hex.DecodeString(s[idempotency.IDLen:])
 		back, err := newUploadID(id, bytes.NewReader(random))
 		if err != nil || back != s {
 			t.Fatalf("round trip of %q gave %q, %v", s, back, err)
@@ -365,11 +367,11 @@ var fuzzFinalizePrefixes = []string{"uploads/", "", "in box+/é/"}
 
 // newFinalizeFixture is a service on an in-memory store and the bucket
 // objects, with the live upload created; it returns the upload id.
-func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string, objects ObjectAPI) (*Service, *recordstore.MemoryStore, string) {
+func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string, objects ObjectAPI) (*Service, *memorystore.Store, string) {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
-	store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock })
+	store := memorystore.New(func(o *idempotency.Options) { o.Now = clock })
 	cfg := Config{Bucket: fuzzFinalizeBucket, Prefix: prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := New(store, presigner, objects, cfg, func(o *Options) {
 		o.Random = bytes.NewReader(bytes.Repeat([]byte{0xab}, 16))
@@ -390,7 +392,7 @@ func newFinalizeFixture(t testing.TB, presigner Presigner, prefix string, object
 // S3 does not hold (forged, or stale) is skipped and leaves the claim
 // pending.
 func FuzzFinalizeObjectKey(f *testing.F) {
-	live := string(recordstore.NewID(fuzzFinalizeTenant, fuzzFinalizeKey)) + strings.Repeat("ab", 16)
+	live := string(idempotency.NewID(fuzzFinalizeTenant, fuzzFinalizeKey)) + strings.Repeat("ab", 16)
 	for _, seed := range []string{
 		"uploads/" + live, live, "in box+/é/" + live, "uploads/uploads/" + live, "UPLOADS/" + live, "uploads/" + strings.ToUpper(live),
 		"uploads/" + live + "/", "uploads/" + live + ".jpg", "uploads/" + live[:63], "uploads//" + live, "/uploads/" + live,
@@ -431,11 +433,11 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 			if outcome != want {
 				t.Fatalf("prefix %q: Finalize(%s %q, %d) = %s, want %s", prefix, bucket, key, size, outcome, want)
 			}
-			rec, err := store.Get(ctx, recordstore.ID(live[:recordstore.IDLen]))
+			rec, err := store.Get(ctx, idempotency.ID(live[:idempotency.IDLen]))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (rec.State == recordstore.StateCompleted) != (want == OutcomeCompleted) || store.Len() != 1 {
+			if (rec.State == idempotency.StateCompleted) != (want == OutcomeCompleted) || store.Len() != 1 {
 				t.Fatalf("prefix %q: after %s the record is %s (%d records)", prefix, outcome, rec.State, store.Len())
 			}
 			if want == OutcomeCompleted {
@@ -448,7 +450,7 @@ func FuzzFinalizeObjectKey(f *testing.F) {
 			if outcome, err := svc.Finalize(ctx, obj); err != nil || outcome != OutcomeSkipped {
 				t.Fatalf("prefix %q: Finalize(%s %q, %d) of an object S3 does not hold = %s, %v; want skipped", prefix, bucket, key, size, outcome, err)
 			}
-			if rec, err := store.Get(ctx, recordstore.ID(live[:recordstore.IDLen])); err != nil || rec.State != recordstore.StatePending {
+			if rec, err := store.Get(ctx, idempotency.ID(live[:idempotency.IDLen])); err != nil || rec.State != recordstore.StatePending {
 				t.Fatalf("prefix %q: after an event without an object the record is %s, %v; want pending", prefix, rec.State, err)
 			}
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // eventFor is the S3 event of the object key holds now, as S3 sends it.
@@ -206,7 +206,7 @@ func TestEventWithoutObjectCompletesNothing(t *testing.T) {
 	}
 	e.wantCalls(t, "event without an object", map[string]int{}, map[string]int{"HeadObject": 1})
 	id, _ := upload.ParseUploadID(gone.UploadID)
-	if _, err := e.store.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
+	if _, err := e.store.Get(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 		t.Fatalf("the expired claim after the event: %v, want still expired (not revived)", err)
 	}
 	if again, u := e.create(t, "tenant", "key-forged-event-002", req); again.Effect != upload.EffectCreated || u.UploadID == gone.UploadID {

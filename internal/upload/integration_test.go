@@ -23,13 +23,13 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 var (
@@ -62,7 +62,7 @@ func newEnv(t *testing.T, presignTTL time.Duration, tweaks ...func(*upload.Confi
 	e.s3 = testenv.S3Client(objectStore.Endpoint(t), nil)
 	e.objectsClient = testenv.S3Client(objectStore.Endpoint(t), &e.objects)
 	e.bucket = testenv.NewBucket(t, e.s3)
-	store := dynamostore.New(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *recordstore.Options) {
+	store := dynamostore.New(testenv.DynamoClient(dynamoURL, &e.dynamo), testenv.NewTable(t, ddb), func(o *idempotency.Options) {
 		o.TTL, o.Now = time.Hour, e.Now
 	})
 	cfg := upload.Config{Bucket: e.bucket, Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Without a lifecycle rule (AbortIncompleteAfter zero) S3 aborts nothing
@@ -40,7 +40,7 @@ func TestWithoutALifecycleRuleAgeAbortsNothing(t *testing.T) {
 	if st, err := gone.Status(ctx, "tenant", id); err != nil || decode(t, st.Body).Status != api.StatusPending {
 		t.Fatalf("status three days on, no rule: %v %s, want pending", err, st.Body)
 	}
-	var inProgress *recordstore.InProgressError
+	var inProgress *idempotency.InProgressError
 	if _, err := gone.Complete(ctx, "tenant", id, api.CompleteRequest{}); !errors.As(err, &inProgress) {
 		t.Fatalf("complete three days on, no rule: %v, want in progress", err)
 	}

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // ErrTooManyUploads: the tenant already has Config.MaxPendingMultipart
@@ -17,7 +18,7 @@ var ErrTooManyUploads = errors.New("the tenant has as many multipart uploads pen
 // (recordstore.Record.Group): a hash of the tenant, so that no tenant's
 // text (an IAM ARN, a JWT subject) becomes an index key, at a fixed length.
 func multipartGroup(tenant string) string {
-	return "multipart#" + string(recordstore.NewID(tenant, "multipart"))
+	return "multipart#" + string(idempotency.NewID(tenant, "multipart"))
 }
 
 // admitMultipart lets a fresh multipart claim through when fewer than

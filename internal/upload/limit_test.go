@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // limitedEnv is a multipart env whose tenants may each keep limit
@@ -44,7 +45,7 @@ func (e *env) refused(t *testing.T, tenant, key string, f bigFile) {
 		t.Fatalf("create %s for %s: %v, want ErrTooManyUploads", key, tenant, err)
 	}
 	e.wantCalls(t, "a refused create", map[string]int{"PutItem": 1, "Query": 1, "DeleteItem": 1}, map[string]int{})
-	if _, err := e.store.Get(context.Background(), recordstore.NewID(tenant, key)); !errors.Is(err, recordstore.ErrNotFound) {
+	if _, err := e.store.Get(context.Background(), idempotency.NewID(tenant, key)); !errors.Is(err, idempotency.ErrNotFound) {
 		t.Fatalf("the refused create's key is held: %v", err)
 	}
 	if after := e.multipartUploads(t); after != before {
@@ -175,10 +176,10 @@ func TestLimitNeedsACountingStore(t *testing.T) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	})
 	_, err := svc.Create(ctx, "tenant", "key-uncountable-01", f.req)
-	if err == nil || errors.Is(err, upload.ErrTooManyUploads) || errors.Is(err, recordstore.ErrUnavailable) {
+	if err == nil || errors.Is(err, upload.ErrTooManyUploads) || errors.Is(err, idempotency.ErrUnavailable) {
 		t.Fatalf("create on a store that cannot count: %v, want an internal error", err)
 	}
-	if _, err := e.store.Get(ctx, recordstore.NewID("tenant", "key-uncountable-01")); !errors.Is(err, recordstore.ErrNotFound) {
+	if _, err := e.store.Get(ctx, idempotency.NewID("tenant", "key-uncountable-01")); !errors.Is(err, idempotency.ErrNotFound) {
 		t.Fatalf("the failed create's key is held: %v", err)
 	}
 	if n := e.multipartUploads(t); n != 0 {

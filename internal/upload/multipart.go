@@ -12,9 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // createMultipart claims the key in progress, creates the S3 multipart
@@ -32,7 +33,7 @@ import (
 // nothing.
 func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record, pending api.Upload) (Result, error) {
 	claim.Group = multipartGroup(claim.Tenant)
-	res, err := s.store.Claim(ctx, claim)
+	res, err := s.store.ClaimRecord(ctx, claim)
 	if err != nil {
 		return Result{}, s.claimError(ctx, err)
 	}
@@ -59,15 +60,15 @@ func (s *Service) createMultipart(ctx context.Context, claim recordstore.Record,
 	}
 	_, err = s.store.Update(ctx, claim.ID, claim.ClaimID, recordstore.Update{
 		State:    recordstore.StatePending,
-		Response: &recordstore.Response{Body: body},
+		Response: &idempotency.Response{Body: body},
 		Data:     uploadrecord.Fields{S3UploadID: s3UploadID},
 	})
-	if errors.Is(err, recordstore.ErrNotFound) {
+	if errors.Is(err, idempotency.ErrNotFound) {
 		// Our lease ran out and another request holds the key: this S3
 		// upload is nobody's, so abort it now; the client retries.
 		s.abortS3(ctx, pending.StorageKey, s3UploadID)
 		log.WarnContext(ctx, "multipart create outlived its lease; another request holds the key")
-		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
+		return Result{}, fmt.Errorf("create %s: %w", claim.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
 	if err != nil {
 		// The answer may have been recorded (a timeout after DynamoDB
@@ -127,10 +128,10 @@ func (s *Service) SignParts(ctx context.Context, tenant, uploadID string, req ap
 			State: recordstore.StatePending, From: recordstore.StatePending, RestartExpiry: true,
 		})
 		switch {
-		case errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrMismatch):
+		case errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrMismatch):
 			// Completed, aborted, or an abort began since the read.
 			return Result{}, ErrNotPending
-		case errors.Is(err, recordstore.ErrNotFound):
+		case errors.Is(err, idempotency.ErrNotFound):
 			return Result{}, ErrNotFound
 		case err != nil:
 			return Result{}, fmt.Errorf("sign parts of %s: %w", uploadID, err)
@@ -211,7 +212,7 @@ func (s *Service) settleGone(ctx context.Context, rec uploadrecord.Stored, abort
 	case isNoSuchKey(err) && (abort || rec.State == stateAborting || s.lifecycleAborted(rec)):
 		return s.markAborted(ctx, rec)
 	case isNoSuchKey(err):
-		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &recordstore.InProgressError{RetryAfter: time.Second})
+		return rec, fmt.Errorf("settle %s: a complete or abort is under way: %w", rec.ClaimID, &idempotency.InProgressError{RetryAfter: time.Second})
 	case err != nil:
 		return rec, fmt.Errorf("check %s: %w", rec.ClaimID, recordstore.Classify(err))
 	}

@@ -23,11 +23,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 const partSize = 5 << 20
@@ -408,7 +409,7 @@ func TestAbort(t *testing.T) {
 		t.Fatalf("abort: %s %s", aborted.Effect, aborted.Body)
 	}
 	id, _ := upload.ParseUploadID(u.UploadID)
-	if rec, err := e.store.Get(ctx, id); err != nil || rec.State != recordstore.StateAborted {
+	if rec, err := e.store.GetRecord(ctx, id); err != nil || rec.State != recordstore.StateAborted {
 		t.Fatalf("the record after the abort is %q (%v), want %q", rec.State, err, recordstore.StateAborted)
 	}
 	if code := testenv.PutPart(signed[2], f.part(2)); code < 400 {
@@ -459,7 +460,7 @@ func TestConcurrentMultipartCreates(t *testing.T) {
 	wg.Wait()
 	var winner string
 	for i := range n {
-		var inProgress *recordstore.InProgressError
+		var inProgress *idempotency.InProgressError
 		switch {
 		case errs[i] == nil && (winner == "" || ids[i] == winner):
 			winner = ids[i]
@@ -497,7 +498,7 @@ func TestInProgressLeaseIsTakenOver(t *testing.T) {
 	}()
 	<-entered
 	_, err := e.svc.Create(ctx, "tenant", "key-lease-takeover1", f.req)
-	var inProgress *recordstore.InProgressError
+	var inProgress *idempotency.InProgressError
 	if !errors.As(err, &inProgress) || inProgress.RetryAfter < time.Second || inProgress.RetryAfter > 30*time.Second {
 		t.Fatalf("during the claim's work: %v, want in progress with a Retry-After within the lease", err)
 	}
@@ -565,7 +566,7 @@ func TestSigningKeepsAnActiveUploadAlive(t *testing.T) {
 	for range 3 { // 3 × 40 min: past the first hour
 		e.Advance(40 * time.Minute)
 		p := e.sign(t, "tenant", u.UploadID, f, 1)[1]
-		rec, err := e.store.Get(ctx, id)
+		rec, err := e.store.GetRecord(ctx, id)
 		if err != nil {
 			t.Fatalf("after %s of signing: %v", time.Until(e.Now()).Round(time.Minute), err)
 		}
@@ -652,7 +653,7 @@ func TestUploadGoneWithoutObjectIsNotAborted(t *testing.T) {
 		"complete": func() error { _, err := racing.Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{}); return err },
 		"list":     func() error { _, err := racing.ListParts(ctx, "tenant", u.UploadID); return err },
 	} {
-		var inProgress *recordstore.InProgressError
+		var inProgress *idempotency.InProgressError
 		if err := call(); !errors.As(err, &inProgress) {
 			t.Errorf("%s while a Complete is at work: %v, want in progress", name, err)
 		}
@@ -766,7 +767,7 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 	} {
 		u := e.sendAll(t, key, f)
 		id, _ := upload.ParseUploadID(u.UploadID)
-		rec, err := e.store.Get(ctx, id)
+		rec, err := e.store.GetRecord(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -785,7 +786,7 @@ func TestHalfFinishedAbortIsSettled(t *testing.T) {
 		if err != nil || decode(t, status.Body).Status != api.StatusAborted {
 			t.Fatalf("%s: status: %v %s, want aborted", key, err, status.Body)
 		}
-		if rec, err := e.store.Get(ctx, id); err != nil || rec.State != recordstore.StateAborted {
+		if rec, err := e.store.GetRecord(ctx, id); err != nil || rec.State != recordstore.StateAborted {
 			t.Fatalf("%s: the record is %q (%v), want %q", key, rec.State, err, recordstore.StateAborted)
 		}
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/handlers/presign"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Races of a complete with an abort and with its twin (another complete of
@@ -350,7 +350,7 @@ func TestShortListThenWholeIsRetried(t *testing.T) {
 	f := newBigFile(t, 6<<20)
 	u := e.sendAll(t, "key-short-then-whole", f)
 	_, err := e.withObjects(&interleaved{ObjectAPI: e.objectsClient, after: func() {}, drop: 1}).Complete(ctx, "tenant", u.UploadID, api.CompleteRequest{})
-	var inProgress *recordstore.InProgressError
+	var inProgress *idempotency.InProgressError
 	if !errors.As(err, &inProgress) || inProgress.RetryAfter <= 0 {
 		t.Fatalf("a list short once: %v, want in progress with a retry time", err)
 	}

@@ -16,12 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tableitem"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // lambdaPresigner presigns as the function does on AWS: a virtual-hosted
@@ -66,7 +68,7 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ddb := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 			table := testenv.NewTable(t, ddb)
-			store := dynamostore.New(ddb, table, func(o *recordstore.Options) { o.TTL = 24 * time.Hour })
+			store := dynamostore.New(ddb, table, func(o *idempotency.Options) { o.TTL = 24 * time.Hour })
 			cfg := upload.Config{Bucket: bucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 			objects := &s3fake.Client{}
 			svc := upload.New(store, lambdaPresigner(bucket, tc.token), objects, cfg, func(o *upload.Options) {
@@ -91,9 +93,9 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 				}
 				return out.Item
 			}
-			size := recordstore.ItemSize(item())
+			size := tableitem.ItemSize(item())
 			t.Logf("pending single PUT %s: %d bytes, %d write units per write; body %d bytes, of which the URL %d",
-				tc.name, size, recordstore.WriteUnits(size), len(res.Body), len(decode(t, res.Body).Upload.URL))
+				tc.name, size, tableitem.WriteUnits(size), len(res.Body), len(decode(t, res.Body).Upload.URL))
 			// The record holds no body: the replay and the status rebuild
 			// it, URL and token included, to the bytes the create sent.
 			again, err := svc.Create(ctx, tenant, "key-record-size-0001", req)
@@ -118,9 +120,9 @@ func TestPendingSinglePutRecordSize(t *testing.T) {
 			if err != nil || healed.Effect != upload.EffectHealed {
 				t.Fatalf("status with the object in S3 = %s, %v, %v; want it healed", healed.Body, healed.Effect, err)
 			}
-			completed := recordstore.ItemSize(item())
+			completed := tableitem.ItemSize(item())
 			t.Logf("completed single PUT %s: %d bytes, %d write units per write; body %d bytes",
-				tc.name, completed, recordstore.WriteUnits(completed), len(healed.Body))
+				tc.name, completed, tableitem.WriteUnits(completed), len(healed.Body))
 			if completed > completedBudget {
 				t.Errorf("the completed single PUT's record %s is %d bytes, over its budget of %d (one write unit)", tc.name, completed, completedBudget)
 			}
@@ -145,7 +147,7 @@ func TestPendingBodyRecordedOrRebuilt(t *testing.T) {
 		{"a prefix the URL escapes", "in/sub dir/", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := recordstore.NewMemoryStore()
+			store := memorystore.New()
 			cfg := upload.Config{Bucket: bucket, Prefix: tc.prefix, PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 			svc := upload.New(store, lambdaPresigner(bucket, services.LambdaSessionToken()), &s3fake.Client{}, cfg, func(o *upload.Options) {
 				o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/onceupload/onceupload/internal/config"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Presigner presigns the PUTs clients send to S3; [S3Presigner] is the
@@ -113,7 +114,7 @@ func (s *Service) update(ctx context.Context, rec uploadrecord.Stored, u records
 	switch {
 	case err == nil:
 		return uploadrecord.Decode(done)
-	case errors.As(err, &conflict) && (errors.Is(err, recordstore.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted)):
+	case errors.As(err, &conflict) && (errors.Is(err, idempotency.ErrAlreadyCompleted) || errors.Is(err, recordstore.ErrAborted)):
 		return uploadrecord.Decode(conflict.Existing)
 	default:
 		return rec, err
@@ -128,15 +129,15 @@ func (s *Service) ownRecord(ctx context.Context, tenant, uploadID string) (uploa
 	if err != nil {
 		return uploadrecord.Stored{}, ErrNotFound
 	}
-	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, recordstore.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
+	rec, err := s.store.GetRecord(ctx, id)
+	if errors.Is(err, idempotency.ErrNotFound) || err == nil && (rec.Tenant != tenant || rec.ClaimID != uploadID) {
 		return uploadrecord.Stored{}, ErrNotFound
 	}
 	if err != nil {
 		return uploadrecord.Stored{}, fmt.Errorf("read %s: %w", uploadID, err)
 	}
-	if rec.State == recordstore.StateInProgress {
-		return uploadrecord.Stored{}, fmt.Errorf("read %s: %w", uploadID, &recordstore.InProgressError{RetryAfter: time.Second})
+	if rec.State == idempotency.StateInProgress {
+		return uploadrecord.Stored{}, fmt.Errorf("read %s: %w", uploadID, &idempotency.InProgressError{RetryAfter: time.Second})
 	}
 	return uploadrecord.Decode(rec)
 }

@@ -3,8 +3,8 @@ package upload
 import (
 	"context"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Status returns the tenant's upload: completed, or pending with a valid
@@ -22,7 +22,7 @@ func (s *Service) Status(ctx context.Context, tenant, uploadID string) (Result, 
 		if err != nil {
 			return Result{}, err
 		}
-		if rec.State == recordstore.StateCompleted {
+		if rec.State == idempotency.StateCompleted {
 			effect = EffectHealed
 		}
 	}

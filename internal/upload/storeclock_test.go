@@ -10,10 +10,11 @@ import (
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // clockPresigner signs at its clock's time, as the SDK's signer signs at
@@ -41,7 +42,7 @@ func TestServiceTakesTTLAndClockFromItsStore(t *testing.T) {
 	req := api.CreateRequest{Filename: "a.txt", ContentType: "text/plain", Size: 1, SHA256: strings.Repeat("ab", 32)}
 	service := func(presignTTL time.Duration) (*upload.Service, *clockPresigner, *testenv.Clock) {
 		clock := testenv.NewClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
-		store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.TTL, o.Now = time.Hour, clock.Now })
+		store := memorystore.New(func(o *idempotency.Options) { o.TTL, o.Now = time.Hour, clock.Now })
 		presigner := &clockPresigner{clock: clock}
 		return upload.New(store, presigner, nil, upload.Config{Bucket: "b", Prefix: "uploads/", PresignTTL: presignTTL, MaxUploadBytes: 1 << 20}),
 			presigner, clock

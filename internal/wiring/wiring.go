@@ -18,10 +18,10 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/config"
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/internal/wiring/sdk"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // Options adjust what Service builds; the dev stack and the benchmarks set
@@ -79,7 +79,7 @@ func Service(ctx context.Context, cfg config.Service, logger *slog.Logger, optFn
 	s3Client := s3.NewFromConfig(awsCfg, append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = cfg.S3ForcePathStyle }}, opts.S3...)...)
 	dynamoClient := dynamodb.NewFromConfig(awsCfg, opts.DynamoDB...)
 	store := dynamostore.New(dynamoClient, cfg.Table,
-		func(o *recordstore.Options) { o.TTL = cfg.IdempotencyTTL })
+		func(o *idempotency.Options) { o.TTL = cfg.IdempotencyTTL })
 	presigner := upload.NewPresigner(s3Client, cfg.Upload.Bucket)
 	return upload.New(store, presigner, s3Client, cfg.Upload,
 		func(o *upload.Options) { o.Logger = logger }), nil

@@ -19,10 +19,10 @@ import (
 
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/config"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/wiring"
 	"github.com/onceupload/onceupload/internal/wiring/publisher"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -119,7 +119,7 @@ func TestServiceHonoursTheSDKsEnvironment(t *testing.T) {
 	// A status read that fails: AWS_MAX_ATTEMPTS attempts, all counted.
 	ctx, calls = callcount.WithScope(context.Background())
 	_, err = svc.Status(ctx, "tenant", reply.UploadID)
-	if !errors.Is(err, recordstore.ErrUnavailable) {
+	if !errors.Is(err, idempotency.ErrUnavailable) {
 		t.Errorf("status err = %v, want ErrUnavailable", err)
 	}
 	if got := calls.Ops(); got["DynamoDB"] != 2 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // BenchmarkMakeIdempotent is the wrapper's own cost over an in-memory
@@ -26,8 +27,8 @@ func BenchmarkMakeIdempotent(b *testing.B) {
 	opts := func(o *idempotency.HandlerOptions[event, result]) {
 		o.KeyPath, o.FingerprintPaths, o.Logger = "headers.Idempotency-Key", []string{"body"}, quiet
 	}
-	call := idempotency.MakeIdempotent(idempotency.NewMemoryStore(), handler, opts)
-	cached := idempotency.MakeIdempotent(idempotency.NewMemoryStore(), handler, opts,
+	call := idempotency.MakeIdempotent(memorystore.New(), handler, opts)
+	cached := idempotency.MakeIdempotent(memorystore.New(), handler, opts,
 		func(o *idempotency.HandlerOptions[event, result]) { o.UseLocalCache = true })
 	ev := func(key string) event {
 		return event{

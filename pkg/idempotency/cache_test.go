@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // countingStore counts the calls that reach a MemoryStore, by method.
 type countingStore struct {
-	*idempotency.MemoryStore
+	*memorystore.Store
 	mu  sync.Mutex
 	ops map[string]int
 }
@@ -43,22 +44,22 @@ func (c *countingStore) take() map[string]int {
 
 func (c *countingStore) Claim(ctx context.Context, rec idempotency.Record) (idempotency.ClaimResult, error) {
 	c.count("Claim")
-	return c.MemoryStore.Claim(ctx, rec)
+	return c.Store.Claim(ctx, rec)
 }
 
 func (c *countingStore) Get(ctx context.Context, id idempotency.ID) (idempotency.Record, error) {
 	c.count("Get")
-	return c.MemoryStore.Get(ctx, id)
+	return c.Store.Get(ctx, id)
 }
 
 func (c *countingStore) Complete(ctx context.Context, id idempotency.ID, claim string, resp idempotency.Response) (idempotency.Record, error) {
 	c.count("Complete")
-	return c.MemoryStore.Complete(ctx, id, claim, resp)
+	return c.Store.Complete(ctx, id, claim, resp)
 }
 
 func (c *countingStore) Release(ctx context.Context, id idempotency.ID, claim string) error {
 	c.count("Release")
-	return c.MemoryStore.Release(ctx, id, claim)
+	return c.Store.Release(ctx, id, claim)
 }
 
 // wantCalls fails unless the store got exactly want since the last take.
@@ -218,7 +219,7 @@ func TestLocalCache(t *testing.T) {
 // progress in the store, and a retry hears so from it.
 func TestLocalCacheUnrecorded(t *testing.T) {
 	ctx := context.Background()
-	store := failingStore{MemoryStore: idempotency.NewMemoryStore(), complete: errors.New("throttled")}
+	store := failingStore{Store: memorystore.New(), complete: errors.New("throttled")}
 	call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil },
 		func(o *idempotency.HandlerOptions[order, receipt]) {
 			o.KeyPath, o.FingerprintPaths, o.Logger, o.UseLocalCache = "headers.idempotency-key", []string{"body"}, quiet, true

@@ -11,9 +11,14 @@
 // the JSON-encoded response, replays it, and releases the key when the
 // handler fails. See [HandlerOptions].
 //
-// Underneath, a [Store] keeps the records: [DynamoStore] on a table,
-// [MemoryStore] for tests, or one of your own (four methods). A record is
-// addressed by an [ID], a fixed-length hash of (scope, key), and carries:
+// Underneath, a [Store] keeps the records. Each of this module's stores is
+// a package of its own, so a program links only the one it uses:
+// dynamostore (a DynamoDB table, through your own *dynamodb.Client),
+// redisstore (Redis or Valkey) and memorystore (in memory, for tests); a
+// store of your own is four methods, held to the same cases as these by
+// package storetest. This package imports none of them, and no AWS SDK
+// client. A record is addressed by an [ID], a fixed-length hash of (scope,
+// key), and carries:
 //
 //   - a fingerprint of the request that claimed it, compared on every
 //     replay;
@@ -21,18 +26,13 @@
 //     of the same key can never touch a newer one;
 //   - a state: [StateInProgress] with a lease while the handler runs, then
 //     [StateCompleted] with the recorded response;
-//   - an expiry (epoch seconds), the table's TTL attribute. Expiry is
-//     enforced by the store, never left to TTL deletion, which can lag for
-//     days: a claim, a read or a completion treats an expired record as
-//     absent.
+//   - an expiry, on DynamoDB the table's TTL attribute. Expiry is enforced
+//     by the store, never left to the storage's own deletion, which can
+//     lag (for days, on DynamoDB): a claim, a read or a completion treats
+//     an expired record as absent.
 //
-// Every operation of [DynamoStore] is one DynamoDB round trip, a claim's
-// replay included (see [DynamoStore]). The table's layout (key names, an
-// optional sort key with a static partition value, attribute names) is a
-// [Schema].
-//
-// [DynamoStore] takes the SDK's own *dynamodb.Client (any [DynamoDBAPI]),
-// so the client's middleware, endpoint and retry settings apply. Records
-// are encoded with feature/dynamodb/attributevalue and the conditions with
-// feature/dynamodb/expression.
+// Every operation of each store is one round trip, a claim's replay
+// included ([JudgeClaim] judges the holder the claim brings back). A
+// DynamoDB table's layout (key names, an optional sort key with a static
+// partition value, attribute names) is a [Schema].
 package idempotency

@@ -5,43 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
 	"strconv"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
-
-// A claim holds the key while its work runs; once the answer is recorded,
-// a retry with the same fingerprint gets it back instead of doing the work
-// again, and another request under the key is refused.
-func ExampleMemoryStore_Claim() {
-	store := idempotency.NewMemoryStore()
-	ctx := context.Background()
-	rec := idempotency.Record{
-		ID: idempotency.NewID("tenant-1", "client-key-0001"), Tenant: "tenant-1", ClaimID: "claim-1",
-		Fingerprint: "sha256-of-the-request",
-	}
-	first, _ := store.Claim(ctx, rec)
-	rec.ClaimID = "claim-2"
-	_, err := store.Claim(ctx, rec)
-	fmt.Println(first.Replayed, errors.Is(err, idempotency.ErrInProgress))
-	_, _ = store.Complete(ctx, rec.ID, "claim-1", idempotency.Response{Body: []byte(`{"ok":true}`)})
-	retry, _ := store.Claim(ctx, rec)
-	rec.Fingerprint = "another request"
-	_, err = store.Claim(ctx, rec)
-	fmt.Println(retry.Replayed, retry.Record.ClaimID, string(retry.Record.Response.Body))
-	fmt.Println(errors.Is(err, idempotency.ErrKeyReused))
-	// Output:
-	// false true
-	// true claim-1 {"ok":true}
-	// true
-}
 
 // MakeIdempotent wraps a handler: the key comes from a header, a retry must
 // repeat the body, and the second call is answered from the record without
@@ -60,7 +33,7 @@ func ExampleMakeIdempotent() {
 		charges++
 		return charge{ChargeID: fmt.Sprintf("ch_%d", charges), Amount: 1000}, nil
 	}
-	store := idempotency.NewMemoryStore()
+	store := memorystore.New()
 	pay := idempotency.MakeIdempotent(store, handle, func(o *idempotency.HandlerOptions[request, charge]) {
 		o.KeyPath = "headers.Idempotency-Key"
 		o.FingerprintPaths = []string{"body"}
@@ -91,7 +64,7 @@ func ExampleMakeIdempotent_apiGateway() {
 	charge := func(ctx context.Context, req request) (response, error) {
 		return response{StatusCode: 201, Body: `{"chargeId":"ch_1"}`}, nil // charge the card once
 	}
-	store := idempotency.NewMemoryStore() // in Lambda: idempotency.NewDynamoStore(client, table)
+	store := memorystore.New() // in Lambda: dynamostore.New(client, table)
 	pay := idempotency.MakeIdempotent(store, charge, func(o *idempotency.HandlerOptions[request, response]) {
 		o.KeyPath = "headers.idempotency-key" // in any case
 		o.FingerprintPaths = []string{"body"}
@@ -148,7 +121,7 @@ func ExampleMakeIdempotent_sqs() {
 		shipped++
 		return "shipment-" + o.OrderID, nil
 	}
-	store := idempotency.NewMemoryStore() // in Lambda: idempotency.NewDynamoStore(client, table)
+	store := memorystore.New() // in Lambda: dynamostore.New(client, table)
 	shipOnce := idempotency.MakeIdempotent(store, ship, func(o *idempotency.HandlerOptions[events.SQSMessage, string]) {
 		o.KeyPath = "body.orderId"
 		o.FingerprintPaths = []string{"body"} // not the receipt handle nor the attributes, new on every delivery
@@ -194,7 +167,7 @@ func ExampleMakeIdempotent_function() {
 		refunds++
 		return fmt.Sprintf("rf_%d", refunds), nil
 	}
-	store := idempotency.NewMemoryStore() // in Lambda: idempotency.NewDynamoStore(client, table)
+	store := memorystore.New() // in Lambda: dynamostore.New(client, table)
 	refundOnce := idempotency.MakeIdempotent(store, issueRefund, func(o *idempotency.HandlerOptions[refund, string]) {
 		o.Scope = "refunds" // apart from the keys of the function's other wrapped calls
 		o.Key = func(_ context.Context, r refund) (string, error) {
@@ -222,47 +195,13 @@ func ExampleSchema() {
 		ExpiresAt: "ttl", State: "status",
 	}
 	fmt.Println(schema.Validate())
-	var cfg aws.Config // config.LoadDefaultConfig(ctx) in a program, as in ExampleNewDynamoStore
+	var cfg aws.Config // config.LoadDefaultConfig(ctx) in a program, as in dynamostore's ExampleNew
 	client := dynamodb.NewFromConfig(cfg)
-	_ = idempotency.NewDynamoStore(client, "app-table", func(o *idempotency.Options) { o.Schema = schema })
+	_ = dynamostore.New(client, "app-table", func(o *idempotency.Options) { o.Schema = schema })
 
 	schema.State = "data" // the caller's fields live in "data"
 	fmt.Println(schema.Validate())
 	// Output:
 	// <nil>
 	// idempotency: invalid schema: State and (fixed) data are both "data"
-}
-
-// A program passes its own SDK client, with the endpoint, retry and
-// middleware settings it chose, straight to the store. (Compiled, not run:
-// it needs AWS.)
-func ExampleNewDynamoStore() {
-	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 5 })
-	store := idempotency.NewDynamoStore(client, "idempotency", func(o *idempotency.Options) { o.TTL = 48 * time.Hour })
-
-	id := idempotency.NewID("tenant-1", "client-key-0001")
-	res, err := store.Claim(ctx, idempotency.Record{ID: id, Tenant: "tenant-1", ClaimID: "claim-1", Fingerprint: "sha256-of-the-request"})
-	switch {
-	case errors.Is(err, idempotency.ErrKeyReused):
-		fmt.Println("the key was used for another request")
-		return
-	case errors.Is(err, idempotency.ErrInProgress):
-		fmt.Println("another request with the key is at work")
-		return
-	case err != nil:
-		log.Fatal(err)
-	case res.Replayed:
-		fmt.Println("replay:", string(res.Record.Response.Body))
-		return
-	}
-	// The work is done: record its answer, if the claim is still this one.
-	_, err = store.Complete(ctx, id, "claim-1", idempotency.Response{Body: []byte(`{"chargeId":"ch_1"}`)})
-	if err != nil && !errors.Is(err, idempotency.ErrAlreadyCompleted) {
-		log.Fatal(err)
-	}
 }

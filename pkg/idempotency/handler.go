@@ -192,7 +192,7 @@ func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, er
 	if cached, ok := w.cache.get(id, w.Now()); ok {
 		if cached.Fingerprint != fingerprint {
 			w.Logger.InfoContext(ctx, "idempotency: key reused", "id", id, "cached", true)
-			return resp, keyReused(cached)
+			return resp, &ConflictError{Err: ErrKeyReused, Existing: cached}
 		}
 		return w.replay(ctx, cached, true)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // order is an HTTP-style event: the key in a header, the payload a JSON
@@ -36,7 +37,7 @@ func newOrder(key, body string) order {
 // harness is a wrapped handler whose runs and store calls are counted;
 // next decides what the n-th run does.
 type harness struct {
-	store   *idempotency.MemoryStore
+	store   *memorystore.Store
 	counted *countingStore // store, as the wrapper calls it
 	clock   *clock
 	runs    atomic.Int64
@@ -49,8 +50,8 @@ type harness struct {
 func newHarness(t *testing.T, optFns ...func(*idempotency.HandlerOptions[order, receipt])) *harness {
 	t.Helper()
 	h := &harness{clock: newClock()}
-	h.store = idempotency.NewMemoryStore(func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, h.clock.Now })
-	h.counted = &countingStore{MemoryStore: h.store}
+	h.store = memorystore.New(func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, h.clock.Now })
+	h.counted = &countingStore{Store: h.store}
 	h.fn = func(ctx context.Context, o order) (receipt, error) {
 		n := h.runs.Add(1)
 		if h.next != nil {
@@ -268,9 +269,9 @@ func TestMakeIdempotent(t *testing.T) {
 	}
 }
 
-// failingStore fails Claim, Complete or Release on top of a MemoryStore.
+// failingStore fails Claim, Complete or Release on top of a memorystore.Store.
 type failingStore struct {
-	*idempotency.MemoryStore
+	*memorystore.Store
 	claim, complete, release error
 }
 
@@ -278,29 +279,29 @@ func (f failingStore) Claim(ctx context.Context, rec idempotency.Record) (idempo
 	if f.claim != nil {
 		return idempotency.ClaimResult{}, f.claim
 	}
-	return f.MemoryStore.Claim(ctx, rec)
+	return f.Store.Claim(ctx, rec)
 }
 
 func (f failingStore) Complete(ctx context.Context, id idempotency.ID, claim string, resp idempotency.Response) (idempotency.Record, error) {
 	if f.complete != nil {
 		return idempotency.Record{}, f.complete
 	}
-	return f.MemoryStore.Complete(ctx, id, claim, resp)
+	return f.Store.Complete(ctx, id, claim, resp)
 }
 
 func (f failingStore) Release(ctx context.Context, id idempotency.ID, claim string) error {
 	if f.release != nil {
 		return f.release
 	}
-	return f.MemoryStore.Release(ctx, id, claim)
+	return f.Store.Release(ctx, id, claim)
 }
 
-// flakyCompleteStore counts Complete's attempts on top of a MemoryStore.
+// flakyCompleteStore counts Complete's attempts on top of a memorystore.Store.
 // The first failures attempts fail with err (default: ErrUnavailable)
 // without writing; then the next lostAnswers attempts write, but their
 // answer is lost: the caller gets ErrUnavailable.
 type flakyCompleteStore struct {
-	*idempotency.MemoryStore
+	*memorystore.Store
 	failures, lostAnswers int64
 	err                   error
 	attempts              atomic.Int64
@@ -314,12 +315,12 @@ func (f *flakyCompleteStore) Complete(ctx context.Context, id idempotency.ID, cl
 	case n <= f.failures:
 		return idempotency.Record{}, fmt.Errorf("complete %s: %w: throttled", id, idempotency.ErrUnavailable)
 	case n <= f.failures+f.lostAnswers:
-		if _, err := f.MemoryStore.Complete(ctx, id, claim, resp); err != nil {
+		if _, err := f.Store.Complete(ctx, id, claim, resp); err != nil {
 			return idempotency.Record{}, err
 		}
 		return idempotency.Record{}, fmt.Errorf("complete %s: %w: connection reset", id, idempotency.ErrUnavailable)
 	}
-	return f.MemoryStore.Complete(ctx, id, claim, resp)
+	return f.Store.Complete(ctx, id, claim, resp)
 }
 
 func TestMakeIdempotentStoreFailures(t *testing.T) {
@@ -329,7 +330,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		o.KeyPath, o.FingerprintPaths, o.Logger = "headers.idempotency-key", []string{"body"}, quiet
 	}
 	t.Run("a response that cannot be recorded is returned with the error", func(t *testing.T) {
-		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), complete: unavailable}
+		store := failingStore{Store: memorystore.New(), complete: unavailable}
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
 		got, err := call(ctx, newOrder("k-1", "{}"))
 		if !errors.Is(err, unavailable) || got.OrderID != "o-1" {
@@ -337,7 +338,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a store unavailable to record is asked again until it records", func(t *testing.T) {
-		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 3}
+		store := &flakyCompleteStore{Store: memorystore.New(), failures: 3}
 		var runs atomic.Int64
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) {
 			return receipt{OrderID: "o-1", Run: runs.Add(1)}, nil
@@ -353,7 +354,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a write whose answer was lost is recorded, not a duplicate", func(t *testing.T) {
-		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), lostAnswers: 1}
+		store := &flakyCompleteStore{Store: memorystore.New(), lostAnswers: 1}
 		var runs atomic.Int64
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) {
 			return receipt{OrderID: "o-1", Run: runs.Add(1)}, nil
@@ -366,7 +367,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a handler that used up its deadline gets one attempt to record", func(t *testing.T) {
-		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20}
+		store := &flakyCompleteStore{Store: memorystore.New(), failures: 1 << 20}
 		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
 		call := idempotency.MakeIdempotent(store, func(ctx context.Context, _ order) (receipt, error) {
@@ -382,7 +383,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a store that stays unavailable is asked until the deadline", func(t *testing.T) {
-		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20}
+		store := &flakyCompleteStore{Store: memorystore.New(), failures: 1 << 20}
 		dctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
 		defer cancel()
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
@@ -395,7 +396,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("an error a retry cannot cure is not retried", func(t *testing.T) {
-		store := &flakyCompleteStore{MemoryStore: idempotency.NewMemoryStore(), failures: 1 << 20, err: unavailable}
+		store := &flakyCompleteStore{Store: memorystore.New(), failures: 1 << 20, err: unavailable}
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1"}, nil }, opts)
 		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, unavailable) {
 			t.Fatalf("err = %v, want the store's", err)
@@ -405,7 +406,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a failed release is reported with the handler's error", func(t *testing.T) {
-		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), release: unavailable}
+		store := failingStore{Store: memorystore.New(), release: unavailable}
 		boom := errors.New("boom")
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { return receipt{}, boom }, opts)
 		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, boom) || !errors.Is(err, unavailable) {
@@ -413,7 +414,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("a claim that fails runs nothing", func(t *testing.T) {
-		store := failingStore{MemoryStore: idempotency.NewMemoryStore(), claim: unavailable}
+		store := failingStore{Store: memorystore.New(), claim: unavailable}
 		ran := false
 		call := idempotency.MakeIdempotent(store, func(context.Context, order) (receipt, error) { ran = true; return receipt{}, nil }, opts)
 		if _, err := call(ctx, newOrder("k-1", "{}")); !errors.Is(err, unavailable) || ran {
@@ -429,7 +430,7 @@ func TestMakeIdempotentStoreFailures(t *testing.T) {
 func TestDefaultFingerprintEmbeddedJSON(t *testing.T) {
 	ctx := context.Background()
 	runs := 0
-	call := idempotency.MakeIdempotent(idempotency.NewMemoryStore(), func(context.Context, map[string]any) (int, error) { runs++; return runs, nil },
+	call := idempotency.MakeIdempotent(memorystore.New(), func(context.Context, map[string]any) (int, error) { runs++; return runs, nil },
 		func(o *idempotency.HandlerOptions[map[string]any, int]) { o.KeyPath, o.Logger = "key", quiet })
 	if got, err := call(ctx, map[string]any{"key": "k-1", "x": "[1]"}); err != nil || got != 1 {
 		t.Fatalf("first = %d, %v", got, err)

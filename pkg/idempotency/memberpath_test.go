@@ -135,7 +135,8 @@ func TestMemberPathRefusesWhatIsNotOne(t *testing.T) {
 	}
 
 	ran := 0
-	call := MakeIdempotent(NewMemoryStore(), func(context.Context, map[string]any) (string, error) { ran++; return "ok", nil },
+	// A path error comes before any claim: a store call would panic.
+	call := MakeIdempotent(Store(unreachedStore{}), func(context.Context, map[string]any) (string, error) { ran++; return "ok", nil },
 		func(o *HandlerOptions[map[string]any, string]) {
 			o.KeyPath, o.OptionalKey = `headers."idempotency-key"`, true
 			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -225,3 +226,7 @@ func TestEmbeddedJSONCountsAsAString(t *testing.T) {
 		}
 	}
 }
+
+// unreachedStore is a Store whose every method panics (its embedded Store
+// is nil), for a request that must be refused before it reaches one.
+type unreachedStore struct{ Store }

@@ -1,11 +1,11 @@
 package idempotency
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/onceupload/onceupload/internal/recordstore"
 )
 
 // ID addresses one record: the first 128 bits of SHA-256 over (scope,
@@ -15,32 +15,55 @@ import (
 type ID string
 
 // IDLen is the length of an [ID] in characters.
-const IDLen = recordstore.IDLen
+const IDLen = 32
 
 // NewID derives the ID of a key within a scope (MakeIdempotent's
-// HandlerOptions.Scope). The scope is length-prefixed so that no (scope,
-// key) pair can be shifted into another.
-func NewID(scope, key string) ID { return ID(recordstore.NewID(scope, key)) }
+// HandlerOptions.Scope, the upload service's tenant). The scope is
+// length-prefixed so that no (scope, key) pair can be shifted into
+// another.
+func NewID(scope, key string) ID {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(scope), scope)
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return ID(hex.EncodeToString(h.Sum(sum[:0])[:IDLen/2]))
+}
 
 // ParseID checks that s has the shape of an ID.
 func ParseID(s string) (ID, error) {
-	id, err := recordstore.ParseID(s)
-	return ID(id), err
+	if len(s) != IDLen || !isLowerHex(s) {
+		return "", fmt.Errorf("parse id %q: want %d lower-case hex characters", s, IDLen)
+	}
+	return ID(s), nil
 }
 
-// State is the lifecycle state of a record.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// State is the lifecycle state of a record. A Store's records are in one
+// of the two states below; package recordstore adds the states of records
+// whose work outlives the request that claimed them.
 type State string
 
 const (
-	// StateInProgress: claimed, the handler at work; other requests for
+	// StateInProgress: claimed, the work under way; other requests for
 	// the key get ErrInProgress until the lease runs out.
-	StateInProgress = State(recordstore.StateInProgress)
+	StateInProgress State = "in_progress"
 	// StateCompleted: the response is recorded, and every retry gets it.
-	StateCompleted = State(recordstore.StateCompleted)
+	// Final: nothing moves a record out of it.
+	StateCompleted State = "completed"
 )
 
 // Response is a recorded answer: a compact JSON body (MakeIdempotent's
-// handler's result).
+// handler's result). It holds no status code: the caller chooses how to
+// answer.
 type Response struct {
 	Body []byte
 }
@@ -59,8 +82,10 @@ type Record struct {
 	Response    Response
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	// ExpiresAt is when the record stops existing (the table's TTL
-	// attribute, in seconds).
+	// ExpiresAt is when the record stops existing: a store treats it as
+	// absent from then on, whenever its storage deletes it (on DynamoDB the
+	// table's TTL attribute, in epoch seconds, whose deletion can lag for
+	// days).
 	ExpiresAt time.Time
 	// LeaseExpiresAt is when an in-progress claim may be taken over.
 	LeaseExpiresAt time.Time
@@ -70,42 +95,57 @@ type Record struct {
 	Lease time.Duration
 }
 
-// Expired reports whether the record counts as absent at now.
+// Expired reports whether the record counts as absent at now: its expiry,
+// in whole seconds as stored, is before now's second.
 func (r *Record) Expired(now time.Time) bool {
 	return r.ExpiresAt.Unix() < now.Unix()
-}
-
-// record is the store's record as this package shows it: without the
-// fields only the upload service's records have.
-func record(r recordstore.Record) Record {
-	return Record{
-		ID: ID(r.ID), Tenant: r.Tenant, ClaimID: r.ClaimID, Fingerprint: r.Fingerprint, State: State(r.State),
-		Response: Response(r.Response), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		ExpiresAt: r.ExpiresAt, LeaseExpiresAt: r.LeaseExpiresAt,
-	}
 }
 
 // Sentinel errors callers branch on. Errors returned by the stores wrap
 // them, so test with errors.Is.
 var (
 	// ErrNotFound: no record, an expired one, or one of another claim.
-	ErrNotFound = recordstore.ErrNotFound
+	ErrNotFound = errors.New("idempotency: no such record")
 	// ErrKeyReused: the key was claimed by a request with another fingerprint.
-	ErrKeyReused = recordstore.ErrKeyReused
+	ErrKeyReused = errors.New("idempotency: key reused with a different request")
 	// ErrInProgress: the key is claimed and its work is under way.
-	ErrInProgress = recordstore.ErrInProgress
+	ErrInProgress = errors.New("idempotency: request in progress")
 	// ErrAlreadyCompleted: the record is completed; completing it again is
 	// a duplicate.
-	ErrAlreadyCompleted = recordstore.ErrAlreadyCompleted
-	// ErrUnavailable: DynamoDB throttled the call or could not be reached
+	ErrAlreadyCompleted = errors.New("idempotency: record already completed")
+	// ErrUnavailable: the store throttled the call or could not be reached
 	// after the client's own retries. Safe to retry later.
-	ErrUnavailable = recordstore.ErrUnavailable
+	ErrUnavailable = errors.New("idempotency: store unavailable")
 )
 
-// InProgressError is returned when a key's claim is in progress: its
-// RetryAfter is how long until the lease runs out (at least one second).
-// It matches ErrInProgress.
-type InProgressError = recordstore.InProgressError
+// InProgressError is returned when a key's claim is in progress. It
+// matches ErrInProgress.
+type InProgressError struct {
+	// RetryAfter is how long until the lease runs out (at least one second).
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("idempotency: request in progress, retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrInProgress) true.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// RetryAfterSeconds is the Retry-After header's value for e: RetryAfter
+// rounded up to whole seconds, at least one, so a client that waits it
+// never comes back before the lease runs out. Every answer that carries
+// the header uses it.
+func (e *InProgressError) RetryAfterSeconds() int {
+	return RetryAfterSeconds(e.RetryAfter)
+}
+
+// RetryAfterSeconds is d as a Retry-After value: rounded up to whole
+// seconds, at least one.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
 
 // ConflictError carries the existing record when an operation finds one it
 // may not use: Err is ErrKeyReused (a claim) or ErrAlreadyCompleted (a
@@ -116,35 +156,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	// As the engine's ConflictError says it, so a conflict reads the same
-	// from every store.
 	return fmt.Sprintf("%v (claim %s, state %s)", e.Err, e.Existing.ClaimID, e.Existing.State)
 }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
-
-// publicError is the store's err with a conflict's record made this
-// package's: errors.As finds a *ConflictError carrying a Record, and the
-// message and sentinel stay the store's.
-func publicError(err error) error {
-	var conflict *recordstore.ConflictError
-	if !errors.As(err, &conflict) {
-		return err
-	}
-	return &converted{msg: err.Error(), err: &ConflictError{Err: conflict.Err, Existing: record(conflict.Existing)}}
-}
-
-// keyReused is the error a claim for another request under rec's key gets
-// from the stores, for a request the local cache refuses.
-func keyReused(rec Record) error {
-	return publicError(&recordstore.ConflictError{Err: recordstore.ErrKeyReused, Existing: engineRecord(rec)})
-}
-
-// converted says what the store said, and unwraps to this package's error.
-type converted struct {
-	msg string
-	err error
-}
-
-func (c *converted) Error() string { return c.msg }
-func (c *converted) Unwrap() error { return c.err }

@@ -15,6 +15,7 @@ import (
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // On a real DynamoDB behind a fault proxy: the UpdateItem that records the
@@ -56,7 +57,7 @@ func TestRecordOutlastsALostAnswerAndAnOutage(t *testing.T) {
 		o.HTTPClient = &http.Client{Timeout: 2 * time.Second}
 	})
 	var runs atomic.Int64
-	call := idempotency.MakeIdempotent(idempotency.NewDynamoStore(viaProxy, table),
+	call := idempotency.MakeIdempotent(dynamostore.New(viaProxy, table),
 		func(context.Context, order) (receipt, error) { return receipt{OrderID: "o-1", Run: runs.Add(1)}, nil },
 		func(o *idempotency.HandlerOptions[order, receipt]) {
 			o.KeyPath, o.FingerprintPaths, o.Logger = "headers.idempotency-key", []string{"body"}, quiet
@@ -70,7 +71,7 @@ func TestRecordOutlastsALostAnswerAndAnOutage(t *testing.T) {
 	if n := updates.Load(); n < 7 {
 		t.Fatalf("%d UpdateItems reached the proxy, want at least 7 (the faults were not all met)", n)
 	}
-	rec, err := idempotency.NewDynamoStore(direct, table).Get(ctx, idempotency.NewID("", "k-1"))
+	rec, err := dynamostore.New(direct, table).Get(ctx, idempotency.NewID("", "k-1"))
 	if err != nil || rec.State != idempotency.StateCompleted {
 		t.Fatalf("record: %+v, %v; want it completed", rec, err)
 	}

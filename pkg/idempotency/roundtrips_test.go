@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // TestMakeIdempotentRoundTrips counts the calls the wrapper sends to a real
@@ -17,7 +18,7 @@ func TestMakeIdempotentRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
+	store := dynamostore.New(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
 	fail := errors.New("declined")
 	call := idempotency.MakeIdempotent(store, func(_ context.Context, req map[string]string) (string, error) {
 		if req["fail"] != "" {
@@ -55,7 +56,7 @@ func TestLocalCacheRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var counter testenv.Counter
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-	store := idempotency.NewDynamoStore(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
+	store := dynamostore.New(testenv.DynamoClient(dynoxide.Endpoint(t), &counter), testenv.NewTable(t, client))
 	handler := func(context.Context, map[string]string) (string, error) { return "ok", nil }
 	opts := func(o *idempotency.HandlerOptions[map[string]string, string]) {
 		o.KeyPath, o.UseLocalCache = "key", true

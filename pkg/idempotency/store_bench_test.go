@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 	"github.com/onceupload/onceupload/pkg/idempotency/redisstore"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkStore(b *testing.B) {
 	}{
 		{"dynoxide", func(b *testing.B) idempotency.Store {
 			client := testenv.DynamoClient(dynoxide.Endpoint(b), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(b, client))
+			return dynamostore.New(client, testenv.NewTable(b, client))
 		}},
 		{"redis", func(b *testing.B) idempotency.Store {
 			// A prefix of its own, as each dynoxide store has a table.

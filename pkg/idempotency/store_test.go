@@ -5,6 +5,8 @@ import (
 
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 	"github.com/onceupload/onceupload/pkg/idempotency/storetest"
 )
 
@@ -16,16 +18,16 @@ func TestStores(t *testing.T) {
 		return func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = storetest.TTL, storetest.Lease, c.Now }
 	}
 	stores := map[string]func(t *testing.T, c *storetest.Clock) idempotency.Store{
-		"memory": func(t *testing.T, c *storetest.Clock) idempotency.Store { return idempotency.NewMemoryStore(opts(c)) },
+		"memory": func(t *testing.T, c *storetest.Clock) idempotency.Store { return memorystore.New(opts(c)) },
 		"dynoxide": func(t *testing.T, c *storetest.Clock) idempotency.Store {
 			client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client), opts(c))
+			return dynamostore.New(client, testenv.NewTable(t, client), opts(c))
 		},
 		// dynalite drops the holder a refused claim should bring back: the
 		// store reads it instead.
 		"dynalite, single-table schema": func(t *testing.T, c *storetest.Clock) idempotency.Store {
 			client := testenv.DynamoClient(dynalite.Endpoint(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), func(o *idempotency.Options) {
+			return dynamostore.New(client, testenv.NewTableWithKey(t, client, "PK", "SK"), opts(c), func(o *idempotency.Options) {
 				o.Schema = idempotency.Schema{PartitionKey: "PK", SortKey: "SK", KeyPrefix: "IDEMPOTENCY#", State: "status", ExpiresAt: "expiration"}
 			})
 		},
@@ -39,6 +41,7 @@ func TestDefaultSchema(t *testing.T) {
 	want := idempotency.Schema{
 		PartitionKey: "pk", ExpiresAt: "expires_at", LeaseExpiresAt: "lease_expires_at",
 		State: "state", ResponseBody: "response_body", Fingerprint: "fingerprint",
+		Group: "group", GroupIndex: "by_group",
 	}
 	if got := idempotency.DefaultSchema(); got != want {
 		t.Errorf("DefaultSchema() = %+v, want %+v", got, want)

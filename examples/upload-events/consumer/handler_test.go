@@ -25,6 +25,7 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -87,7 +88,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 	table := testenv.NewTableWithKey(t, client, "pk", "")
-	store := idempotency.NewDynamoStore(client, table)
+	store := dynamostore.New(client, table)
 	s := &sink{}
 	c := consumer.New(store, s, func(o *consumer.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -225,7 +226,7 @@ func TestHandle(t *testing.T) {
 		ev := event(t, api.DetailTypeUploadCompleted, completed("u-1"))
 		ev.Detail = json.RawMessage(`{ "uploadId": "u-1", "status": "completed", "tenant": "anonymous", "bucket": "uploads",
 			"storageKey": "uploads/anonymous/u-1", "filename": null, "contentType": "application/pdf", "bytes": 1048576, "etag": "" }`)
-		before := idempotency.MakeIdempotent(idempotency.NewDynamoStore(e.client, e.table),
+		before := idempotency.MakeIdempotent(dynamostore.New(e.client, e.table),
 			func(context.Context, events.EventBridgeEvent) (consumer.Result, error) {
 				return consumer.Result{UploadID: "u-1", Status: "completed"}, nil
 			},

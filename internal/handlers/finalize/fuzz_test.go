@@ -17,11 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // The live upload of the fuzz service: tenant-a's key
@@ -42,7 +43,7 @@ func liveService(t *testing.T, presigner upload.Presigner) *upload.Service {
 	liveBucket.Put(fuzzLiveKey, s3.HeadObjectOutput{ContentLength: aws.Int64(fuzzLiveSize), ETag: aws.String(`"e"`)})
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := testenv.NewClock(now).Now
-	store := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock })
+	store := memorystore.New(func(o *idempotency.Options) { o.Now = clock })
 	cfg := upload.Config{Bucket: fuzzBucket, Prefix: "uploads/", PresignTTL: 15 * time.Minute, MaxUploadBytes: 1 << 20}
 	svc := upload.New(store, presigner, liveBucket, cfg, func(o *upload.Options) {
 		o.Random, o.Logger = bytes.NewReader(bytes.Repeat([]byte{0xab}, 16)), quiet()

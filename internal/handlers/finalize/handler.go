@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Service is what the handler needs of *upload.Service.
@@ -89,7 +89,7 @@ func (h *Handler) finalize(ctx context.Context, r events.S3EventRecord) (upload.
 // finds.
 func outcomeOf(o upload.Outcome, err error) string {
 	switch {
-	case errors.Is(err, recordstore.ErrUnavailable):
+	case errors.Is(err, idempotency.ErrUnavailable):
 		return telemetry.OutcomeUnavailable
 	case err != nil:
 		return telemetry.OutcomeError

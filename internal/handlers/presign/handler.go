@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
 )
 
@@ -249,7 +249,7 @@ func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
 // answered with a 500.
 func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2HTTPResponse, string) {
 	var refused *api.RequestError
-	var inProgress *recordstore.InProgressError
+	var inProgress *idempotency.InProgressError
 	var missing *upload.PartsMissingError
 	var mismatch *upload.PartsMismatchError
 	switch {
@@ -271,7 +271,7 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		// uploads ends, which no wait promises.
 		return errorResponse(http.StatusTooManyRequests, api.CodeTooManyUploads,
 			"You have as many multipart uploads in progress as this service allows. Complete or abort some of them, then create this one again."), telemetry.OutcomeLimited
-	case errors.Is(err, recordstore.ErrKeyReused):
+	case errors.Is(err, idempotency.ErrKeyReused):
 		return errorResponse(http.StatusUnprocessableEntity, api.CodeKeyReuse,
 			"This Idempotency-Key was already used for a different request."), telemetry.OutcomeKeyReuse
 	case errors.As(err, &inProgress):
@@ -286,7 +286,7 @@ func (h *Handler) errorFor(ctx context.Context, err error) (events.APIGatewayV2H
 		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable, "The request was cancelled.")
 		resp.Headers["Retry-After"] = "1" // as on every 503 the contract lists
 		return resp, telemetry.OutcomeUnavailable
-	case errors.Is(err, recordstore.ErrUnavailable):
+	case errors.Is(err, idempotency.ErrUnavailable):
 		h.Logger.WarnContext(ctx, "store unavailable", "error", err)
 		resp := errorResponse(http.StatusServiceUnavailable, api.CodeUnavailable,
 			"The service is busy; retry later with the same Idempotency-Key.")

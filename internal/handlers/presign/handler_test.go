@@ -22,13 +22,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -70,22 +72,22 @@ func (c *counterReader) Read(p []byte) (int, error) {
 // failingStore answers every call with err.
 type failingStore struct{ err error }
 
-func (f failingStore) Claim(context.Context, recordstore.Record) (recordstore.ClaimResult, error) {
+func (f failingStore) ClaimRecord(context.Context, recordstore.Record) (recordstore.ClaimResult, error) {
 	return recordstore.ClaimResult{}, f.err
 }
-func (f failingStore) Get(context.Context, recordstore.ID) (recordstore.Record, error) {
+func (f failingStore) GetRecord(context.Context, idempotency.ID) (recordstore.Record, error) {
 	return recordstore.Record{}, f.err
 }
-func (f failingStore) Update(context.Context, recordstore.ID, string, recordstore.Update) (recordstore.Record, error) {
+func (f failingStore) Update(context.Context, idempotency.ID, string, recordstore.Update) (recordstore.Record, error) {
 	return recordstore.Record{}, f.err
 }
-func (f failingStore) Release(context.Context, recordstore.ID, string) error { return f.err }
-func (f failingStore) TTL() time.Duration                                    { return recordstore.DefaultTTL }
+func (f failingStore) Release(context.Context, idempotency.ID, string) error { return f.err }
+func (f failingStore) TTL() time.Duration                                    { return idempotency.DefaultTTL }
 func (f failingStore) Now() time.Time                                        { return t0 }
 
 type fixture struct {
 	handler *Handler
-	store   *recordstore.MemoryStore
+	store   *memorystore.Store
 	svc     *upload.Service
 	clock   *testenv.Clock
 	s3      *s3fake.Client // empty: a test puts what S3 holds
@@ -94,7 +96,7 @@ type fixture struct {
 func newFixture(t *testing.T, store recordstore.Store) *fixture {
 	t.Helper()
 	clock := testenv.NewClock(t0)
-	mem := recordstore.NewMemoryStore(func(o *recordstore.Options) { o.Now = clock.Now })
+	mem := memorystore.New(func(o *idempotency.Options) { o.Now = clock.Now })
 	if store == nil {
 		store = mem
 	}
@@ -351,15 +353,15 @@ func TestInProgress(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	wantStatus(t, f.do(t, post(key, photo)), 201, "")
-	id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
-	rec, err := f.store.Get(ctx, id)
+	id := idempotency.NewID(apigateway.JWTPrincipal("", "user-1"), key)
+	rec, err := f.store.GetRecord(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Once that record expires, an in-progress claim with the same
 	// fingerprint takes the key.
 	f.clock.Advance(25 * time.Hour)
-	if _, err := f.store.Claim(ctx, recordstore.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: recordstore.StateInProgress}); err != nil {
+	if _, err := f.store.ClaimRecord(ctx, recordstore.Record{Record: idempotency.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(4 * time.Second)
@@ -377,7 +379,7 @@ func TestStoreFailures(t *testing.T) {
 		status int
 		code   string
 	}{
-		{fmt.Errorf("claim x: %w: %w", recordstore.ErrUnavailable, errors.New("ProvisionedThroughputExceededException: secret table arn:aws:dynamodb:...")), 503, "service_unavailable"},
+		{fmt.Errorf("claim x: %w: %w", idempotency.ErrUnavailable, errors.New("ProvisionedThroughputExceededException: secret table arn:aws:dynamodb:...")), 503, "service_unavailable"},
 		{errors.New("operation error DynamoDB: PutItem, ValidationException: secret internals"), 500, "internal_error"},
 	}
 	for _, tc := range cases {

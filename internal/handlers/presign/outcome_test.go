@@ -17,12 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 var _ upload.ObjectAPI = (*s3fake.Client)(nil)
@@ -106,7 +107,7 @@ func (f *fixture) measured(t *testing.T, req events.APIGatewayV2HTTPRequest) (ev
 // Retry-After exactly where the contract has it, and the outcome its
 // telemetry line reports.
 func TestOutcomes(t *testing.T) {
-	unavailable := fmt.Errorf("claim x: %w: %w", recordstore.ErrUnavailable, errors.New("throttled"))
+	unavailable := fmt.Errorf("claim x: %w: %w", idempotency.ErrUnavailable, errors.New("throttled"))
 	cases := []struct {
 		name  string
 		store recordstore.Store // nil: the fixture's memory store
@@ -170,13 +171,13 @@ func TestOutcomes(t *testing.T) {
 		}, status: 422, code: api.CodeKeyReuse, outcome: telemetry.OutcomeKeyReuse},
 		{name: "create while the key's claim is in progress", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			f.created(t, photo)
-			id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
-			rec, err := f.store.Get(context.Background(), id)
+			id := idempotency.NewID(apigateway.JWTPrincipal("", "user-1"), key)
+			rec, err := f.store.GetRecord(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.clock.Advance(25 * time.Hour)
-			if _, err := f.store.Claim(context.Background(), recordstore.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: recordstore.StateInProgress}); err != nil {
+			if _, err := f.store.ClaimRecord(context.Background(), recordstore.Record{Record: idempotency.Record{ID: id, Tenant: "user-1", ClaimID: "c2", Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}}); err != nil {
 				t.Fatal(err)
 			}
 			f.clock.Advance(4 * time.Second)
@@ -184,13 +185,13 @@ func TestOutcomes(t *testing.T) {
 		}, status: 409, code: api.CodeInProgress, retryAfter: "26", outcome: telemetry.OutcomeInProgress},
 		{name: "status of an upload still being created", request: func(t *testing.T, f *fixture) events.APIGatewayV2HTTPRequest {
 			u := f.created(t, photo)
-			id := recordstore.NewID(apigateway.JWTPrincipal("", "user-1"), key)
-			rec, err := f.store.Get(context.Background(), id)
+			id := idempotency.NewID(apigateway.JWTPrincipal("", "user-1"), key)
+			rec, err := f.store.GetRecord(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.clock.Advance(25 * time.Hour)
-			if _, err := f.store.Claim(context.Background(), recordstore.Record{ID: id, Tenant: rec.Tenant, ClaimID: u.UploadID, Fingerprint: rec.Fingerprint, State: recordstore.StateInProgress}); err != nil {
+			if _, err := f.store.ClaimRecord(context.Background(), recordstore.Record{Record: idempotency.Record{ID: id, Tenant: rec.Tenant, ClaimID: u.UploadID, Fingerprint: rec.Fingerprint, State: idempotency.StateInProgress}}); err != nil {
 				t.Fatal(err)
 			}
 			return get(u.UploadID, "user-1")

@@ -23,8 +23,10 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/onceupload/onceupload/internal/handlers/deadline"
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/tableitem"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // EventBridgeAPI is what the handler calls; *eventbridge.Client has it.
@@ -46,7 +48,7 @@ type Handler struct {
 	Source string
 	// Bucket is the upload bucket, which the events name.
 	Bucket string
-	Schema recordstore.Schema
+	Schema idempotency.Schema
 	Logger *slog.Logger
 }
 
@@ -131,12 +133,12 @@ func (h *Handler) streamRecords(oldImage, newImage map[string]events.DynamoDBAtt
 	if newImage == nil {
 		return nil, nil, nil
 	}
-	rec, err := h.Schema.DecodeStreamImage(newImage)
+	rec, err := tableitem.DecodeStreamImage(h.Schema, newImage)
 	if err != nil {
 		return nil, nil, fmt.Errorf("upload event: new image: %w", err)
 	}
 	if oldImage != nil {
-		if prev, err := h.Schema.DecodeStreamImage(oldImage); err == nil {
+		if prev, err := tableitem.DecodeStreamImage(h.Schema, oldImage); err == nil {
 			before = &prev
 		}
 	}

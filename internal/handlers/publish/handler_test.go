@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // fakeBus records PutEvents calls and fails as told: fail(call, entry)
@@ -76,7 +76,7 @@ func record(n int, oldState, newState string) events.DynamoDBEventRecord {
 }
 
 func handler(bus *fakeBus) *Handler {
-	return &Handler{Events: bus, Bus: "default", Source: api.EventSource, Bucket: "b", Schema: recordstore.DefaultSchema(),
+	return &Handler{Events: bus, Bus: "default", Source: api.EventSource, Bucket: "b", Schema: idempotency.DefaultSchema(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 

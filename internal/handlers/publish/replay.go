@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // PublishItems publishes the events of items read back from the table, for
@@ -26,7 +28,7 @@ func (h *Handler) PublishItems(ctx context.Context, items []map[string]types.Att
 	handled, failed := len(items), error(nil)
 	for i, item := range items {
 		var p pending
-		rec, err := h.Schema.DecodeItem(item)
+		rec, err := recordstore.DecodeItem(h.Schema, item)
 		if err != nil {
 			err = fmt.Errorf("upload event: new image: %w", err)
 		}

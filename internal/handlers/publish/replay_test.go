@@ -16,9 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/internal/tableitem"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // replayBus records PutEvents calls and refuses the entries whose upload
@@ -61,9 +63,9 @@ func (b *replayBus) put() []string {
 }
 
 // replayItem is an upload's record as the table holds it, shaped by hand
-// after internal/recordstore's schema and internal/upload's fields (the command's
+// after pkg/idempotency/recordstore's schema and internal/upload's fields (the command's
 // integration tests use records written by the service itself).
-func replayItem(n int, state recordstore.State) map[string]types.AttributeValue {
+func replayItem(n int, state idempotency.State) map[string]types.AttributeValue {
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 	id := fmt.Sprintf("upload-%02d", n)
@@ -93,23 +95,23 @@ func replayItem(n int, state recordstore.State) map[string]types.AttributeValue 
 func replayHandler(bus *replayBus) *Handler {
 	return &Handler{
 		Events: bus, Bus: "uploads", Source: api.EventSource, Bucket: "bucket",
-		Schema: recordstore.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Schema: idempotency.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
 // An item converted to a stream image decodes as the item does.
 func TestStreamImageDecodesAsTheItem(t *testing.T) {
-	item := replayItem(1, recordstore.StateCompleted)
-	schema := recordstore.DefaultSchema()
-	want, err := schema.DecodeItem(item)
+	item := replayItem(1, idempotency.StateCompleted)
+	schema := idempotency.DefaultSchema()
+	want, err := recordstore.DecodeItem(schema, item)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := schema.DecodeStreamImage(recordstore.LambdaImage(item))
+	got, err := tableitem.DecodeStreamImage(schema, tableitem.LambdaImage(item))
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("stream image decoded as %#v, %v; the item as %#v", got, err, want)
 	}
-	if recordstore.LambdaImage(nil) != nil {
+	if tableitem.LambdaImage(nil) != nil {
 		t.Fatal("a nil image must stay nil")
 	}
 }
@@ -121,7 +123,7 @@ func TestPublishItems(t *testing.T) {
 	var items []map[string]types.AttributeValue
 	var want []string
 	for i := range 23 {
-		state := []recordstore.State{recordstore.StateCompleted, recordstore.StateAborted, recordstore.StatePending}[i%3]
+		state := []idempotency.State{idempotency.StateCompleted, recordstore.StateAborted, recordstore.StatePending}[i%3]
 		items = append(items, replayItem(i, state))
 		if state != recordstore.StatePending {
 			want = append(want, fmt.Sprintf("upload-%02d", i))
@@ -141,7 +143,7 @@ func TestPublishItems(t *testing.T) {
 		}
 	}
 	first := bus.calls[0][0]
-	rec, err := recordstore.DefaultSchema().DecodeItem(items[0])
+	rec, err := recordstore.DecodeItem(idempotency.DefaultSchema(), items[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +165,8 @@ func TestPublishItems(t *testing.T) {
 // The first failure ends the work, and the count says how far it got.
 func TestPublishItemsStopsAtTheFirstFailure(t *testing.T) {
 	items := []map[string]types.AttributeValue{
-		replayItem(0, recordstore.StateCompleted), replayItem(1, recordstore.StatePending),
-		replayItem(2, recordstore.StateCompleted), replayItem(3, recordstore.StateAborted),
+		replayItem(0, idempotency.StateCompleted), replayItem(1, recordstore.StatePending),
+		replayItem(2, idempotency.StateCompleted), replayItem(3, recordstore.StateAborted),
 	}
 	ctx := context.Background()
 
@@ -182,7 +184,7 @@ func TestPublishItemsStopsAtTheFirstFailure(t *testing.T) {
 
 	// An item that is not an upload's record: the ones before it are put,
 	// and nothing after it.
-	bad := replayItem(2, recordstore.StateCompleted)
+	bad := replayItem(2, idempotency.StateCompleted)
 	delete(bad["data"].(*types.AttributeValueMemberM).Value, "object_key")
 	bus = &replayBus{}
 	n, err := replayHandler(bus).PublishItems(ctx, []map[string]types.AttributeValue{items[0], items[1], bad, items[3]})

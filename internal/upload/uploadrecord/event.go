@@ -3,8 +3,9 @@ package uploadrecord
 import (
 	"fmt"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Event is what one change of an upload's record tells the application:
@@ -16,7 +17,7 @@ type Event struct {
 
 // EventOf returns the event of one change of the table, the record before
 // and after it as a stream record's old and new images hold them
-// (recordstore.Schema.DecodeItem decodes them; before is nil for an insert,
+// (idempotency.Schema.DecodeItem decodes them; before is nil for an insert,
 // or an old image that is not a record, after nil for a deletion), and
 // false for a change that is not an upload's transition into completed or
 // aborted. Only the transition counts: a later write to a final record
@@ -29,7 +30,7 @@ func EventOf(bucket string, before, after *recordstore.Record) (Event, bool, err
 		return Event{}, false, nil // a deletion: TTL housekeeping or a released claim
 	}
 	rec := *after
-	if rec.State != recordstore.StateCompleted && rec.State != recordstore.StateAborted {
+	if rec.State != idempotency.StateCompleted && rec.State != recordstore.StateAborted {
 		return Event{}, false, nil
 	}
 	if before != nil && before.ClaimID == rec.ClaimID && before.State == rec.State {

@@ -7,10 +7,16 @@
 package uploadrecord
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/onceupload/onceupload/pkg/api"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // Fields are the service's own attributes of an upload, kept in
@@ -57,10 +63,38 @@ type Fields struct {
 	Checksum string `dynamodbav:"checksum_sha256,omitempty"`
 }
 
-// Sum256 is a SHA-256 in lower-case hex, as the API states it, stored as
-// its 32 bytes (half the size); a former record's hex string reads too. Its
-// attribute value codec is recordstore's, where records are coded.
-type Sum256 = recordstore.Sum256
+// Sum256 is a SHA-256 in lower-case hex, as an API states it, stored as
+// its 32 bytes (half the size); a former record's hex string reads too.
+type Sum256 string
+
+// MarshalDynamoDBAttributeValue stores the sum as binary. Anything but 64
+// lower-case hex characters (the upload service's validateCreate and
+// checkDeclaration let none through) is stored as the string it is, so
+// nothing is lost.
+func (s Sum256) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
+	if len(s) != 2*sha256.Size || strings.ToLower(string(s)) != string(s) {
+		return &types.AttributeValueMemberS{Value: string(s)}, nil
+	}
+	b, err := hex.DecodeString(string(s))
+	if err != nil {
+		return &types.AttributeValueMemberS{Value: string(s)}, nil
+	}
+	return &types.AttributeValueMemberB{Value: b}, nil
+}
+
+// UnmarshalDynamoDBAttributeValue reads the binary form and the string
+// form of former records.
+func (s *Sum256) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberB:
+		*s = Sum256(hex.EncodeToString(v.Value))
+	case *types.AttributeValueMemberS:
+		*s = Sum256(v.Value)
+	default:
+		return fmt.Errorf("sha256: want binary or string, got %T", av)
+	}
+	return nil
+}
 
 // AttrSize and AttrSHA256 are the names of Fields.Size, which finalize's
 // update requires, and of Fields.SHA256, which a complete sets once.
@@ -105,7 +139,7 @@ func (s *Stored) Multipart() bool { return s.PartSize > 0 }
 
 // Final reports whether the record is in a final state.
 func (s *Stored) Final() bool {
-	return s.State == recordstore.StateCompleted || s.State == recordstore.StateAborted
+	return s.State == idempotency.StateCompleted || s.State == recordstore.StateAborted
 }
 
 // FinalUpload is the upload of a completed or aborted record, as its body

@@ -9,8 +9,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // uploadID is an upload id as internal/upload makes them: the record's id
@@ -124,7 +125,7 @@ func TestDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := uploadrecord.Decode(recordstore.Record{ClaimID: uploadID, State: recordstore.StatePending, Data: data})
+			got, err := uploadrecord.Decode(recordstore.Record{Record: idempotency.Record{ClaimID: uploadID, State: recordstore.StatePending}, Data: data})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), uploadID) {
 					t.Fatalf("Decode = %+v, %v; want an error naming the record and %q", got.Fields, err, tc.wantErr)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/handlers/publish"
-	"github.com/onceupload/onceupload/internal/recordstore"
 	"github.com/onceupload/onceupload/internal/wiring/sdk"
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // Options adjust what New builds; the dev stack sets them.
@@ -47,7 +47,7 @@ func New(ctx context.Context, lookup func(string) (string, bool), logger *slog.L
 	return &publish.Handler{
 		Events: eventbridge.NewFromConfig(awsCfg, opts.EventBridge...),
 		Bus:    cfg.Bus, Source: cfg.Source, Bucket: cfg.Bucket,
-		Schema: recordstore.DefaultSchema(), Logger: logger,
+		Schema: idempotency.DefaultSchema(), Logger: logger,
 	}, nil
 }
 

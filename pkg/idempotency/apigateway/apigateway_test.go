@@ -19,6 +19,8 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -294,16 +296,16 @@ var behaviours = []struct {
 	}},
 }
 
-// TestBehaviours runs every behaviour on both flavors over a MemoryStore.
+// TestBehaviours runs every behaviour on both flavors over a memorystore.Store.
 func TestBehaviours(t *testing.T) {
-	runBehaviours(t, func(*testing.T) idempotency.Store { return idempotency.NewMemoryStore() })
+	runBehaviours(t, func(*testing.T) idempotency.Store { return memorystore.New() })
 }
 
 // TestBehavioursOnDynamoDB runs them on the DynamoDB store, on dynoxide.
 func TestBehavioursOnDynamoDB(t *testing.T) {
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
 	table := testenv.NewTable(t, client)
-	store := idempotency.NewDynamoStore(client, table)
+	store := dynamostore.New(client, table)
 	// One table for all: each case claims in a scope of its own.
 	runBehaviours(t, func(*testing.T) idempotency.Store { return store })
 }
@@ -384,7 +386,7 @@ func checkProblem(t *testing.T, got resp, status int, name string) {
 // recorded.
 func TestInProgress(t *testing.T) {
 	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-	stores := map[string]idempotency.Store{"memory": idempotency.NewMemoryStore(), "dynamodb": idempotency.NewDynamoStore(client, testenv.NewTable(t, client))}
+	stores := map[string]idempotency.Store{"memory": memorystore.New(), "dynamodb": dynamostore.New(client, testenv.NewTable(t, client))}
 	for storeName, store := range stores {
 		for _, f := range flavors {
 			t.Run(storeName+"/"+f.name, func(t *testing.T) {
@@ -436,7 +438,7 @@ func TestInProgress(t *testing.T) {
 func TestDisabled(t *testing.T) {
 	t.Setenv(idempotency.DisabledEnv, "true")
 	for _, f := range flavors {
-		s := f.make(idempotency.NewMemoryStore(), always(201), func(o *apigateway.Options) {
+		s := f.make(memorystore.New(), always(201), func(o *apigateway.Options) {
 			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		})
 		for _, r := range []req{post("key-1", body), post("key-1", body), post("", body)} {

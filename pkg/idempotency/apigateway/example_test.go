@@ -6,8 +6,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // An HTTP API handler charges once per Idempotency-Key: a retry (another
@@ -21,7 +21,7 @@ func ExampleMakeIdempotentV2() {
 	charge := func(ctx context.Context, req request) (response, error) {
 		return response{StatusCode: 201, Body: `{"chargeId":"ch_1"}`}, nil // charge the card once
 	}
-	store := idempotency.NewMemoryStore() // in Lambda: idempotency.NewDynamoStore(client, table)
+	store := memorystore.New() // in Lambda: dynamostore.New(client, table)
 	handler := apigateway.MakeIdempotentV2(store, charge)
 	// In main: lambda.Start(handler)
 
@@ -60,7 +60,7 @@ func ExampleMakeIdempotentV1() {
 		orders++
 		return response{StatusCode: 201, Body: fmt.Sprintf(`{"order":%d}`, orders)}, nil
 	}
-	handler := apigateway.MakeIdempotentV1(idempotency.NewMemoryStore(), create, func(o *apigateway.Options) {
+	handler := apigateway.MakeIdempotentV1(memorystore.New(), create, func(o *apigateway.Options) {
 		o.RequirePrincipal = true
 	})
 
@@ -94,7 +94,7 @@ func ExampleOptions_record() {
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	}
-	handler := apigateway.MakeIdempotentV2(idempotency.NewMemoryStore(), lookup, func(o *apigateway.Options) {
+	handler := apigateway.MakeIdempotentV2(memorystore.New(), lookup, func(o *apigateway.Options) {
 		o.Record = func(status int) bool { return status != 404 && apigateway.DefaultRecord(status) }
 	})
 	req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k-1"}}

@@ -17,6 +17,8 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/batch"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 var dynoxide = testenv.SharedDynoxide()
@@ -112,10 +114,10 @@ func sqsHandler(store idempotency.Store, c *counter, optFns ...func(*batch.Optio
 // stores are the stores the redelivery case runs on.
 func stores(t *testing.T) map[string]idempotency.Store {
 	return map[string]idempotency.Store{
-		"memory": idempotency.NewMemoryStore(),
+		"memory": memorystore.New(),
 		"dynoxide": func() idempotency.Store {
 			client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
-			return idempotency.NewDynamoStore(client, testenv.NewTable(t, client))
+			return dynamostore.New(client, testenv.NewTable(t, client))
 		}(),
 	}
 }
@@ -201,7 +203,7 @@ func TestSQSFailures(t *testing.T) {
 			if tc.opts != nil {
 				opts = append(opts, tc.opts)
 			}
-			resp, err := sqsHandler(idempotency.NewMemoryStore(), c, opts...)(ctx, sqsEvent(tc.queue, 1, "m-1", "m-2", "m-3", "m-4"))
+			resp, err := sqsHandler(memorystore.New(), c, opts...)(ctx, sqsEvent(tc.queue, 1, "m-1", "m-2", "m-3", "m-4"))
 			if got := failures(t, resp); !slices.Equal(got, tc.wantFailures) {
 				t.Errorf("failures = %v, want %v", got, tc.wantFailures)
 			}
@@ -214,7 +216,7 @@ func TestSQSFailures(t *testing.T) {
 		})
 	}
 	t.Run("an empty batch", func(t *testing.T) {
-		resp, err := sqsHandler(idempotency.NewMemoryStore(), newCounter())(ctx, events.SQSEvent{})
+		resp, err := sqsHandler(memorystore.New(), newCounter())(ctx, events.SQSEvent{})
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("%+v, %v; want no failures and no error", resp, err)
 		}
@@ -225,7 +227,7 @@ func TestSQSFailures(t *testing.T) {
 // comes again, not a success that would delete it before it is done.
 func TestSQSInProgressIsAFailure(t *testing.T) {
 	ctx := context.Background()
-	store := idempotency.NewMemoryStore()
+	store := memorystore.New()
 	entered, finish := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	runs := map[string]int{}
@@ -269,7 +271,7 @@ func TestSQSParallelism(t *testing.T) {
 	var mu sync.Mutex
 	inFlight, most := 0, 0
 	started, release := make(chan string, 4), make(chan struct{})
-	handle := batch.SQS(idempotency.NewMemoryStore(), func(ctx context.Context, m events.SQSMessage) (string, error) {
+	handle := batch.SQS(memorystore.New(), func(ctx context.Context, m events.SQSMessage) (string, error) {
 		mu.Lock()
 		inFlight++
 		most = max(most, inFlight)
@@ -322,7 +324,7 @@ func TestSQSKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := 0
-			handle := batch.SQS(idempotency.NewMemoryStore(), func(context.Context, events.SQSMessage) (string, error) {
+			handle := batch.SQS(memorystore.New(), func(context.Context, events.SQSMessage) (string, error) {
 				runs++
 				return "ok", nil
 			}, func(o *batch.Options[events.SQSMessage, string]) {
@@ -374,13 +376,13 @@ func TestStreams(t *testing.T) {
 	ctx := context.Background()
 	streams := map[string]func(c *counter) func(seqs ...string) (any, error){
 		"Kinesis": func(c *counter) func(seqs ...string) (any, error) {
-			h := batch.Kinesis(idempotency.NewMemoryStore(), func(_ context.Context, r events.KinesisEventRecord) (string, error) {
+			h := batch.Kinesis(memorystore.New(), func(_ context.Context, r events.KinesisEventRecord) (string, error) {
 				return c.run(r.Kinesis.SequenceNumber)
 			}, func(o *batch.Options[events.KinesisEventRecord, string]) { o.Logger = quiet })
 			return func(seqs ...string) (any, error) { return h(ctx, kinesisEvent(seqs...)) }
 		},
 		"DynamoDB": func(c *counter) func(seqs ...string) (any, error) {
-			h := batch.DynamoDB(idempotency.NewMemoryStore(), func(_ context.Context, r events.DynamoDBEventRecord) (string, error) {
+			h := batch.DynamoDB(memorystore.New(), func(_ context.Context, r events.DynamoDBEventRecord) (string, error) {
 				return c.run(r.Change.SequenceNumber)
 			}, func(o *batch.Options[events.DynamoDBEventRecord, string]) { o.Logger = quiet })
 			return func(seqs ...string) (any, error) { return h(ctx, dynamoEvent(seqs...)) }
@@ -415,7 +417,7 @@ func TestDisabled(t *testing.T) {
 	t.Setenv(idempotency.DisabledEnv, "true")
 	ctx := context.Background()
 	c := newCounter("m-2")
-	handle := sqsHandler(idempotency.NewMemoryStore(), c)
+	handle := sqsHandler(memorystore.New(), c)
 	for n := 1; n <= 2; n++ {
 		resp, err := handle(ctx, sqsEvent(standardQueue, n, "m-1", "m-2"))
 		if got, want := failures(t, resp), []string{"m-2"}; err != nil || !slices.Equal(got, want) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/batch"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 )
 
 // An SQS consumer: each message runs once, only the messages that failed
@@ -31,7 +32,7 @@ func ExampleSQS() {
 		shipped[order.OrderID]++
 		return "shipment-" + order.OrderID, nil
 	}
-	store := idempotency.NewMemoryStore() // in Lambda: idempotency.NewDynamoStore(client, table)
+	store := memorystore.New() // in Lambda: dynamostore.New(client, table)
 	handler := batch.SQS(store, ship)
 	// In main: lambda.Start(handler)
 
@@ -50,7 +51,7 @@ func ExampleSQS() {
 // after it are reported too, unprocessed, so that none overtakes it.
 func ExampleSQS_fifo() {
 	var processed []string
-	handler := batch.SQS(idempotency.NewMemoryStore(), func(ctx context.Context, msg events.SQSMessage) (struct{}, error) {
+	handler := batch.SQS(memorystore.New(), func(ctx context.Context, msg events.SQSMessage) (struct{}, error) {
 		if msg.Body == "poison" {
 			return struct{}{}, errors.New("cannot parse")
 		}
@@ -75,7 +76,7 @@ func ExampleOptions_keyOnTheBody() {
 		charges++
 		return fmt.Sprintf("ch_%d", charges), nil
 	}
-	handler := batch.SQS(idempotency.NewMemoryStore(), charge, func(o *batch.Options[events.SQSMessage, string]) {
+	handler := batch.SQS(memorystore.New(), charge, func(o *batch.Options[events.SQSMessage, string]) {
 		o.Idempotency = func(h *idempotency.HandlerOptions[events.SQSMessage, string]) {
 			h.KeyPath = "body.orderId" // a message without one fails with idempotency.ErrMissingKey
 		}
@@ -92,7 +93,7 @@ func ExampleOptions_keyOnTheBody() {
 // run in order, the first failure stops the batch, and it is reported with
 // every later record by sequence number, from which Lambda retries.
 func ExampleDynamoDB() {
-	handler := batch.DynamoDB(idempotency.NewMemoryStore(), func(ctx context.Context, r events.DynamoDBEventRecord) (struct{}, error) {
+	handler := batch.DynamoDB(memorystore.New(), func(ctx context.Context, r events.DynamoDBEventRecord) (struct{}, error) {
 		if r.Change.Keys["pk"].String() == "bad" {
 			return struct{}{}, errors.New("cannot index")
 		}

@@ -5,7 +5,7 @@
 //	store := redisstore.New(redis.NewClient(&redis.Options{Addr: addr}))
 //	handler := idempotency.MakeIdempotent(store, charge, opts)
 //
-// It has the semantics and the fencing of [idempotency.DynamoStore], and
+// It has the semantics and the fencing of [dynamostore.Store], and
 // is held to the same cases (package storetest): every operation is one
 // Lua script, atomic on the server, in one round trip. A claim writes the
 // record if the key is free (never claimed, expired, or an in-progress

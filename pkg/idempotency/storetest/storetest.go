@@ -1,6 +1,6 @@
 // Package storetest holds an [idempotency.Store] to the cases the
 // package's own stores pass: run it on a store of your own, as
-// pkg/idempotency runs it on MemoryStore and DynamoStore and
+// pkg/idempotency runs it on memorystore.Store and dynamostore.Store and
 // pkg/idempotency/redisstore on Redis.
 //
 //	func TestMyStore(t *testing.T) {

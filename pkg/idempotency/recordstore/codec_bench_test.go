@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
 // avS is a string attribute value.
@@ -14,15 +16,9 @@ func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 
 func benchRecord() Record {
 	now := time.UnixMilli(1_750_000_000_123)
-	return Record{
-		ID: NewID("tenant-a", "client-key-0001"), Tenant: "tenant-a", ClaimID: "0123456789abcdef0123456789abcdef",
-		Fingerprint: "8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f", State: StatePending,
-		Response: Response{Body: []byte(`{"uploadId":"u-1","status":"pending","upload":{"method":"PUT"}}`)},
-		Data: Data{m: map[string]types.AttributeValue{
-			"object": avS("uploads/tenant-a/u-1"), "size": &types.AttributeValueMemberN{Value: "1048576"}, "content_type": avS("image/png"),
-		}},
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: time.Unix(now.Add(24*time.Hour).Unix(), 0),
-	}
+	return Record{Record: idempotency.Record{ID: idempotency.NewID("tenant-a", "client-key-0001"), Tenant: "tenant-a", ClaimID: "0123456789abcdef0123456789abcdef", Fingerprint: "8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f", State: StatePending, Response: idempotency.Response{Body: []byte(`{"uploadId":"u-1","status":"pending","upload":{"method":"PUT"}}`)}, CreatedAt: now, UpdatedAt: now, ExpiresAt: time.Unix(now.Add(24*time.Hour).Unix(), 0)}, Data: Data{m: map[string]types.AttributeValue{
+		"object": avS("uploads/tenant-a/u-1"), "size": &types.AttributeValueMemberN{Value: "1048576"}, "content_type": avS("image/png"),
+	}}}
 }
 
 // BenchmarkCodec is the record a claim writes (encode: its item) and a
@@ -31,7 +27,7 @@ func benchRecord() Record {
 // reach; Claim/dynoxide includes it. make bench prints these figures.
 func BenchmarkCodec(b *testing.B) {
 	rec := benchRecord()
-	schema := NewCodec(DefaultSchema())
+	schema := NewCodec(idempotency.DefaultSchema())
 	item, err := schema.EncodeItem(rec)
 	if err != nil {
 		b.Fatal(err)
@@ -59,7 +55,7 @@ func BenchmarkCodec(b *testing.B) {
 func TestItemDecoding(t *testing.T) {
 	rec := benchRecord()
 	rec.LeaseExpiresAt = time.UnixMilli(1_750_000_030_123)
-	for _, sc := range []Schema{DefaultSchema(), {PartitionKey: "PK", SortKey: "SK", KeyPrefix: "IDEMPOTENCY#", State: "status"}} {
+	for _, sc := range []idempotency.Schema{idempotency.DefaultSchema(), {PartitionKey: "PK", SortKey: "SK", KeyPrefix: "IDEMPOTENCY#", State: "status"}} {
 		schema := NewCodec(sc)
 		item, err := schema.EncodeItem(rec)
 		if err != nil {
@@ -73,16 +69,16 @@ func TestItemDecoding(t *testing.T) {
 
 	// response_status is reserved and never read: an item that holds one
 	// decodes as it would without it.
-	item, err := NewCodec(DefaultSchema()).EncodeItem(rec)
+	item, err := NewCodec(idempotency.DefaultSchema()).EncodeItem(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	item["response_status"] = &types.AttributeValueMemberN{Value: "201"}
-	if got, err := NewCodec(DefaultSchema()).DecodeItem(item); err != nil || !reflect.DeepEqual(got, rec) {
+	if got, err := NewCodec(idempotency.DefaultSchema()).DecodeItem(item); err != nil || !reflect.DeepEqual(got, rec) {
 		t.Errorf("an item with response_status:\n got %+v, %v\nwant %+v", got, err, rec)
 	}
 
-	schema := NewCodec(Schema{KeyPrefix: "IDEMPOTENCY#"})
+	schema := NewCodec(idempotency.Schema{KeyPrefix: "IDEMPOTENCY#"})
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	cases := []struct {
 		name   string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -12,15 +13,33 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
 )
 
-// Store is what callers of this package depend on: dynamostore.Store on a
-// table, [MemoryStore] in tests.
+// Store is a store of this package's records: dynamostore.Store on a
+// table, memorystore.Store in memory. Both are also idempotency.Stores,
+// whose methods (Claim, Get, Complete) read and write the
+// idempotency.Record inside each Record.
 type Store interface {
-	Claim(ctx context.Context, rec Record) (ClaimResult, error)
-	Get(ctx context.Context, id ID) (Record, error)
-	Update(ctx context.Context, id ID, claimID string, u Update) (Record, error)
-	Release(ctx context.Context, id ID, claimID string) error
+	// ClaimRecord writes rec as the holder of rec.ID, in one conditional
+	// write, if the key is free (never claimed, expired, or an in-progress
+	// claim whose lease ran out); else it answers with the holder, judged
+	// by JudgeHolder. The caller fills ID, Tenant, ClaimID (unique per
+	// claim), Fingerprint, Data, Group and either State=StatePending with
+	// Response (or none, for a caller that keeps what it answers with in
+	// Data), or State=idempotency.StateInProgress (the store sets the
+	// lease). The store sets the timestamps and expiry.
+	ClaimRecord(ctx context.Context, rec Record) (ClaimResult, error)
+	// GetRecord returns the live record of id, or idempotency.ErrNotFound.
+	GetRecord(ctx context.Context, id idempotency.ID) (Record, error)
+	// Update applies u to the live record of (id, claimID) and returns it
+	// updated: see Update.
+	Update(ctx context.Context, id idempotency.ID, claimID string, u Update) (Record, error)
+	// Release deletes the in-progress claim (id, claimID) so the key is
+	// free at once; a claim that is gone, taken over or no longer in
+	// progress stays.
+	Release(ctx context.Context, id idempotency.ID, claimID string) error
 	// TTL is how long a record lives after its claim, and after an update
 	// that restarts its expiry (Options.TTL).
 	TTL() time.Duration
@@ -31,61 +50,25 @@ type Store interface {
 }
 
 // GroupCounter counts the records of a group (Record.Group). Both stores
-// (dynamostore.Store and MemoryStore) are one; a Store of your own need not
-// be, unless its caller counts (internal/upload does when it caps a
-// tenant's multipart uploads).
+// are one; a Store of your own need not be, unless its caller counts (the
+// upload service does when it caps a tenant's multipart uploads).
 type GroupCounter interface {
-	CountGroup(ctx context.Context, group string, except ID) (int, error)
-}
-
-// Defaults of Options.
-const (
-	// DefaultTTL is how long a record lives after its claim.
-	DefaultTTL = 24 * time.Hour
-	// DefaultLease is how long an in-progress claim blocks its key when the
-	// claim does not ask for a lease of its own (Record.Lease).
-	DefaultLease = 30 * time.Second
-)
-
-// Options configure a dynamostore.Store or a MemoryStore.
-type Options struct {
-	// TTL is how long a record lives after it is claimed (and after an
-	// update that asks to restart it). Defaults to DefaultTTL.
-	TTL time.Duration
-	// Lease is how long an in-progress claim blocks other requests before it
-	// may be taken over, unless the claim sets Record.Lease. Defaults to
-	// DefaultLease.
-	Lease time.Duration
-	// Now is the clock. Defaults to time.Now.
-	Now func() time.Time
-	// Schema names the table's key and attributes (dynamostore.Store only).
-	// Defaults to DefaultSchema; each empty field takes its default.
-	Schema Schema
-}
-
-// NewOptions returns the defaults with optFns applied, as both stores
-// take them.
-func NewOptions(optFns []func(*Options)) Options {
-	o := Options{TTL: DefaultTTL, Lease: DefaultLease, Now: time.Now}
-	for _, fn := range optFns {
-		fn(&o)
-	}
-	return o
+	CountGroup(ctx context.Context, group string, except idempotency.ID) (int, error)
 }
 
 // Stamp sets what a claim at now records besides the caller's fields:
 // timestamps, expiry, the lease of an in-progress claim, and a non-nil Data.
 // Times have the precision they are stored with.
-func (o *Options) Stamp(rec Record, now time.Time) Record {
-	rec.CreatedAt, rec.UpdatedAt = truncMillis(now), truncMillis(now)
+func Stamp(o *idempotency.Options, rec Record, now time.Time) Record {
+	rec.CreatedAt, rec.UpdatedAt = TruncMillis(now), TruncMillis(now)
 	rec.ExpiresAt = time.Unix(now.Add(o.TTL).Unix(), 0)
 	rec.LeaseExpiresAt = time.Time{}
-	if rec.State == StateInProgress {
+	if rec.State == idempotency.StateInProgress {
 		lease := o.Lease
 		if rec.Lease > 0 {
 			lease = rec.Lease
 		}
-		rec.LeaseExpiresAt = truncMillis(now.Add(lease))
+		rec.LeaseExpiresAt = TruncMillis(now.Add(lease))
 	}
 	rec.Lease = 0
 	if rec.Data.m == nil {
@@ -94,41 +77,63 @@ func (o *Options) Stamp(rec Record, now time.Time) Record {
 	return rec
 }
 
-// ClaimResult says how a claim ended.
-type ClaimResult struct {
-	// Record is the new record, or for a replay the one that holds the key.
-	Record Record
-	// Replayed is true when an earlier claim with the same fingerprint holds
-	// the key: answer with Record.Response instead of doing the work again.
-	Replayed bool
+// Holds reports whether holder keeps its key from a claim at now: it is
+// live and not an in-progress claim whose lease ran out. It is the
+// condition dynamostore's claim writes, for the store that judges in
+// memory.
+func Holds(holder Record, now time.Time) bool {
+	return !holder.Expired(now) &&
+		(holder.State != idempotency.StateInProgress || !holder.LeaseExpiresAt.Before(TruncMillis(now)))
 }
 
 // JudgeHolder decides what a claimant of rec gets when holder, live at now,
-// has the key: both stores answer with it, and pkg/idempotency's JudgeClaim
-// lends it to stores of their own.
+// has the key, as idempotency.JudgeClaim does, with the whole holder in
+// the answer and in a conflict.
 func JudgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
-	if holder.ClaimID == rec.ClaimID && holder.Fingerprint == rec.Fingerprint {
-		// Our own claim: the put was written but its answer lost, and the
-		// client's retry met it. The claim is ours, not a replay.
-		return ClaimResult{Record: holder}, nil
+	res, err := idempotency.JudgeClaim(rec.Record, holder.Record, now)
+	if err != nil {
+		// JudgeClaim's conflict is its own, unwrapped: asserted, not
+		// searched with errors.As, whose target would escape on every
+		// claim, replays included.
+		if conflict, ok := err.(*idempotency.ConflictError); ok {
+			return ClaimResult{}, NewConflictError(conflict.Err, holder)
+		}
+		return ClaimResult{}, err
 	}
-	if holder.Fingerprint != rec.Fingerprint {
-		return ClaimResult{}, &ConflictError{Err: ErrKeyReused, Existing: holder}
+	return ClaimResult{Record: holder, Replayed: res.Replayed}, nil
+}
+
+// Claim is idempotency.Store's Claim on s: rec claimed in progress, with
+// no data of its own.
+func Claim(ctx context.Context, s Store, rec idempotency.Record) (idempotency.ClaimResult, error) {
+	if rec.State != "" && rec.State != idempotency.StateInProgress {
+		return idempotency.ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed; a claim is in progress", rec.ID, rec.State)
 	}
-	if holder.State == StateInProgress {
-		wait := time.Duration(RetryAfterSeconds(holder.LeaseExpiresAt.Sub(now))) * time.Second
-		return ClaimResult{}, &InProgressError{RetryAfter: wait}
-	}
-	return ClaimResult{Record: holder, Replayed: true}, nil
+	rec.State = idempotency.StateInProgress
+	res, err := s.ClaimRecord(ctx, Record{Record: rec})
+	return idempotency.ClaimResult{Record: res.Record.Record, Replayed: res.Replayed}, err
+}
+
+// Get is idempotency.Store's Get on s.
+func Get(ctx context.Context, s Store, id idempotency.ID) (idempotency.Record, error) {
+	r, err := s.GetRecord(ctx, id)
+	return r.Record, err
+}
+
+// Complete is idempotency.Store's Complete on s: an Update to
+// idempotency.StateCompleted with resp.
+func Complete(ctx context.Context, s Store, id idempotency.ID, claimID string, resp idempotency.Response) (idempotency.Record, error) {
+	r, err := s.Update(ctx, id, claimID, Update{State: idempotency.StateCompleted, Response: &resp})
+	return r.Record, err
 }
 
 // Update is a conditional change to a live record of one claim.
 type Update struct {
 	// State is the new state: any state but StateInProgress. StateCompleted
 	// and StateAborted are final: no update moves a record out of them.
-	State State
+	State idempotency.State
 	// Response, if not nil, replaces the recorded response.
-	Response *Response
+	Response *idempotency.Response
 	// Data, if not nil, holds fields to set (merged into the record's
 	// Data): a struct with dynamodbav tags or a map[string]any, encoded as
 	// NewData encodes it (omitempty leaves a field as it is).
@@ -151,7 +156,7 @@ type Update struct {
 	// From, if set, is the state the record must be in, or the update fails
 	// with ErrMismatch: an update that only means to renew a record never
 	// undoes a state another request set meanwhile.
-	From State
+	From idempotency.State
 	// RestartExpiry sets the record to expire one TTL from now.
 	RestartExpiry bool
 	// Revive applies the update to the claim's record even if it has
@@ -177,7 +182,7 @@ type EncodedUpdate struct {
 
 // Encode encodes u's fields, and refuses an update no store may apply.
 func (u Update) Encode() (EncodedUpdate, error) {
-	if u.State == "" || u.State == StateInProgress {
+	if u.State == "" || u.State == idempotency.StateInProgress {
 		return EncodedUpdate{}, fmt.Errorf("state %q is not a target", u.State)
 	}
 	enc := EncodedUpdate{Update: u}
@@ -230,25 +235,79 @@ func checkName(k string) error {
 
 // UpdateRefusal says why an update of (id, claimID) at now found old (nil:
 // no record) instead of a record it could change. Both stores use it.
-func UpdateRefusal(id ID, claimID string, u Update, old *Record, now time.Time) error {
+func UpdateRefusal(id idempotency.ID, claimID string, u Update, old *Record, now time.Time) error {
 	switch {
 	case old == nil || old.Expired(now) && !u.Revive || old.ClaimID != claimID:
-		return fmt.Errorf("update %s claim %s: %w", id, claimID, ErrNotFound)
-	case old.State == StateCompleted:
-		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAlreadyCompleted, Existing: *old})
+		return fmt.Errorf("update %s claim %s: %w", id, claimID, idempotency.ErrNotFound)
+	case old.State == idempotency.StateCompleted:
+		return fmt.Errorf("update %s: %w", id, NewConflictError(idempotency.ErrAlreadyCompleted, *old))
 	case old.State == StateAborted:
-		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrAborted, Existing: *old})
+		return fmt.Errorf("update %s: %w", id, NewConflictError(ErrAborted, *old))
 	default:
-		return fmt.Errorf("update %s: %w", id, &ConflictError{Err: ErrMismatch, Existing: *old})
+		return fmt.Errorf("update %s: %w", id, NewConflictError(ErrMismatch, *old))
 	}
 }
+
+// Admits reports whether u may change r, the record of id at now, for
+// claimID: the conditions dynamostore's update writes, for the store that
+// checks them in memory.
+func (u EncodedUpdate) Admits(r Record, claimID string, now time.Time) bool {
+	if r.Expired(now) && !u.Revive || r.ClaimID != claimID ||
+		r.State == idempotency.StateCompleted || r.State == StateAborted ||
+		u.From != "" && r.State != u.From {
+		return false
+	}
+	for _, f := range u.RequireValues {
+		if got, ok := r.Data.m[f.Name]; !ok || !sameValue(got, f.Value) {
+			return false
+		}
+	}
+	for _, f := range u.AbsentOrEqualValues {
+		if got, ok := r.Data.m[f.Name]; ok && !sameValue(got, f.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// Apply returns r with u applied at now, for a store with ttl: the
+// writes dynamostore's update makes, for the store that makes them in
+// memory. r is not changed.
+func (u EncodedUpdate) Apply(r Record, now time.Time, ttl time.Duration) Record {
+	r = Clone(r)
+	r.State, r.UpdatedAt, r.LeaseExpiresAt = u.State, TruncMillis(now), time.Time{}
+	if u.State == idempotency.StateCompleted || u.State == StateAborted {
+		r.Group = ""
+	}
+	if u.Response != nil {
+		r.Response = idempotency.Response{Body: append([]byte(nil), u.Response.Body...)}
+	}
+	if u.RestartExpiry {
+		r.ExpiresAt = time.Unix(now.Add(ttl).Unix(), 0)
+	}
+	maps.Copy(r.Data.m, u.SetValues)
+	for _, k := range u.RemoveNames {
+		delete(r.Data.m, k)
+	}
+	return r
+}
+
+// Clone returns a copy of r that shares no memory with it.
+func Clone(r Record) Record {
+	r.Data = r.Data.clone()
+	r.Response.Body = append([]byte(nil), r.Response.Body...)
+	return r
+}
+
+// TruncMillis is t with the millisecond precision the table stores.
+func TruncMillis(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
 // Classify marks an AWS error that a later retry can cure (see Transient)
 // with ErrUnavailable, which an API answers with a 503; other errors are
 // returned as they are.
 func Classify(err error) error {
 	if Transient(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", idempotency.ErrUnavailable, err)
 	}
 	return err
 }

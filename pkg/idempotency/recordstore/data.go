@@ -2,8 +2,6 @@ package recordstore
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"math/big"
@@ -144,39 +142,4 @@ func sameSet[T any](a, b []T, cmp func(T, T) int) bool {
 	}
 	a, b = slices.SortedFunc(slices.Values(a), cmp), slices.SortedFunc(slices.Values(b), cmp)
 	return slices.EqualFunc(a, b, func(x, y T) bool { return cmp(x, y) == 0 })
-}
-
-// Sum256 is a SHA-256 in lower-case hex, as an API states it, stored as
-// its 32 bytes (half the size); a former record's hex string reads too.
-// Records code their attribute values here, so a caller's field that needs
-// its own form (internal/upload's digests) takes this type.
-type Sum256 string
-
-// MarshalDynamoDBAttributeValue stores the sum as binary. Anything but 64
-// lower-case hex characters (internal/upload's validateCreate and
-// checkDeclaration let none through) is stored as the string it is, so
-// nothing is lost.
-func (s Sum256) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
-	if len(s) != 2*sha256.Size || strings.ToLower(string(s)) != string(s) {
-		return &types.AttributeValueMemberS{Value: string(s)}, nil
-	}
-	b, err := hex.DecodeString(string(s))
-	if err != nil {
-		return &types.AttributeValueMemberS{Value: string(s)}, nil
-	}
-	return &types.AttributeValueMemberB{Value: b}, nil
-}
-
-// UnmarshalDynamoDBAttributeValue reads the binary form and the string
-// form of former records.
-func (s *Sum256) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberB:
-		*s = Sum256(hex.EncodeToString(v.Value))
-	case *types.AttributeValueMemberS:
-		*s = Sum256(v.Value)
-	default:
-		return fmt.Errorf("sha256: want binary or string, got %T", av)
-	}
-	return nil
 }

@@ -1,16 +1,19 @@
-package recordstore
+package tableitem
 
 import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // DecodeStreamImage reads a record from an image of the table's stream, as
-// Lambda delivers it (aws-lambda-go's attribute values), by the same code
-// as DecodeItem: this package is the one place the table's items, and
-// their images, are decoded.
-func (s Schema) DecodeStreamImage(image map[string]events.DynamoDBAttributeValue) (Record, error) {
-	return s.DecodeItem(sdkImage(image))
+// Lambda delivers it (aws-lambda-go's attribute values), by the store's
+// own decoder (recordstore.DecodeItem), so a reader of the stream sees the
+// record the store does.
+func DecodeStreamImage(s idempotency.Schema, image map[string]events.DynamoDBAttributeValue) (recordstore.Record, error) {
+	return recordstore.DecodeItem(s, sdkImage(image))
 }
 
 // sdkImage converts a stream image from aws-lambda-go's attribute values to

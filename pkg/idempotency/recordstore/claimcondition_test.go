@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // acceptedPuts accepts every PutItem and keeps what was sent.
@@ -35,11 +35,11 @@ func (a *acceptedPuts) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ .
 func TestClaimConditionIsBuiltOncePerStore(t *testing.T) {
 	c := newClock()
 	sent := &acceptedPuts{}
-	st := dynamostore.New(sent, "table", func(o *recordstore.Options) { o.Now = c.Now }, singleTable)
+	st := dynamostore.New(sent, "table", func(o *idempotency.Options) { o.Now = c.Now }, singleTable)
 	var at []time.Time
 	for i := range 2 {
 		at = append(at, c.Now())
-		mustClaim(t, st, pending(recordstore.NewID("tenant-a", fmt.Sprintf("key-%d", i)), "claim", "fp", `{}`))
+		mustClaim(t, st, pending(idempotency.NewID("tenant-a", fmt.Sprintf("key-%d", i)), "claim", "fp", `{}`))
 		c.Advance(1500 * time.Millisecond)
 	}
 	first, second := sent.puts[0], sent.puts[1]
@@ -64,7 +64,7 @@ func TestClaimConditionIsBuiltOncePerStore(t *testing.T) {
 			}
 		}
 		slices.Sort(got)
-		want := []string{"N " + strconv.FormatInt(at[i].UnixMilli(), 10), "N " + strconv.FormatInt(at[i].Unix(), 10), "S " + string(recordstore.StateInProgress)}
+		want := []string{"N " + strconv.FormatInt(at[i].UnixMilli(), 10), "N " + strconv.FormatInt(at[i].Unix(), 10), "S " + string(idempotency.StateInProgress)}
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("claim %d at %v: condition values %v, want %v", i, at[i], got, want)

@@ -1,4 +1,4 @@
-package recordstore
+package tableitem
 
 import (
 	"strings"

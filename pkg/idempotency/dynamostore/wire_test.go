@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // The JSON an item travels in is DynamoDB's: one type member per value,
@@ -23,12 +24,7 @@ import (
 // SDK's client sends a claim's PutItem.
 func TestItemWireForm(t *testing.T) {
 	now := time.UnixMilli(1_750_000_000_123)
-	rec := recordstore.Record{
-		ID: recordstore.NewID("tenant-a", "client-key-0001"), Tenant: "tenant-a", ClaimID: "0123456789abcdef0123456789abcdef",
-		Fingerprint: "8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f", State: recordstore.StatePending,
-		Response:  recordstore.Response{Body: []byte(`{"uploadId":"u-1","status":"pending","upload":{"method":"PUT"}}`)},
-		CreatedAt: now, UpdatedAt: now,
-	}
+	rec := recordstore.Record{Record: idempotency.Record{ID: idempotency.NewID("tenant-a", "client-key-0001"), Tenant: "tenant-a", ClaimID: "0123456789abcdef0123456789abcdef", Fingerprint: "8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f8c2e1f0a6b3d4e5f", State: recordstore.StatePending, Response: idempotency.Response{Body: []byte(`{"uploadId":"u-1","status":"pending","upload":{"method":"PUT"}}`)}, CreatedAt: now, UpdatedAt: now}}
 	var sent []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if target := r.Header.Get("X-Amz-Target"); target != "DynamoDB_20120810.PutItem" {
@@ -43,8 +39,8 @@ func TestItemWireForm(t *testing.T) {
 		Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 	// The clock and TTL make the claim stamp rec's own times.
-	store := dynamostore.New(client, "t", func(o *recordstore.Options) { o.Now = func() time.Time { return rec.CreatedAt } })
-	if res, err := store.Claim(context.Background(), rec); err != nil || res.Replayed {
+	store := dynamostore.New(client, "t", func(o *idempotency.Options) { o.Now = func() time.Time { return rec.CreatedAt } })
+	if res, err := store.ClaimRecord(context.Background(), rec); err != nil || res.Replayed {
 		t.Fatalf("claim = %+v, %v", res, err)
 	}
 

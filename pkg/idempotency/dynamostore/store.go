@@ -1,7 +1,24 @@
-// Package dynamostore is the record store on a DynamoDB table: the one
-// package of the engine (internal/recordstore) that calls the DynamoDB
-// client, so that code that only reads the table's items (the events
-// function, decoding stream images) links no DynamoDB client.
+// Package dynamostore is an [idempotency.Store] on a DynamoDB table,
+// through the SDK's own client (any [DynamoDBAPI], so the client's
+// middleware, endpoint and retry settings apply):
+//
+//	store := dynamostore.New(dynamodb.NewFromConfig(cfg), "idempotency")
+//	handler := idempotency.MakeIdempotent(store, charge, opts)
+//
+// The table is laid out as its [idempotency.Schema] says: by default a
+// string partition key "pk" and the TTL attribute "expires_at". Every call
+// is one round trip: a claim is one conditional PutItem that asks for the
+// holder with ReturnValuesOnConditionCheckFailure=ALL_OLD, so its replay
+// is too ([Store.ClaimRecord] says how); Get is a consistent GetItem,
+// Complete a conditional UpdateItem, Release a conditional DeleteItem.
+// Records are encoded with feature/dynamodb/attributevalue and the
+// conditions with feature/dynamodb/expression.
+//
+// The same Store is a [recordstore.Store], for records that carry fields
+// of their own, states beyond completed, conditional updates and groups
+// (the upload service's records): it is the one package of that engine
+// that calls a DynamoDB client, so code that only reads the table's items
+// (a stream consumer) links none.
 package dynamostore
 
 import (
@@ -17,10 +34,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 var (
+	_ idempotency.Store        = (*Store)(nil)
 	_ recordstore.Store        = (*Store)(nil)
 	_ recordstore.GroupCounter = (*Store)(nil)
 )
@@ -39,13 +58,13 @@ type DynamoDBAPI interface {
 
 var _ DynamoDBAPI = (*dynamodb.Client)(nil)
 
-// Store is a recordstore.Store on one DynamoDB table, laid out as its
-// Schema says: by default a string partition key "pk" and the TTL
-// attribute "expires_at".
+// Store is the store on one DynamoDB table: an idempotency.Store (Claim,
+// Get, Complete, Release) and a recordstore.Store (ClaimRecord,
+// GetRecord, Update, CountGroup) on the same items.
 type Store struct {
 	client DynamoDBAPI
 	table  string
-	opts   recordstore.Options
+	opts   idempotency.Options
 	schema *recordstore.Codec
 	// claimNames are claimCondition's attribute names, built once: the
 	// SDK only reads them, so every claim shares them.
@@ -54,12 +73,29 @@ type Store struct {
 
 // New returns a store on table. A Schema whose names collide
 // makes every operation fail with the error of Schema.Validate.
-func New(client DynamoDBAPI, table string, optFns ...func(*recordstore.Options)) *Store {
-	opts := recordstore.NewOptions(optFns)
+func New(client DynamoDBAPI, table string, optFns ...func(*idempotency.Options)) *Store {
+	opts := idempotency.NewOptions(optFns...)
 	s := &Store{client: client, table: table, opts: opts, schema: recordstore.NewCodec(opts.Schema)}
 	s.claimNames = map[string]string{"#0": s.schema.PartitionKey, "#1": s.schema.ExpiresAt,
 		"#2": s.schema.State, "#3": s.schema.LeaseExpiresAt}
 	return s
+}
+
+// Claim is idempotency.Store's Claim: one ClaimRecord of rec in
+// progress (see recordstore.Claim).
+func (s *Store) Claim(ctx context.Context, rec idempotency.Record) (idempotency.ClaimResult, error) {
+	return recordstore.Claim(ctx, s, rec)
+}
+
+// Get is idempotency.Store's Get: one GetRecord.
+func (s *Store) Get(ctx context.Context, id idempotency.ID) (idempotency.Record, error) {
+	return recordstore.Get(ctx, s, id)
+}
+
+// Complete is idempotency.Store's Complete: one Update (see
+// recordstore.Complete).
+func (s *Store) Complete(ctx context.Context, id idempotency.ID, claimID string, resp idempotency.Response) (idempotency.Record, error) {
+	return recordstore.Complete(ctx, s, id, claimID, resp)
 }
 
 // TTL is Options.TTL.
@@ -68,7 +104,7 @@ func (s *Store) TTL() time.Duration { return s.opts.TTL }
 // Now is Options.Now's time.
 func (s *Store) Now() time.Time { return s.opts.Now() }
 
-// Claim writes rec as the holder of rec.ID in one conditional PutItem. The
+// ClaimRecord writes rec as the holder of rec.ID in one conditional PutItem. The
 // caller fills ID, Tenant, ClaimID (unique per claim), Fingerprint, Data and
 // either State=StatePending with Response (or none, for a caller that keeps
 // what it answers with in Data), or State=StateInProgress (the
@@ -83,8 +119,8 @@ func (s *Store) Now() time.Time { return s.opts.Now() }
 // one more, strongly consistent, GetItem (conditionFailureItem). This is
 // the one place the claim's round trip is explained; the packages built on
 // it say only that it is one.
-func (s *Store) Claim(ctx context.Context, rec recordstore.Record) (recordstore.ClaimResult, error) {
-	if rec.State != recordstore.StatePending && rec.State != recordstore.StateInProgress {
+func (s *Store) ClaimRecord(ctx context.Context, rec recordstore.Record) (recordstore.ClaimResult, error) {
+	if rec.State != recordstore.StatePending && rec.State != idempotency.StateInProgress {
 		return recordstore.ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed", rec.ID, rec.State)
 	}
 	if s.schema.Err != nil {
@@ -96,7 +132,7 @@ func (s *Store) Claim(ctx context.Context, rec recordstore.Record) (recordstore.
 		now := s.opts.Now()
 		// Stamp a copy: stamping consumes rec.Lease, which the second
 		// attempt needs as much as the first.
-		stamped := s.opts.Stamp(rec, now)
+		stamped := recordstore.Stamp(&s.opts, rec, now)
 		item, err := s.schema.EncodeItem(stamped)
 		if err != nil {
 			return recordstore.ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
@@ -137,7 +173,7 @@ func (s *Store) Claim(ctx context.Context, rec recordstore.Record) (recordstore.
 const claimCondition = "(attribute_not_exists (#0)) OR (#1 < :0) OR ((#2 = :1) AND (#3 < :2))"
 
 // inProgressValue is StateInProgress as stored; the SDK only reads it.
-var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: string(recordstore.StateInProgress)}
+var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: string(idempotency.StateInProgress)}
 
 // claimValues are claimCondition's values at now: expiry in seconds and
 // leases in milliseconds, as they are stored.
@@ -151,7 +187,7 @@ func claimValues(now time.Time) map[string]types.AttributeValue {
 // from the error when the server honoured ALL_OLD, else from one consistent
 // GetItem. It returns (nil, nil) when no item exists. Any other error is
 // returned classified.
-func (s *Store) conditionFailureItem(ctx context.Context, id recordstore.ID, err error) (*recordstore.Record, error) {
+func (s *Store) conditionFailureItem(ctx context.Context, id idempotency.ID, err error) (*recordstore.Record, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return nil, recordstore.Classify(err)
@@ -174,7 +210,7 @@ func (s *Store) conditionFailureItem(ctx context.Context, id recordstore.ID, err
 	return &r, nil
 }
 
-func (s *Store) getItem(ctx context.Context, id recordstore.ID) (map[string]types.AttributeValue, error) {
+func (s *Store) getItem(ctx context.Context, id idempotency.ID) (map[string]types.AttributeValue, error) {
 	if s.schema.Err != nil {
 		return nil, s.schema.Err
 	}
@@ -189,22 +225,22 @@ func (s *Store) getItem(ctx context.Context, id recordstore.ID) (map[string]type
 	return out.Item, nil
 }
 
-// Get returns the live record of id with one strongly consistent read, or
-// ErrNotFound.
-func (s *Store) Get(ctx context.Context, id recordstore.ID) (recordstore.Record, error) {
+// GetRecord returns the live record of id with one strongly consistent
+// read, or idempotency.ErrNotFound.
+func (s *Store) GetRecord(ctx context.Context, id idempotency.ID) (recordstore.Record, error) {
 	av, err := s.getItem(ctx, id)
 	if err != nil {
 		return recordstore.Record{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	if len(av) == 0 {
-		return recordstore.Record{}, fmt.Errorf("get %s: %w", id, recordstore.ErrNotFound)
+		return recordstore.Record{}, fmt.Errorf("get %s: %w", id, idempotency.ErrNotFound)
 	}
 	r, err := s.schema.DecodeItem(av)
 	if err != nil {
 		return recordstore.Record{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	if r.Expired(s.opts.Now()) {
-		return recordstore.Record{}, fmt.Errorf("get %s: expired: %w", id, recordstore.ErrNotFound)
+		return recordstore.Record{}, fmt.Errorf("get %s: expired: %w", id, idempotency.ErrNotFound)
 	}
 	return r, nil
 }
@@ -215,7 +251,7 @@ func (s *Store) Get(ctx context.Context, id recordstore.ID) (recordstore.Record,
 // claim), a *ConflictError wrapping ErrAlreadyCompleted or ErrAborted when
 // the record is already in that final state (a duplicate), or wrapping
 // ErrMismatch when Require, RequireAbsentOrEqual or From does not hold.
-func (s *Store) Update(ctx context.Context, id recordstore.ID, claimID string, u recordstore.Update) (recordstore.Record, error) {
+func (s *Store) Update(ctx context.Context, id idempotency.ID, claimID string, u recordstore.Update) (recordstore.Record, error) {
 	enc, err := u.Encode()
 	if err != nil {
 		return recordstore.Record{}, fmt.Errorf("update %s: %w", id, err)
@@ -257,15 +293,15 @@ func (s *Store) Update(ctx context.Context, id recordstore.ID, claimID string, u
 func name(n string) expression.NameBuilder { return expression.NameNoDotSplit(n) }
 
 // dataName is the caller's field k inside the data map.
-func dataName(k string) expression.NameBuilder { return name(recordstore.AttrData).AppendName(name(k)) }
+func dataName(k string) expression.NameBuilder { return name(idempotency.AttrData).AppendName(name(k)) }
 
 // updateExpression is u as an update of claimID's record at now, on the
 // condition that the record is that claim's, not final, live (unless
 // u.Revive) and holds u.Require and u.RequireAbsentOrEqual.
 func (s *Store) updateExpression(u recordstore.EncodedUpdate, claimID string, now time.Time) (expression.Expression, error) {
 	state := name(s.schema.State)
-	cond := name(recordstore.AttrClaimID).Equal(expression.Value(claimID)).
-		And(state.NotEqual(expression.Value(recordstore.StateCompleted)), state.NotEqual(expression.Value(recordstore.StateAborted)))
+	cond := name(idempotency.AttrClaimID).Equal(expression.Value(claimID)).
+		And(state.NotEqual(expression.Value(idempotency.StateCompleted)), state.NotEqual(expression.Value(recordstore.StateAborted)))
 	if !u.Revive {
 		cond = cond.And(name(s.schema.ExpiresAt).GreaterThanEqual(expression.Value(recordstore.EpochSeconds(now))))
 	}
@@ -281,9 +317,9 @@ func (s *Store) updateExpression(u recordstore.EncodedUpdate, claimID string, no
 	}
 	// Neither target state has a lease.
 	set := expression.Set(state, expression.Value(u.State)).
-		Set(name(recordstore.AttrUpdated), expression.Value(recordstore.EpochMillis(now))).
+		Set(name(idempotency.AttrUpdatedAt), expression.Value(recordstore.EpochMillis(now))).
 		Remove(name(s.schema.LeaseExpiresAt))
-	if u.State == recordstore.StateCompleted || u.State == recordstore.StateAborted {
+	if u.State == idempotency.StateCompleted || u.State == recordstore.StateAborted {
 		// A finished record leaves its group (and the sparse index) in the
 		// write that finishes it.
 		set = set.Remove(name(s.schema.Group))
@@ -306,13 +342,13 @@ func (s *Store) updateExpression(u recordstore.EncodedUpdate, claimID string, no
 // Release deletes the in-progress claim (id, claimID) so the key is free at
 // once, for work that failed before it recorded a response. Releasing a
 // claim that is gone, taken over or no longer in progress does nothing.
-func (s *Store) Release(ctx context.Context, id recordstore.ID, claimID string) error {
+func (s *Store) Release(ctx context.Context, id idempotency.ID, claimID string) error {
 	if s.schema.Err != nil {
 		return fmt.Errorf("release %s: %w", id, s.schema.Err)
 	}
 	cond, err := expression.NewBuilder().WithCondition(
-		name(recordstore.AttrClaimID).Equal(expression.Value(claimID)).
-			And(name(s.schema.State).Equal(expression.Value(recordstore.StateInProgress)))).Build()
+		name(idempotency.AttrClaimID).Equal(expression.Value(claimID)).
+			And(name(s.schema.State).Equal(expression.Value(idempotency.StateInProgress)))).Build()
 	if err != nil {
 		return fmt.Errorf("release %s: %w", id, err)
 	}
@@ -346,7 +382,7 @@ func (s *Store) Release(ctx context.Context, id recordstore.ID, claimID string) 
 // records of this size). The index is eventually consistent, as every
 // global secondary index is: a record claimed an instant ago may not be
 // counted yet, and one finished an instant ago may still be.
-func (s *Store) CountGroup(ctx context.Context, group string, except recordstore.ID) (int, error) {
+func (s *Store) CountGroup(ctx context.Context, group string, except idempotency.ID) (int, error) {
 	if s.schema.Err != nil {
 		return 0, fmt.Errorf("count group: %w", s.schema.Err)
 	}

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 type clock = testenv.Clock
@@ -29,12 +31,12 @@ type storeFactory func(t *testing.T, c *clock) recordstore.Store
 // factories are the stores every conformance case runs against: the real
 // one on a real local DynamoDB, and the in-memory one that must match it.
 func factories() map[string]storeFactory {
-	opts := func(c *clock) func(*recordstore.Options) {
-		return func(o *recordstore.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, c.Now }
+	opts := func(c *clock) func(*idempotency.Options) {
+		return func(o *idempotency.Options) { o.TTL, o.Lease, o.Now = testTTL, testLease, c.Now }
 	}
 	return map[string]storeFactory{
 		"memory": func(t *testing.T, c *clock) recordstore.Store {
-			return recordstore.NewMemoryStore(opts(c))
+			return memorystore.New(opts(c))
 		},
 		"dynoxide": func(t *testing.T, c *clock) recordstore.Store {
 			client := testenv.DynamoClient(sharedDynoxide(t), nil)
@@ -58,8 +60,8 @@ func factories() map[string]storeFactory {
 // singleTable lays records out as a single-table design would, with
 // Powertools' attribute names, "status" among them (a reserved word), and
 // a design's generic index for groups.
-func singleTable(o *recordstore.Options) {
-	o.Schema = recordstore.Schema{
+func singleTable(o *idempotency.Options) {
+	o.Schema = idempotency.Schema{
 		PartitionKey: "PK", SortKey: "SK", StaticPartitionValue: "ORDERS", KeyPrefix: "IDEMPOTENCY#",
 		ExpiresAt: "expiration", LeaseExpiresAt: "in_progress_expiration", State: "status",
 		ResponseBody: "result", Fingerprint: "validation", Group: "GSI1PK", GroupIndex: "GSI1",
@@ -76,7 +78,7 @@ func inGroup(rec recordstore.Record, group string) recordstore.Record {
 }
 
 // wantCount checks what CountGroup says of group, leaving out except.
-func wantCount(t *testing.T, st recordstore.Store, group string, except recordstore.ID, want int) {
+func wantCount(t *testing.T, st recordstore.Store, group string, except idempotency.ID, want int) {
 	t.Helper()
 	got, err := st.(recordstore.GroupCounter).CountGroup(context.Background(), group, except)
 	if err != nil || got != want {
@@ -108,21 +110,17 @@ func isS(d recordstore.Data, name, want string) bool {
 	return ok && v == want
 }
 
-func pending(id recordstore.ID, claim, fp, body string) recordstore.Record {
-	return recordstore.Record{
-		ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StatePending,
-		Response: recordstore.Response{Body: []byte(body)},
-		Data:     mustData(map[string]any{"size": "42", "object": "uploads/x"}),
-	}
+func pending(id idempotency.ID, claim, fp, body string) recordstore.Record {
+	return recordstore.Record{Record: idempotency.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StatePending, Response: idempotency.Response{Body: []byte(body)}}, Data: mustData(map[string]any{"size": "42", "object": "uploads/x"})}
 }
 
-func inProgress(id recordstore.ID, claim, fp string) recordstore.Record {
-	return recordstore.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: recordstore.StateInProgress}
+func inProgress(id idempotency.ID, claim, fp string) recordstore.Record {
+	return recordstore.Record{Record: idempotency.Record{ID: id, Tenant: "tenant-a", ClaimID: claim, Fingerprint: fp, State: idempotency.StateInProgress}}
 }
 
 func mustClaim(t *testing.T, st recordstore.Store, rec recordstore.Record) recordstore.ClaimResult {
 	t.Helper()
-	res, err := st.Claim(context.Background(), rec)
+	res, err := st.ClaimRecord(context.Background(), rec)
 	if err != nil {
 		t.Fatalf("Claim(%s): %v", rec.ClaimID, err)
 	}
@@ -133,7 +131,7 @@ func TestStoreConformance(t *testing.T) {
 	ctx := context.Background()
 	cases := map[string]func(t *testing.T, st recordstore.Store, c *clock){
 		"claim then replay": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-claim-replay")
+			id := idempotency.NewID("tenant-a", "key-claim-replay")
 			first := mustClaim(t, st, pending(id, "c1", "fp", `{"n":1}`))
 			if first.Replayed {
 				t.Fatal("first claim replayed")
@@ -149,32 +147,32 @@ func TestStoreConformance(t *testing.T) {
 			if !again.Record.ExpiresAt.Equal(first.Record.ExpiresAt) {
 				t.Errorf("a replay moved the expiry: %v -> %v", first.Record.ExpiresAt, again.Record.ExpiresAt)
 			}
-			got, err := st.Get(ctx, id)
+			got, err := st.GetRecord(ctx, id)
 			if err != nil || got.ClaimID != "c1" || !isS(got.Data, "size", "42") || got.Tenant != "tenant-a" {
 				t.Fatalf("Get = %+v, %v", got, err)
 			}
 		},
 		"another fingerprint is a reuse": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-reuse")
+			id := idempotency.NewID("tenant-a", "key-reuse")
 			mustClaim(t, st, pending(id, "c1", "fp-1", `{}`))
-			_, err := st.Claim(ctx, pending(id, "c2", "fp-2", `{}`))
+			_, err := st.ClaimRecord(ctx, pending(id, "c2", "fp-2", `{}`))
 			var conflict *recordstore.ConflictError
-			if !errors.Is(err, recordstore.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
+			if !errors.Is(err, idempotency.ErrKeyReused) || !errors.As(err, &conflict) || conflict.Existing.ClaimID != "c1" {
 				t.Fatalf("err = %v, want ErrKeyReused naming c1", err)
 			}
 		},
 		"expired record is absent and claimable": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-expiry")
+			id := idempotency.NewID("tenant-a", "key-expiry")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL)
-			if _, err := st.Get(ctx, id); err != nil {
+			if _, err := st.GetRecord(ctx, id); err != nil {
 				t.Fatalf("Get at exactly the expiry second: %v, want the record", err)
 			}
 			c.Advance(time.Second)
-			if _, err := st.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.GetRecord(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("Get after expiry: %v, want ErrNotFound", err)
 			}
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted}); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("Update after expiry: %v, want ErrNotFound", err)
 			}
 			// Another fingerprint may claim it: the old claim no longer exists.
@@ -184,33 +182,33 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"revive completes the claim's own expired record, never a newer claim": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-revive")
+			id := idempotency.NewID("tenant-a", "key-revive")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			done, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true})
-			if err != nil || done.State != recordstore.StateCompleted || done.Expired(c.Now()) {
+			done, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true})
+			if err != nil || done.State != idempotency.StateCompleted || done.Expired(c.Now()) {
 				t.Fatalf("revive: %+v %v", done, err)
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateCompleted {
+			if got, err := st.GetRecord(ctx, id); err != nil || got.State != idempotency.StateCompleted {
 				t.Fatalf("Get after revive: %+v %v", got, err)
 			}
 			c.Advance(testTTL + time.Second)
 			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
 			c.Advance(testTTL + time.Second)
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("revive of an older claim over a newer one: %v, want ErrNotFound", err)
 			}
 		},
 		"in progress blocks, then the lease can be taken over": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-lease")
+			id := idempotency.NewID("tenant-a", "key-lease")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			c.Advance(3 * time.Second)
-			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
-			var ip *recordstore.InProgressError
-			if !errors.As(err, &ip) || !errors.Is(err, recordstore.ErrInProgress) || ip.RetryAfter != 7*time.Second {
+			_, err := st.ClaimRecord(ctx, inProgress(id, "c2", "fp"))
+			var ip *idempotency.InProgressError
+			if !errors.As(err, &ip) || !errors.Is(err, idempotency.ErrInProgress) || ip.RetryAfter != 7*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 7s", err)
 			}
-			if _, err := st.Claim(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, recordstore.ErrKeyReused) {
+			if _, err := st.ClaimRecord(ctx, inProgress(id, "c2", "fp-other")); !errors.Is(err, idempotency.ErrKeyReused) {
 				t.Fatalf("other fingerprint during lease: %v, want ErrKeyReused", err)
 			}
 			c.Advance(testLease)
@@ -219,19 +217,19 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("takeover = %+v, want fresh claim c3", res)
 			}
 			// The first claimant's late work finds its claim gone.
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StatePending}); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StatePending}); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("late update of a taken-over claim: %v, want ErrNotFound", err)
 			}
 		},
 		"a claim's own lease replaces the store's": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-own-lease")
+			id := idempotency.NewID("tenant-a", "key-own-lease")
 			rec := inProgress(id, "c1", "fp")
 			rec.Lease = 3 * time.Second
 			if got := mustClaim(t, st, rec).Record; !got.LeaseExpiresAt.Equal(c.Now().Add(3*time.Second)) || got.Lease != 0 {
 				t.Fatalf("LeaseExpiresAt, Lease = %v, %v; want now+3s, 0 (not stored)", got.LeaseExpiresAt, got.Lease)
 			}
-			_, err := st.Claim(ctx, inProgress(id, "c2", "fp"))
-			var ip *recordstore.InProgressError
+			_, err := st.ClaimRecord(ctx, inProgress(id, "c2", "fp"))
+			var ip *idempotency.InProgressError
 			if !errors.As(err, &ip) || ip.RetryAfter != 3*time.Second {
 				t.Fatalf("err = %v, want InProgressError retry after 3s", err)
 			}
@@ -241,10 +239,10 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"record a response after in-progress work": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-record")
+			id := idempotency.NewID("tenant-a", "key-record")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StatePending, Response: &recordstore.Response{Body: []byte(`{"ok":true}`)},
+				State: recordstore.StatePending, Response: &idempotency.Response{Body: []byte(`{"ok":true}`)},
 				Data: map[string]any{"upload": "u-1"},
 			})
 			if err != nil || got.State != recordstore.StatePending || !got.LeaseExpiresAt.IsZero() || !isS(got.Data, "upload", "u-1") {
@@ -256,24 +254,24 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"complete once; duplicates, mismatches and strangers are refused": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-complete")
+			id := idempotency.NewID("tenant-a", "key-complete")
 			claimed := mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			c.Advance(time.Minute)
 			u := recordstore.Update{
-				State: recordstore.StateCompleted, Data: map[string]any{"etag": "abc"},
+				State: idempotency.StateCompleted, Data: map[string]any{"etag": "abc"},
 				Require: map[string]any{"size": "42"}, RestartExpiry: true,
 			}
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, Require: map[string]any{"size": "41"}}); !errors.Is(err, recordstore.ErrMismatch) {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted, Require: map[string]any{"size": "41"}}); !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("size mismatch: %v, want ErrMismatch", err)
 			}
-			if _, err := st.Update(ctx, id, "someone-else", u); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.Update(ctx, id, "someone-else", u); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("other claim id: %v, want ErrNotFound", err)
 			}
 			got, err := st.Update(ctx, id, "c1", u)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State != recordstore.StateCompleted || !isS(got.Data, "etag", "abc") || !isS(got.Data, "size", "42") {
+			if got.State != idempotency.StateCompleted || !isS(got.Data, "etag", "abc") || !isS(got.Data, "size", "42") {
 				t.Fatalf("completed record = %+v", got)
 			}
 			if want := c.Now().Add(testTTL); !got.ExpiresAt.Equal(want) || !got.ExpiresAt.After(claimed.Record.ExpiresAt) {
@@ -281,14 +279,14 @@ func TestStoreConformance(t *testing.T) {
 			}
 			var conflict *recordstore.ConflictError
 			_, err = st.Update(ctx, id, "c1", u)
-			if !errors.Is(err, recordstore.ErrAlreadyCompleted) || !errors.As(err, &conflict) || !isS(conflict.Existing.Data, "etag", "abc") {
+			if !errors.Is(err, idempotency.ErrAlreadyCompleted) || !errors.As(err, &conflict) || !isS(conflict.Existing.Data, "etag", "abc") {
 				t.Fatalf("duplicate: %v, want ErrAlreadyCompleted with the record", err)
 			}
 		},
 		"a caller's own state passes, aborted is final": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-abort")
+			id := idempotency.NewID("tenant-a", "key-abort")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			const aborting recordstore.State = "aborting" // internal/upload's state between pending and aborted
+			const aborting idempotency.State = "aborting" // internal/upload's state between pending and aborted
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{State: aborting, Data: map[string]any{"reason": "client"}})
 			if err != nil || got.State != aborting || !isS(got.Data, "reason", "client") || !isS(got.Data, "size", "42") {
 				t.Fatalf("to %s: %+v, %v", aborting, got, err)
@@ -298,20 +296,20 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("claim while %s = %+v, want a replay of it", aborting, res)
 			}
 			got, err = st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateAborted, Response: &recordstore.Response{Body: []byte(`{"status":"aborted"}`)},
+				State: recordstore.StateAborted, Response: &idempotency.Response{Body: []byte(`{"status":"aborted"}`)},
 			})
 			if err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("to aborted: %+v, %v", got, err)
 			}
-			for _, next := range []recordstore.State{recordstore.StateAborted, recordstore.StateCompleted, recordstore.StatePending, aborting} {
+			for _, next := range []idempotency.State{recordstore.StateAborted, idempotency.StateCompleted, recordstore.StatePending, aborting} {
 				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: next})
 				var conflict *recordstore.ConflictError
-				if !errors.Is(err, recordstore.ErrAborted) || errors.Is(err, recordstore.ErrAlreadyCompleted) ||
+				if !errors.Is(err, recordstore.ErrAborted) || errors.Is(err, idempotency.ErrAlreadyCompleted) ||
 					!errors.As(err, &conflict) || conflict.Existing.State != recordstore.StateAborted || conflict.Existing.ClaimID != "c1" {
 					t.Fatalf("aborted -> %s: %v, want ErrAborted with the record", next, err)
 				}
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
+			if got, err := st.GetRecord(ctx, id); err != nil || got.State != recordstore.StateAborted || string(got.Response.Body) != `{"status":"aborted"}` {
 				t.Fatalf("Get after refused updates = %+v, %v; want the aborted record unchanged", got, err)
 			}
 			if res := mustClaim(t, st, pending(id, "c3", "fp", `{}`)); !res.Replayed || res.Record.State != recordstore.StateAborted ||
@@ -320,20 +318,20 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"in progress and no state are not targets": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-targets")
+			id := idempotency.NewID("tenant-a", "key-targets")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
-			for _, bad := range []recordstore.State{recordstore.StateInProgress, ""} {
+			for _, bad := range []idempotency.State{idempotency.StateInProgress, ""} {
 				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: bad, Data: map[string]any{"x": "y"}})
-				if err == nil || errors.Is(err, recordstore.ErrNotFound) || errors.Is(err, recordstore.ErrMismatch) {
+				if err == nil || errors.Is(err, idempotency.ErrNotFound) || errors.Is(err, recordstore.ErrMismatch) {
 					t.Errorf("Update to %q: %v, want it refused as a target", bad, err)
 				}
 			}
-			if got, err := st.Get(ctx, id); err != nil || got.State != recordstore.StatePending || fieldsOf(got.Data)["x"] != nil {
+			if got, err := st.GetRecord(ctx, id); err != nil || got.State != recordstore.StatePending || fieldsOf(got.Data)["x"] != nil {
 				t.Fatalf("Get after refused updates = %+v, %v; want the record unchanged", got, err)
 			}
 		},
 		"data keeps its types": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-typed-data")
+			id := idempotency.NewID("tenant-a", "key-typed-data")
 			type meta struct {
 				ContentType string `dynamodbav:"content_type"`
 			}
@@ -358,20 +356,20 @@ func TestStoreConformance(t *testing.T) {
 			if got := decoded(mustClaim(t, st, rec).Record.Data); !reflect.DeepEqual(got, want) {
 				t.Errorf("claimed Data = %+v, want %+v", got, want)
 			}
-			if got, err := st.Get(ctx, id); err != nil || !reflect.DeepEqual(decoded(got.Data), want) {
+			if got, err := st.GetRecord(ctx, id); err != nil || !reflect.DeepEqual(decoded(got.Data), want) {
 				t.Fatalf("Get Data = %+v, %v; want %+v", decoded(got.Data), err, want)
 			}
 			// A number is not the string of its digits, nor a string the
 			// number it spells.
 			for _, v := range []any{"1048576", 1048577, false} {
-				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, Require: map[string]any{"size": v, "multipart": v}})
+				_, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted, Require: map[string]any{"size": v, "multipart": v}})
 				if !errors.Is(err, recordstore.ErrMismatch) {
 					t.Fatalf("Require of %#v: %v, want ErrMismatch", v, err)
 				}
 			}
 			// The same value as another Go type is the same number.
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{
-				State:   recordstore.StateCompleted,
+				State:   idempotency.StateCompleted,
 				Require: map[string]any{"size": uint32(1048576), "multipart": true},
 				Data:    fields{ETag: "abc", Parts: []int{1, 2, 3}},
 			})
@@ -384,30 +382,30 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"release frees only an in-progress claim of the same id": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-release")
+			id := idempotency.NewID("tenant-a", "key-release")
 			mustClaim(t, st, inProgress(id, "c1", "fp"))
 			if err := st.Release(ctx, id, "not-me"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Get(ctx, id); err != nil {
+			if _, err := st.GetRecord(ctx, id); err != nil {
 				t.Fatalf("released by a stranger: %v", err)
 			}
 			if err := st.Release(ctx, id, "c1"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Get(ctx, id); !errors.Is(err, recordstore.ErrNotFound) {
+			if _, err := st.GetRecord(ctx, id); !errors.Is(err, idempotency.ErrNotFound) {
 				t.Fatalf("after release: %v, want ErrNotFound", err)
 			}
 			mustClaim(t, st, pending(id, "c2", "fp", `{}`))
 			if err := st.Release(ctx, id, "c2"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Get(ctx, id); err != nil {
+			if _, err := st.GetRecord(ctx, id); err != nil {
 				t.Fatalf("release deleted a pending record: %v", err)
 			}
 		},
 		"an update from a state another request left is refused": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-from-state")
+			id := idempotency.NewID("tenant-a", "key-from-state")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: "aborting"}); err != nil {
 				t.Fatal(err)
@@ -416,7 +414,7 @@ func TestStoreConformance(t *testing.T) {
 			if !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("renewal from pending of an aborting record: %v, want ErrMismatch", err)
 			}
-			got, err := st.Get(ctx, id)
+			got, err := st.GetRecord(ctx, id)
 			if err != nil || got.State != "aborting" {
 				t.Fatalf("after the refused renewal: %+v, %v; want it still aborting", got.State, err)
 			}
@@ -425,7 +423,7 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"data fields are names, not paths": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-dotted-field")
+			id := idempotency.NewID("tenant-a", "key-dotted-field")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{
 				State: recordstore.StatePending, Data: map[string]any{"content.type": "a/b"},
@@ -435,7 +433,7 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("set a dotted field: %+v, %v", got.Data, err)
 			}
 			_, err = st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateCompleted, Require: map[string]any{"content.type": "a/b"},
+				State: idempotency.StateCompleted, Require: map[string]any{"content.type": "a/b"},
 			})
 			if err != nil {
 				t.Fatalf("require a dotted field: %v", err)
@@ -443,19 +441,19 @@ func TestStoreConformance(t *testing.T) {
 			_, err = st.Update(ctx, id, "c1", recordstore.Update{
 				State: recordstore.StatePending, Data: map[string]any{"parts[0]": "x"},
 			})
-			if err == nil || errors.Is(err, recordstore.ErrAlreadyCompleted) {
+			if err == nil || errors.Is(err, idempotency.ErrAlreadyCompleted) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
 		},
 		"removed data fields go in the write that sets the others": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-remove-data")
+			id := idempotency.NewID("tenant-a", "key-remove-data")
 			rec := pending(id, "c1", "fp", `{}`)
 			rec.Data = mustData(map[string]any{"size": "42", "url": "https://x.invalid/", "token": []byte{1, 2, 3}})
 			mustClaim(t, st, rec)
 			for _, bad := range []recordstore.Update{
-				{State: recordstore.StateCompleted, Data: map[string]any{"url": "y"}, RemoveData: []string{"url"}},
-				{State: recordstore.StateCompleted, RemoveData: []string{"parts[0]"}},
-				{State: recordstore.StateCompleted, RemoveData: []string{""}},
+				{State: idempotency.StateCompleted, Data: map[string]any{"url": "y"}, RemoveData: []string{"url"}},
+				{State: idempotency.StateCompleted, RemoveData: []string{"parts[0]"}},
+				{State: idempotency.StateCompleted, RemoveData: []string{""}},
 			} {
 				if _, err := st.Update(ctx, id, "c1", bad); err == nil || errors.Is(err, recordstore.ErrMismatch) {
 					t.Fatalf("Update removing %q (setting %v): %v, want it refused before the store is asked", bad.RemoveData, bad.Data, err)
@@ -463,7 +461,7 @@ func TestStoreConformance(t *testing.T) {
 			}
 			// A name twice, and a name the record does not hold, are no error.
 			got, err := st.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateCompleted, Data: map[string]any{"etag": "abc"}, Require: map[string]any{"size": "42"},
+				State: idempotency.StateCompleted, Data: map[string]any{"etag": "abc"}, Require: map[string]any{"size": "42"},
 				RemoveData: []string{"url", "token", "url", "never-set"},
 			})
 			if err != nil {
@@ -473,12 +471,12 @@ func TestStoreConformance(t *testing.T) {
 			if fields := fieldsOf(got.Data); !reflect.DeepEqual(fields, want) {
 				t.Errorf("updated Data = %v, want %v", fields, want)
 			}
-			if got, err := st.Get(ctx, id); err != nil || !reflect.DeepEqual(fieldsOf(got.Data), want) {
+			if got, err := st.GetRecord(ctx, id); err != nil || !reflect.DeepEqual(fieldsOf(got.Data), want) {
 				t.Errorf("Get Data = %v, %v; want %v", fieldsOf(got.Data), err, want)
 			}
 		},
 		"a field required absent or equal is set once: the first value wins": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-absent-or-equal")
+			id := idempotency.NewID("tenant-a", "key-absent-or-equal")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			setSum := func(v any) (recordstore.Record, error) {
 				return st.Update(ctx, id, "c1", recordstore.Update{
@@ -503,7 +501,7 @@ func TestStoreConformance(t *testing.T) {
 			if _, err := setSum(1); !errors.Is(err, recordstore.ErrMismatch) {
 				t.Fatalf("a number where a string is stored: %v, want ErrMismatch", err)
 			}
-			if got, err := st.Get(ctx, id); err != nil || !isS(got.Data, "sum", "first") {
+			if got, err := st.GetRecord(ctx, id); err != nil || !isS(got.Data, "sum", "first") {
 				t.Fatalf("after the refused updates: %+v, %v; want the first value kept", got.Data, err)
 			}
 			// With Require, both must hold; a dotted name is one field.
@@ -528,15 +526,15 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("a bracketed field name: %v, want it refused before the store is asked", err)
 			}
 			// A final record is refused as a duplicate, not as a mismatch.
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := setSum("first"); !errors.Is(err, recordstore.ErrAlreadyCompleted) {
+			if _, err := setSum("first"); !errors.Is(err, idempotency.ErrAlreadyCompleted) {
 				t.Fatalf("after completion: %v, want ErrAlreadyCompleted", err)
 			}
 		},
 		"of concurrent updates requiring a field absent or equal, the first wins": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-absent-or-equal-race")
+			id := idempotency.NewID("tenant-a", "key-absent-or-equal-race")
 			mustClaim(t, st, pending(id, "c1", "fp", `{}`))
 			const racers = 8
 			errs := make([]error, racers)
@@ -551,7 +549,7 @@ func TestStoreConformance(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			got, err := st.Get(ctx, id)
+			got, err := st.GetRecord(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -572,9 +570,9 @@ func TestStoreConformance(t *testing.T) {
 			}
 		},
 		"a group counts its unfinished records; finishing or releasing one leaves it": func(t *testing.T, st recordstore.Store, c *clock) {
-			ids := map[string]recordstore.ID{}
+			ids := map[string]idempotency.ID{}
 			for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
-				ids[k] = recordstore.NewID("tenant-a", "key-group-"+k)
+				ids[k] = idempotency.NewID("tenant-a", "key-group-"+k)
 			}
 			mustClaim(t, st, inGroup(inProgress(ids["a"], "ca", "fp"), "g"))
 			mustClaim(t, st, inGroup(pending(ids["b"], "cb", "fp", `{}`), "g"))
@@ -586,7 +584,7 @@ func TestStoreConformance(t *testing.T) {
 			wantCount(t, st, "g", ids["e"], 3)
 			wantCount(t, st, "h", "", 1)
 			wantCount(t, st, "nobody", "", 0)
-			if got, err := st.Get(ctx, ids["b"]); err != nil || got.Group != "g" {
+			if got, err := st.GetRecord(ctx, ids["b"]); err != nil || got.Group != "g" {
 				t.Fatalf("Get = group %q, %v; want g", got.Group, err)
 			}
 			// Recording a response, a caller's own state: still unfinished.
@@ -603,11 +601,11 @@ func TestStoreConformance(t *testing.T) {
 				t.Fatalf("aborted = group %q, %v; want none", aborted.Group, err)
 			}
 			wantCount(t, st, "g", "", 2)
-			if _, err := st.Update(ctx, ids["c"], "cc", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true}); err != nil {
+			if _, err := st.Update(ctx, ids["c"], "cc", recordstore.Update{State: idempotency.StateCompleted, RestartExpiry: true}); err != nil {
 				t.Fatal(err)
 			}
 			wantCount(t, st, "g", "", 1)
-			if got, err := st.Get(ctx, ids["c"]); err != nil || got.Group != "" || got.State != recordstore.StateCompleted {
+			if got, err := st.GetRecord(ctx, ids["c"]); err != nil || got.Group != "" || got.State != idempotency.StateCompleted {
 				t.Fatalf("Get = %s in group %q, %v; want completed in none", got.State, got.Group, err)
 			}
 			// A released claim is gone, and so is its place.
@@ -624,8 +622,8 @@ func TestStoreConformance(t *testing.T) {
 			wantCount(t, st, "g", "", 1)
 		},
 		"a group forgets an expired record, keeps a renewed one, and counts a lapsed lease": func(t *testing.T, st recordstore.Store, c *clock) {
-			renewed, idle := recordstore.NewID("tenant-a", "key-group-renewed"), recordstore.NewID("tenant-a", "key-group-idle")
-			lapsed := recordstore.NewID("tenant-a", "key-group-lapsed")
+			renewed, idle := idempotency.NewID("tenant-a", "key-group-renewed"), idempotency.NewID("tenant-a", "key-group-idle")
+			lapsed := idempotency.NewID("tenant-a", "key-group-lapsed")
 			mustClaim(t, st, inGroup(pending(renewed, "c1", "fp", `{}`), "g"))
 			mustClaim(t, st, inGroup(pending(idle, "c2", "fp", `{}`), "g"))
 			c.Advance(testTTL / 2)
@@ -652,17 +650,17 @@ func TestStoreConformance(t *testing.T) {
 			wantCount(t, st, "g", "", 0)
 		},
 		"a revived record finishes out of its group": func(t *testing.T, st recordstore.Store, c *clock) {
-			id := recordstore.NewID("tenant-a", "key-group-revived")
+			id := idempotency.NewID("tenant-a", "key-group-revived")
 			mustClaim(t, st, inGroup(pending(id, "c1", "fp", `{}`), "g"))
 			c.Advance(testTTL + time.Second)
 			wantCount(t, st, "g", "", 0)
-			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted, RestartExpiry: true, Revive: true}); err != nil {
+			if _, err := st.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted, RestartExpiry: true, Revive: true}); err != nil {
 				t.Fatal(err)
 			}
 			wantCount(t, st, "g", "", 0)
 		},
 		"tenants never share a key": func(t *testing.T, st recordstore.Store, c *clock) {
-			a, b := recordstore.NewID("tenant-a", "same-key"), recordstore.NewID("tenant-b", "same-key")
+			a, b := idempotency.NewID("tenant-a", "same-key"), idempotency.NewID("tenant-b", "same-key")
 			if a == b {
 				t.Fatal("two tenants got the same id")
 			}
@@ -684,41 +682,24 @@ func TestStoreConformance(t *testing.T) {
 	}
 }
 
-func TestNewIDIsFixedAndUnambiguous(t *testing.T) {
-	long := make([]byte, 5000)
-	for i := range long {
-		long[i] = 'k'
+// A conflict from these stores is a recordstore.ConflictError, with the
+// holder's own fields, and an idempotency.ConflictError, as code written
+// against package idempotency reads it.
+func TestConflictIsBothConflictErrors(t *testing.T) {
+	st := memorystore.New()
+	id := idempotency.NewID("tenant-a", "k")
+	mustClaim(t, st, pending(id, "c1", "fp", `{}`))
+	_, err := st.ClaimRecord(context.Background(), pending(id, "c2", "other", `{}`))
+	var full *recordstore.ConflictError
+	var public *idempotency.ConflictError
+	if !errors.As(err, &full) || !errors.As(err, &public) || !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("claim under another fingerprint: %v; want both conflict errors, matching ErrKeyReused", err)
 	}
-	ids := map[recordstore.ID]string{}
-	for _, pair := range [][2]string{{"ab", "c"}, {"a", "bc"}, {"", "abc"}, {"t", string(long)}} {
-		id := recordstore.NewID(pair[0], pair[1])
-		if _, err := recordstore.ParseID(string(id)); err != nil {
-			t.Errorf("NewID%q = %q: %v", pair, id, err)
-		}
-		if prev, dup := ids[id]; dup {
-			t.Errorf("NewID%q collides with %s", pair, prev)
-		}
-		ids[id] = pair[0] + "|" + pair[1]
+	var fields map[string]string
+	if err := full.Existing.Data.Decode(&fields); err != nil || fields["object"] != "uploads/x" {
+		t.Errorf("recordstore.ConflictError's record: data %v, %v; want the holder's", fields, err)
 	}
-	for _, bad := range []string{"", "ABCDEF0123456789abcdef0123456789", "0123", "g123456789abcdef0123456789abcdef"} {
-		if _, err := recordstore.ParseID(bad); err == nil {
-			t.Errorf("ParseID(%q) accepted", bad)
-		}
-	}
-}
-
-// One Retry-After rule for every answer that carries it: round up to whole
-// seconds, at least one.
-func TestRetryAfterSeconds(t *testing.T) {
-	for d, want := range map[time.Duration]int{
-		0: 1, -time.Second: 1, time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2,
-		1500 * time.Millisecond: 2, 7 * time.Second: 7, 29*time.Second + time.Nanosecond: 30,
-	} {
-		if got := recordstore.RetryAfterSeconds(d); got != want {
-			t.Errorf("RetryAfterSeconds(%s) = %d, want %d", d, got, want)
-		}
-		if got := (&recordstore.InProgressError{RetryAfter: d}).RetryAfterSeconds(); got != want {
-			t.Errorf("InProgressError{%s}.RetryAfterSeconds() = %d, want %d", d, got, want)
-		}
+	if public.Existing.ClaimID != "c1" || public.Err != idempotency.ErrKeyReused || public.Error() != err.Error() {
+		t.Errorf("idempotency.ConflictError = %+v (%q); want the holder c1, ErrKeyReused, the same message as %q", public, public.Error(), err)
 	}
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // attributeShape is an item's attribute names with their DynamoDB types.
@@ -42,17 +43,17 @@ func attributeShape(item map[string]types.AttributeValue) map[string]string {
 func TestStoredItems(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
-	id := recordstore.NewID("tenant-a", "stored-item")
+	id := idempotency.NewID("tenant-a", "stored-item")
 	cases := []struct {
 		name      string
 		table     string
-		opt       func(*recordstore.Options)
+		opt       func(*idempotency.Options)
 		key       map[string]string
 		claimed   map[string]string
 		completed map[string]string
 	}{
 		{
-			name: "default schema", table: testenv.NewTable(t, client), opt: func(*recordstore.Options) {},
+			name: "default schema", table: testenv.NewTable(t, client), opt: func(*idempotency.Options) {},
 			key: map[string]string{"pk": string(id)},
 			claimed: map[string]string{
 				"pk": "S", "tenant": "S", "claim_id": "S", "fingerprint": "S", "state": "S", "data": "M",
@@ -105,7 +106,7 @@ func TestStoredItems(t *testing.T) {
 				t.Errorf("claimed data = %#v, want the map %#v", item["data"], wantData)
 			}
 			if _, err := store.Update(ctx, id, "c1", recordstore.Update{
-				State: recordstore.StateCompleted, Response: &recordstore.Response{Body: []byte(`{}`)}, RestartExpiry: true,
+				State: idempotency.StateCompleted, Response: &idempotency.Response{Body: []byte(`{}`)}, RestartExpiry: true,
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -119,19 +120,19 @@ func TestStoredItems(t *testing.T) {
 func TestSchemaValidate(t *testing.T) {
 	cases := []struct {
 		name   string
-		schema recordstore.Schema
+		schema idempotency.Schema
 		bad    []string
 	}{
-		{"default", recordstore.Schema{}, nil},
-		{"defaults filled in", recordstore.Schema{PartitionKey: "id", SortKey: "sk"}, nil},
-		{"sort key is the partition key", recordstore.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
-		{"a renamed attribute takes a fixed name", recordstore.Schema{State: "data"}, []string{"State and (fixed) data"}},
-		{"renamed onto a default", recordstore.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
-		{"a dotted name is a name", recordstore.Schema{State: "record.state"}, nil},
-		{"brackets cannot be named", recordstore.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
-		{"the group takes a fixed name", recordstore.Schema{Group: "tenant"}, []string{"Group and (fixed) tenant"}},
-		{"an index name DynamoDB refuses", recordstore.Schema{GroupIndex: "by group"}, []string{`GroupIndex "by group"`}},
-		{"an index name too short", recordstore.Schema{GroupIndex: "ix"}, []string{`GroupIndex "ix"`}},
+		{"default", idempotency.Schema{}, nil},
+		{"defaults filled in", idempotency.Schema{PartitionKey: "id", SortKey: "sk"}, nil},
+		{"sort key is the partition key", idempotency.Schema{PartitionKey: "id", SortKey: "id"}, []string{"PartitionKey and SortKey"}},
+		{"a renamed attribute takes a fixed name", idempotency.Schema{State: "data"}, []string{"State and (fixed) data"}},
+		{"renamed onto a default", idempotency.Schema{ResponseBody: "state"}, []string{"State and ResponseBody"}},
+		{"a dotted name is a name", idempotency.Schema{State: "record.state"}, nil},
+		{"brackets cannot be named", idempotency.Schema{State: "s[1]"}, []string{`State "s[1]"`}},
+		{"the group takes a fixed name", idempotency.Schema{Group: "tenant"}, []string{"Group and (fixed) tenant"}},
+		{"an index name DynamoDB refuses", idempotency.Schema{GroupIndex: "by group"}, []string{`GroupIndex "by group"`}},
+		{"an index name too short", idempotency.Schema{GroupIndex: "ix"}, []string{`GroupIndex "ix"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,13 +148,13 @@ func TestSchemaValidate(t *testing.T) {
 		})
 	}
 	// A store with a bad schema refuses every operation without a call.
-	store := dynamostore.New(fakeDynamo{err: errors.New("called")}, "table", func(o *recordstore.Options) {
-		o.Schema = recordstore.Schema{PartitionKey: "pk", SortKey: "pk"}
+	store := dynamostore.New(fakeDynamo{err: errors.New("called")}, "table", func(o *idempotency.Options) {
+		o.Schema = idempotency.Schema{PartitionKey: "pk", SortKey: "pk"}
 	})
-	ctx, id := context.Background(), recordstore.NewID("t", "k")
-	_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
-	_, getErr := store.Get(ctx, id)
-	_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: recordstore.StateCompleted})
+	ctx, id := context.Background(), idempotency.NewID("t", "k")
+	_, claimErr := store.ClaimRecord(ctx, pending(id, "c", "fp", `{}`))
+	_, getErr := store.GetRecord(ctx, id)
+	_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: idempotency.StateCompleted})
 	relErr := store.Release(ctx, id, "c")
 	_, countErr := store.CountGroup(ctx, "g", "")
 	for i, err := range []error{claimErr, getErr, updErr, relErr, countErr} {
@@ -164,13 +165,13 @@ func TestSchemaValidate(t *testing.T) {
 }
 
 func TestDefaultSchema(t *testing.T) {
-	d := recordstore.DefaultSchema()
+	d := idempotency.DefaultSchema()
 	got := []string{d.PartitionKey, d.SortKey, d.StaticPartitionValue, d.KeyPrefix, d.ExpiresAt, d.LeaseExpiresAt, d.State, d.ResponseBody, d.Fingerprint, d.Group, d.GroupIndex}
 	want := []string{"pk", "", "", "", "expires_at", "lease_expires_at", "state", "response_body", "fingerprint", "group", "by_group"}
 	if !slices.Equal(got, want) {
 		t.Errorf("DefaultSchema() = %q, want %q", got, want)
 	}
-	if recordstore.DefaultTTL != 24*time.Hour || recordstore.DefaultLease != 30*time.Second {
-		t.Errorf("DefaultTTL, DefaultLease = %v, %v", recordstore.DefaultTTL, recordstore.DefaultLease)
+	if idempotency.DefaultTTL != 24*time.Hour || idempotency.DefaultLease != 30*time.Second {
+		t.Errorf("DefaultTTL, DefaultLease = %v, %v", idempotency.DefaultTTL, idempotency.DefaultLease)
 	}
 }

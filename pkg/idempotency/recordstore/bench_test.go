@@ -7,9 +7,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )
 
 // okDynamo accepts every write, so BenchmarkClaim/store measures the
@@ -45,8 +45,8 @@ func BenchmarkClaim(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				rec.ID = recordstore.NewID("tenant-a", fmt.Sprintf("bench-%d", i))
-				if _, err := store.Claim(ctx, rec); err != nil {
+				rec.ID = idempotency.NewID("tenant-a", fmt.Sprintf("bench-%d", i))
+				if _, err := store.ClaimRecord(ctx, rec); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -28,9 +28,10 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/onceupload/onceupload/internal/recordstore"
-	"github.com/onceupload/onceupload/internal/recordstore/dynamostore"
 	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/pkg/idempotency"
+	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
+	"github.com/onceupload/onceupload/pkg/idempotency/recordstore"
 )
 
 // TestRoundTrips counts the HTTP calls each operation sends to a real local
@@ -40,35 +41,35 @@ func TestRoundTrips(t *testing.T) {
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
 	store := dynamostore.New(testenv.DynamoClient(sharedDynoxide(t), &counter), testenv.NewTable(t, client))
-	id := recordstore.NewID("t", "round-trips")
+	id := idempotency.NewID("t", "round-trips")
 
 	steps := []struct {
 		name string
 		run  func() error
 		want map[string]int
 	}{
-		{"claim", func() error { _, err := store.Claim(ctx, pending(id, "c1", "fp", `{}`)); return err }, map[string]int{"PutItem": 1}},
+		{"claim", func() error { _, err := store.ClaimRecord(ctx, pending(id, "c1", "fp", `{}`)); return err }, map[string]int{"PutItem": 1}},
 		{"replay", func() error {
-			res, err := store.Claim(ctx, pending(id, "c2", "fp", `{}`))
+			res, err := store.ClaimRecord(ctx, pending(id, "c2", "fp", `{}`))
 			if err == nil && !res.Replayed {
 				err = errors.New("not a replay")
 			}
 			return err
 		}, map[string]int{"PutItem": 1}},
 		{"reuse", func() error {
-			if _, err := store.Claim(ctx, pending(id, "c2", "other", `{}`)); !errors.Is(err, recordstore.ErrKeyReused) {
+			if _, err := store.ClaimRecord(ctx, pending(id, "c2", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
 				return fmt.Errorf("want ErrKeyReused, got %v", err)
 			}
 			return nil
 		}, map[string]int{"PutItem": 1}},
-		{"get", func() error { _, err := store.Get(ctx, id); return err }, map[string]int{"GetItem": 1}},
+		{"get", func() error { _, err := store.GetRecord(ctx, id); return err }, map[string]int{"GetItem": 1}},
 		{"complete", func() error {
-			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted})
+			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted})
 			return err
 		}, map[string]int{"UpdateItem": 1}},
 		{"duplicate completion", func() error {
-			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: recordstore.StateCompleted})
-			if !errors.Is(err, recordstore.ErrAlreadyCompleted) {
+			_, err := store.Update(ctx, id, "c1", recordstore.Update{State: idempotency.StateCompleted})
+			if !errors.Is(err, idempotency.ErrAlreadyCompleted) {
 				return fmt.Errorf("want ErrAlreadyCompleted, got %v", err)
 			}
 			return nil
@@ -94,10 +95,10 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	var counter testenv.Counter
 	client := testenv.DynamoClient(sharedDynalite(t), nil)
 	store := dynamostore.New(testenv.DynamoClient(sharedDynalite(t), &counter), testenv.NewTable(t, client))
-	id := recordstore.NewID("t", "fallback")
+	id := idempotency.NewID("t", "fallback")
 
 	// Prove the server really ignores ALL_OLD, or this test proves nothing.
-	if _, err := store.Claim(ctx, pending(id, "c1", "fp", `{"first":true}`)); err != nil {
+	if _, err := store.ClaimRecord(ctx, pending(id, "c1", "fp", `{"first":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -111,14 +112,14 @@ func TestFallbackWithoutAllOld(t *testing.T) {
 	}
 
 	counter.Reset()
-	res, err := store.Claim(ctx, pending(id, "c2", "fp", `{}`))
+	res, err := store.ClaimRecord(ctx, pending(id, "c2", "fp", `{}`))
 	if err != nil || !res.Replayed || string(res.Record.Response.Body) != `{"first":true}` {
 		t.Fatalf("replay = %+v, %v", res, err)
 	}
 	if got, want := counter.Ops(), map[string]int{"PutItem": 1, "GetItem": 1}; !maps.Equal(got, want) {
 		t.Errorf("replay sent %v, want %v", got, want)
 	}
-	if _, err := store.Claim(ctx, pending(id, "c3", "other", `{}`)); !errors.Is(err, recordstore.ErrKeyReused) {
+	if _, err := store.ClaimRecord(ctx, pending(id, "c3", "other", `{}`)); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("reuse through the fallback: %v, want ErrKeyReused", err)
 	}
 }
@@ -129,7 +130,7 @@ func TestClaimRace(t *testing.T) {
 	ctx := context.Background()
 	client := testenv.DynamoClient(sharedDynoxide(t), nil)
 	store := dynamostore.New(client, testenv.NewTable(t, client))
-	id := recordstore.NewID("t", "race")
+	id := idempotency.NewID("t", "race")
 
 	const n = 200
 	var wg sync.WaitGroup
@@ -139,7 +140,7 @@ func TestClaimRace(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = store.Claim(ctx, pending(id, fmt.Sprintf("claim-%d", i), "fp", fmt.Sprintf(`{"i":%d}`, i)))
+			results[i], errs[i] = store.ClaimRecord(ctx, pending(id, fmt.Sprintf("claim-%d", i), "fp", fmt.Sprintf(`{"i":%d}`, i)))
 		})
 	}
 	close(start)
@@ -204,8 +205,8 @@ func (p *pagedCount) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 func TestCountGroupQuery(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &pagedCount{size: 3}
-	store := dynamostore.New(client, "table", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
-	own := recordstore.NewID("t", "own")
+	store := dynamostore.New(client, "table", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
+	own := idempotency.NewID("t", "own")
 	n, err := store.CountGroup(context.Background(), "g", own)
 	if err != nil || n != 3 || len(client.queries) != 3 {
 		t.Fatalf("CountGroup = %d, %v after %d queries; want 3 after 3", n, err, len(client.queries))
@@ -293,29 +294,29 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"not an AWS error", errors.New("boom"), false},
 	}
 	ctx := context.Background()
-	id := recordstore.NewID("t", "k")
+	id := idempotency.NewID("t", "k")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := recordstore.Transient(tc.err); got != tc.unavailable {
 				t.Errorf("Transient = %v, want %v", got, tc.unavailable)
 			}
 			classified := recordstore.Classify(tc.err)
-			if !errors.Is(classified, tc.err) || errors.Is(classified, recordstore.ErrUnavailable) != tc.unavailable {
+			if !errors.Is(classified, tc.err) || errors.Is(classified, idempotency.ErrUnavailable) != tc.unavailable {
 				t.Errorf("Classify = %v, want the cause, unavailable: %v", classified, tc.unavailable)
 			}
 			if !tc.unavailable && classified != tc.err {
 				t.Errorf("Classify changed an error no retry cures: %v", classified)
 			}
 			store := dynamostore.New(fakeDynamo{err: tc.err}, "table")
-			_, claimErr := store.Claim(ctx, pending(id, "c", "fp", `{}`))
-			_, getErr := store.Get(ctx, id)
-			_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: recordstore.StateCompleted})
+			_, claimErr := store.ClaimRecord(ctx, pending(id, "c", "fp", `{}`))
+			_, getErr := store.GetRecord(ctx, id)
+			_, updErr := store.Update(ctx, id, "c", recordstore.Update{State: idempotency.StateCompleted})
 			relErr := store.Release(ctx, id, "c")
 			for op, err := range map[string]error{"claim": claimErr, "get": getErr, "update": updErr, "release": relErr} {
 				if err == nil || !errors.Is(err, tc.err) {
 					t.Errorf("%s: %v does not wrap the cause", op, err)
 				}
-				if got := errors.Is(err, recordstore.ErrUnavailable); got != tc.unavailable {
+				if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
 					t.Errorf("%s: unavailable = %v, want %v", op, got, tc.unavailable)
 				}
 			}
@@ -355,10 +356,8 @@ func (v *vanishingHolder) GetItem(context.Context, *dynamodb.GetItemInput, ...fu
 func TestClaimRetryKeepsTheCallersLease(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	client := &vanishingHolder{}
-	s := dynamostore.New(client, "t", func(o *recordstore.Options) { o.Now = func() time.Time { return now } })
-	res, err := s.Claim(context.Background(), recordstore.Record{
-		ID: recordstore.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: recordstore.StateInProgress, Lease: 10 * time.Minute,
-	})
+	s := dynamostore.New(client, "t", func(o *idempotency.Options) { o.Now = func() time.Time { return now } })
+	res, err := s.ClaimRecord(context.Background(), recordstore.Record{Record: idempotency.Record{ID: idempotency.NewID("t", "k"), ClaimID: "c", Fingerprint: "f", State: idempotency.StateInProgress, Lease: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,11 +387,11 @@ func (e *echoOwnWrite) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ .
 // progress, which would block the key for the lease.
 func TestClaimThatMeetsItsOwnWrite(t *testing.T) {
 	for _, rec := range []recordstore.Record{
-		pending(recordstore.NewID("t", "own-pending"), "c1", "fp", `{"a":1}`),
-		inProgress(recordstore.NewID("t", "own-in-progress"), "c1", "fp"),
+		pending(idempotency.NewID("t", "own-pending"), "c1", "fp", `{"a":1}`),
+		inProgress(idempotency.NewID("t", "own-in-progress"), "c1", "fp"),
 	} {
 		client := &echoOwnWrite{}
-		res, err := dynamostore.New(client, "t").Claim(context.Background(), rec)
+		res, err := dynamostore.New(client, "t").ClaimRecord(context.Background(), rec)
 		if err != nil || res.Replayed || res.Record.ClaimID != "c1" || client.puts != 1 {
 			t.Errorf("%s claim: %+v, %v after %d puts; want the claim itself after 1", rec.State, res, err, client.puts)
 		}
@@ -461,12 +460,12 @@ func TestClaimAfterALostAnswer(t *testing.T) {
 			})
 			store := dynamostore.New(client, testenv.NewTable(t, testenv.DynamoClient(endpoint, nil)))
 			for _, rec := range []recordstore.Record{
-				pending(recordstore.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
-				inProgress(recordstore.NewID("t", "lost-in-progress"), "c1", "fp"),
+				pending(idempotency.NewID("t", "lost-pending"), "c1", "fp", `{"a":1}`),
+				inProgress(idempotency.NewID("t", "lost-in-progress"), "c1", "fp"),
 			} {
 				counter.Reset()
 				before := dropped.Load()
-				res, err := store.Claim(ctx, rec)
+				res, err := store.ClaimRecord(ctx, rec)
 				if err != nil || res.Replayed || res.Record.ClaimID != "c1" || res.Record.State != rec.State {
 					t.Errorf("%s claim: %+v, %v; want the claim itself", rec.State, res, err)
 				}
@@ -476,7 +475,7 @@ func TestClaimAfterALostAnswer(t *testing.T) {
 				if got := counter.Ops(); !maps.Equal(got, server.want) {
 					t.Errorf("%s claim sent %v, want %v", rec.State, got, server.want)
 				}
-				if got, err := store.Get(ctx, rec.ID); err != nil || got.ClaimID != "c1" || got.State != rec.State {
+				if got, err := store.GetRecord(ctx, rec.ID); err != nil || got.ClaimID != "c1" || got.State != rec.State {
 					t.Errorf("%s claim stored %+v, %v", rec.State, got, err)
 				}
 			}
@@ -533,8 +532,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 				o.BaseEndpoint = aws.String(srv.URL)
 				o.Retryer = retryer()
 			})
-			_, err := dynamostore.New(client, "t").Get(context.Background(), recordstore.NewID("t", "k"))
-			if got := errors.Is(err, recordstore.ErrUnavailable); got != tc.unavailable {
+			_, err := dynamostore.New(client, "t").Get(context.Background(), idempotency.NewID("t", "k"))
+			if got := errors.Is(err, idempotency.ErrUnavailable); got != tc.unavailable {
 				t.Errorf("unavailable = %v for %v, want %v", got, err, tc.unavailable)
 			}
 			if got := sent.Load(); got != int32(tc.sent) {
@@ -566,8 +565,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		_, err := dynamostore.New(client, "t").Get(ctx, recordstore.NewID("t", "k"))
-		if !errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		_, err := dynamostore.New(client, "t").Get(ctx, idempotency.NewID("t", "k"))
+		if !errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("err = %v, want ErrUnavailable for the deadline", err)
 		}
 	})
@@ -580,8 +579,8 @@ func TestClientErrorsAreClassified(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := dynamostore.New(client, "t").Get(ctx, recordstore.NewID("t", "k"))
-		if err == nil || errors.Is(err, recordstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		_, err := dynamostore.New(client, "t").Get(ctx, idempotency.NewID("t", "k"))
+		if err == nil || errors.Is(err, idempotency.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want the cancellation, not ErrUnavailable", err)
 		}
 	})
