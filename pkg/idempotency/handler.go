@@ -18,7 +18,8 @@ import (
 )
 
 // ErrMissingKey: the request carries no idempotency key (KeyPath resolves
-// to nothing, or Key returned ""), and HandlerOptions.OptionalKey is false.
+// to nothing or to a value that names nothing, the request is nil, or Key
+// returned ""), and HandlerOptions.OptionalKey is false.
 var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
 
 // HandlerOptions configure [MakeIdempotent]. Req and Resp are the wrapped
@@ -50,9 +51,12 @@ var ErrMissingKey = errors.New("idempotency: request has no idempotency key")
 type HandlerOptions[Req, Resp any] struct {
 	// KeyPath is the path of the request's idempotency key. A string is the
 	// key as it is; a number or boolean its JSON text; an object, an array
-	// or embedded JSON (a whole body) its canonical JSON. Used when Key is nil. Defaults to "": the whole
-	// request, canonicalized, is the key, as in Powertools without an
-	// eventKeyJmesPath.
+	// or embedded JSON (a whole body) its canonical JSON. A value that
+	// names nothing is a missing key: null, an empty string, and an array
+	// or object of nothing but nulls (none at all included), as JSON or as
+	// embedded JSON; so is a nil request. Used when Key is nil. Defaults to
+	// "": the whole request, canonicalized, is the key, as in Powertools
+	// without an eventKeyJmesPath.
 	KeyPath string
 	// Key derives the idempotency key from the request, in place of
 	// KeyPath. An empty key is a missing key. Defaults to nil.
@@ -103,7 +107,32 @@ type HandlerOptions[Req, Resp any] struct {
 	// expiry is checked against; give it the store's clock. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// AfterTimeout says what a retry gets when the key's earlier claim
+	// timed out: its lease (the invocation's deadline) ran out with no
+	// response recorded, because the invocation was cut off or its process
+	// died. Defaults to TakeOverTimedOut.
+	AfterTimeout TimeoutPolicy
 }
+
+// TimeoutPolicy is HandlerOptions.AfterTimeout: whether a handler whose
+// earlier run timed out may run again.
+type TimeoutPolicy int
+
+const (
+	// TakeOverTimedOut lets the next retry take the key over and run the
+	// handler again, as Powertools does: right for work that is safe to
+	// repeat, or that checks what an earlier run did.
+	TakeOverTimedOut TimeoutPolicy = iota
+	// BlockTimedOut refuses every retry with a *TimedOutError (ErrTimedOut:
+	// the record's id and key, when it was claimed, when it timed out)
+	// until the record expires (the store's Options.TTL) or the
+	// application frees the key with ReleaseTimedOut: for work that must
+	// not run twice, such as a payment or an email, whose first run may or
+	// may not have happened. A handler that fails with
+	// context.DeadlineExceeded once ctx's deadline has passed is taken as
+	// timed out too, and its claim kept rather than released.
+	BlockTimedOut
+)
 
 // cleanupTimeout bounds recording a result or releasing a claim after the
 // handler returned: they run even when the invocation's context has ended,
@@ -198,10 +227,13 @@ func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, er
 	}
 	rec := Record{
 		ID: id, Tenant: w.Scope, ClaimID: rand.Text(), Fingerprint: fingerprint,
-		State: StateInProgress, Lease: w.lease(ctx),
+		State: StateInProgress, Lease: w.lease(ctx), NoTakeover: w.AfterTimeout == BlockTimedOut,
 	}
 	res, err := w.store.Claim(ctx, rec)
 	switch {
+	case errors.Is(err, ErrTimedOut):
+		w.refuseTimedOut(ctx, err, key)
+		return resp, err
 	case errors.Is(err, ErrInProgress):
 		w.Logger.InfoContext(ctx, "idempotency: in progress", "id", rec.ID)
 		return resp, err
@@ -235,6 +267,12 @@ func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, er
 	}()
 	resp, err = w.fn(ctx, req)
 	panicked = false
+	if err != nil && w.AfterTimeout == BlockTimedOut && errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Cut off, as a timeout would have: the work may have happened,
+		// so the claim stays, to time out and refuse retries.
+		w.Logger.WarnContext(ctx, "idempotency: the handler ran out of time; its claim is kept, so retries are refused", "id", rec.ID)
+		return resp, err
+	}
 	if err != nil {
 		if relErr := release(); relErr != nil {
 			return resp, errors.Join(err, relErr)
@@ -252,6 +290,17 @@ func (w *wrapper[Req, Resp]) handle(ctx context.Context, req Req) (resp Resp, er
 	}
 	w.cache.put(done)
 	return resp, nil
+}
+
+// refuseTimedOut names key in err's *TimedOutError, which the store could
+// not, and logs the refusal.
+func (w *wrapper[Req, Resp]) refuseTimedOut(ctx context.Context, err error, key string) {
+	var timedOut *TimedOutError
+	if errors.As(err, &timedOut) {
+		timedOut.Key = key
+		w.Logger.WarnContext(ctx, "idempotency: an earlier claim timed out; refused until it expires or is released", "id", timedOut.Existing.ID,
+			"claimed_at", timedOut.Existing.CreatedAt, "timed_out_at", timedOut.Existing.LeaseExpiresAt)
+	}
 }
 
 // recordBackoff is the wait before asking an unavailable store again to

@@ -211,7 +211,7 @@ func keyAt(doc any, path string) (string, error) {
 		return "", err
 	}
 	v, ok := p.resolve(doc)
-	if !ok {
+	if !ok || namesNothing(v) {
 		return "", ErrMissingKey
 	}
 	switch k := v.(type) {
@@ -226,6 +226,38 @@ func keyAt(doc any, path string) (string, error) {
 	default:
 		return canonical(k)
 	}
+}
+
+// namesNothing reports whether v, a key's value, names no request: null,
+// an empty string, or an array or object of nothing but nulls (or of
+// nothing), given as JSON or as embedded JSON. Each would be one key for
+// every request that carries it, so unrelated requests would share a
+// record: it is a missing key, as Powertools' throwOnNoIdempotencyKey
+// counts it. A nil request, whose whole form is null, is one too.
+func namesNothing(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case embeddedJSON:
+		return namesNothing(v.v)
+	case []any:
+		for _, e := range v {
+			if e != nil {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if e != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // fingerprintText is the canonical text of the parts of doc (as

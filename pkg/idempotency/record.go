@@ -93,6 +93,12 @@ type Record struct {
 	// place of the store's Options.Lease (MakeIdempotent asks for the
 	// invocation's remaining time). Not stored; LeaseExpiresAt is.
 	Lease time.Duration
+	// NoTakeover, on a claim, keeps an in-progress claim whose lease ran
+	// out (its work timed out, or its process died) from being taken over:
+	// the claim fails with a *TimedOutError instead, until the record
+	// expires or ReleaseTimedOut frees it (HandlerOptions.AfterTimeout).
+	// Not stored.
+	NoTakeover bool
 }
 
 // Expired reports whether the record counts as absent at now: its expiry,
@@ -116,7 +122,59 @@ var (
 	// ErrUnavailable: the store throttled the call or could not be reached
 	// after the client's own retries. Safe to retry later.
 	ErrUnavailable = errors.New("idempotency: store unavailable")
+	// ErrTimedOut: the key's claim timed out with its work unfinished, and
+	// the claim asked that it not be taken over (Record.NoTakeover): see
+	// TimedOutError.
+	ErrTimedOut = errors.New("idempotency: an earlier claim timed out")
+	// ErrUnknownState: the key is held by a record in a state this package
+	// does not know (written by another version, or by hand): it is never
+	// replayed and never taken over. See UnknownStateError.
+	ErrUnknownState = errors.New("idempotency: record in an unknown state")
 )
+
+// TimedOutError is returned to a claim with Record.NoTakeover when the
+// key's in-progress claim has timed out: its lease ran out before it
+// recorded a response, so its work may or may not have happened. Retries
+// get it until the record expires or the application, having looked at
+// what the work left, frees the key with ReleaseTimedOut. It matches
+// ErrTimedOut.
+type TimedOutError struct {
+	// Existing is the timed-out claim: its CreatedAt is when it was
+	// claimed, its LeaseExpiresAt when it timed out, its ExpiresAt when the
+	// key is free again by itself.
+	Existing Record
+	// Key is the request's idempotency key, when the wrapper that got the
+	// error knows it.
+	Key string
+}
+
+func (e *TimedOutError) Error() string {
+	key := ""
+	if e.Key != "" {
+		key = fmt.Sprintf(" (key %q)", e.Key)
+	}
+	return fmt.Sprintf("idempotency: record %s%s was claimed at %s and timed out at %s with its work unfinished; "+
+		"retries are refused until it expires at %s or is released", e.Existing.ID, key,
+		e.Existing.CreatedAt.UTC().Format(time.RFC3339), e.Existing.LeaseExpiresAt.UTC().Format(time.RFC3339),
+		e.Existing.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrTimedOut) true.
+func (e *TimedOutError) Is(target error) bool { return target == ErrTimedOut }
+
+// UnknownStateError is returned to a claim when the record holding the key
+// is in a state this package does not know. It matches ErrUnknownState.
+type UnknownStateError struct {
+	Existing Record
+}
+
+func (e *UnknownStateError) Error() string {
+	return fmt.Sprintf("idempotency: record %s (claim %s) is in state %q, which this version does not know: "+
+		"it is neither replayed nor taken over", e.Existing.ID, e.Existing.ClaimID, e.Existing.State)
+}
+
+// Is makes errors.Is(err, ErrUnknownState) true.
+func (e *UnknownStateError) Is(target error) bool { return target == ErrUnknownState }
 
 // InProgressError is returned when a key's claim is in progress. It
 // matches ErrInProgress.

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -78,15 +80,24 @@ func NewOptions(optFns ...func(*Options)) Options {
 	return o
 }
 
-// JudgeClaim is what a claim of rec gets when holder, live at now (neither
-// expired nor an in-progress claim whose lease ran out), holds rec.ID: the
-// answer of every store of this module, for a Store of one's own that
-// reads the holder in its claim's round trip. It is rec's own claim again
-// (a retry that met the write it made) if holder has rec's claim id and
-// fingerprint; else a *ConflictError wrapping ErrKeyReused for another
-// fingerprint, an *InProgressError while holder's lease runs, and a replay
-// of holder once it is completed.
+// JudgeClaim is what a claim of rec gets when holder, live at now, holds
+// rec.ID: the answer of every store of this module, for a Store of one's
+// own that reads the holder in its claim's round trip. A store returns the
+// holder when it is not expired and is not an in-progress claim whose
+// lease ran out (unless rec.NoTakeover: then that one too); an in-progress
+// record without a lease holds its key until it expires.
+//
+// The answer is an *UnknownStateError if holder's state is neither
+// StateInProgress nor StateCompleted; rec's own claim again (a retry that
+// met the write it made) if holder has rec's claim id and fingerprint; a
+// *ConflictError wrapping ErrKeyReused for another fingerprint; while
+// holder is in progress, an *InProgressError until its lease (or, without
+// one, its expiry), and a *TimedOutError once its lease ran out; and a
+// replay of holder once it is completed.
 func JudgeClaim(rec, holder Record, now time.Time) (ClaimResult, error) {
+	if holder.State != StateInProgress && holder.State != StateCompleted {
+		return ClaimResult{}, &UnknownStateError{Existing: holder}
+	}
 	if holder.ClaimID == rec.ClaimID && holder.Fingerprint == rec.Fingerprint {
 		// Our own claim: the write was made but its answer lost, and the
 		// client's retry met it. The claim is ours, not a replay.
@@ -96,8 +107,52 @@ func JudgeClaim(rec, holder Record, now time.Time) (ClaimResult, error) {
 		return ClaimResult{}, &ConflictError{Err: ErrKeyReused, Existing: holder}
 	}
 	if holder.State == StateInProgress {
-		wait := time.Duration(RetryAfterSeconds(holder.LeaseExpiresAt.Sub(now))) * time.Second
+		until := holder.LeaseExpiresAt
+		if until.IsZero() {
+			// Written by something else, with no lease: held until it
+			// expires, never taken over.
+			until = holder.ExpiresAt
+		} else if rec.NoTakeover && until.Before(now) {
+			return ClaimResult{}, &TimedOutError{Existing: holder}
+		}
+		wait := time.Duration(RetryAfterSeconds(until.Sub(now))) * time.Second
 		return ClaimResult{}, &InProgressError{RetryAfter: wait}
 	}
 	return ClaimResult{Record: holder, Replayed: true}, nil
+}
+
+// Free reports whether a claim at now may take id's key from holder: it
+// is expired, or an in-progress claim whose lease ran out and the claim
+// does not ask to keep it (noTakeover). An in-progress record without a
+// lease is held until it expires. It is the condition every store of this
+// module writes its claim on, in one form or another.
+func Free(holder Record, now time.Time, noTakeover bool) bool {
+	if holder.Expired(now) {
+		return true
+	}
+	if holder.State != StateInProgress || holder.LeaseExpiresAt.IsZero() || noTakeover {
+		return false
+	}
+	// Leases are stored in milliseconds.
+	return holder.LeaseExpiresAt.Before(time.UnixMilli(now.UnixMilli()))
+}
+
+// ReleaseTimedOut frees the key of id when it is held by an in-progress
+// claim whose lease ran out at now (the store's clock), which claims with
+// Record.NoTakeover refuse with a *TimedOutError: call it once the
+// application knows what that claim's work did (or did not do). A key
+// that is free already is no error; a claim still in its lease, or a
+// completed record, is not released and is an error.
+func ReleaseTimedOut(ctx context.Context, store Store, id ID, now time.Time) error {
+	rec, err := store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release timed-out %s: %w", id, err)
+	}
+	if rec.State != StateInProgress || rec.LeaseExpiresAt.IsZero() || !rec.LeaseExpiresAt.Before(now) {
+		return fmt.Errorf("release timed-out %s: the record (claim %s, state %s) has not timed out", id, rec.ClaimID, rec.State)
+	}
+	return store.Release(ctx, id, rec.ClaimID)
 }

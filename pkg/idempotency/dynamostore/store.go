@@ -66,9 +66,10 @@ type Store struct {
 	table  string
 	opts   idempotency.Options
 	schema *recordstore.Codec
-	// claimNames are claimCondition's attribute names, built once: the
-	// SDK only reads them, so every claim shares them.
-	claimNames map[string]string
+	// claimNames and noTakeoverNames are claimCondition's and
+	// noTakeoverCondition's attribute names, built once: the SDK only
+	// reads them, so every claim shares them.
+	claimNames, noTakeoverNames map[string]string
 }
 
 // New returns a store on table. A Schema whose names collide
@@ -78,6 +79,7 @@ func New(client DynamoDBAPI, table string, optFns ...func(*idempotency.Options))
 	s := &Store{client: client, table: table, opts: opts, schema: recordstore.NewCodec(opts.Schema)}
 	s.claimNames = map[string]string{"#0": s.schema.PartitionKey, "#1": s.schema.ExpiresAt,
 		"#2": s.schema.State, "#3": s.schema.LeaseExpiresAt}
+	s.noTakeoverNames = map[string]string{"#0": s.schema.PartitionKey, "#1": s.schema.ExpiresAt}
 	return s
 }
 
@@ -137,14 +139,19 @@ func (s *Store) ClaimRecord(ctx context.Context, rec recordstore.Record) (record
 		if err != nil {
 			return recordstore.ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
 		}
-		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		in := &dynamodb.PutItemInput{
 			TableName:                           aws.String(s.table),
 			Item:                                item,
 			ConditionExpression:                 aws.String(claimCondition),
 			ExpressionAttributeNames:            s.claimNames,
 			ExpressionAttributeValues:           claimValues(now),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		}
+		if rec.NoTakeover {
+			in.ConditionExpression, in.ExpressionAttributeNames = aws.String(noTakeoverCondition), s.noTakeoverNames
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{":0": recordstore.EpochSeconds(now)}
+		}
+		_, err = s.client.PutItem(ctx, in)
 		if err == nil {
 			return recordstore.ClaimResult{Record: stamped}, nil
 		}
@@ -171,6 +178,14 @@ func (s *Store) ClaimRecord(ctx context.Context, rec recordstore.Record) (record
 // the builder's, byte for byte, so requests are as they were
 // (internal/golden holds them).
 const claimCondition = "(attribute_not_exists (#0)) OR (#1 < :0) OR ((#2 = :1) AND (#3 < :2))"
+
+// noTakeoverCondition is claimCondition for a claim with
+// Record.NoTakeover: only a key never claimed or expired is free, so a
+// timed-out claim comes back as the holder (idempotency.Free's rule). An
+// in-progress record without a lease fails claimCondition's #3 < :2 (a
+// comparison with an absent attribute is false): it is held until it
+// expires, as idempotency.Free says.
+const noTakeoverCondition = "(attribute_not_exists (#0)) OR (#1 < :0)"
 
 // inProgressValue is StateInProgress as stored; the SDK only reads it.
 var inProgressValue types.AttributeValue = &types.AttributeValueMemberS{Value: string(idempotency.StateInProgress)}

@@ -68,6 +68,15 @@ func (m *Store) Len() int {
 	return len(m.records)
 }
 
+// Put writes rec as it is, every field as given and none stamped,
+// replacing any record of its ID: a test's way to plant a record that
+// another writer left (an older version of the code, a hand edit).
+func (m *Store) Put(rec recordstore.Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.records[rec.ID] = recordstore.Clone(rec)
+}
+
 // ClaimRecord behaves as dynamostore.Store.ClaimRecord.
 func (m *Store) ClaimRecord(_ context.Context, rec recordstore.Record) (recordstore.ClaimResult, error) {
 	if rec.State != recordstore.StatePending && rec.State != idempotency.StateInProgress {
@@ -76,7 +85,7 @@ func (m *Store) ClaimRecord(_ context.Context, rec recordstore.Record) (recordst
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opts.Now()
-	if holder, ok := m.records[rec.ID]; ok && recordstore.Holds(holder, now) {
+	if holder, ok := m.records[rec.ID]; ok && recordstore.Holds(holder, now, rec.NoTakeover) {
 		return recordstore.JudgeHolder(rec, recordstore.Clone(holder), now)
 	}
 	rec = recordstore.Clone(recordstore.Stamp(&m.opts, rec, now))

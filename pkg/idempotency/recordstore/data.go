@@ -50,7 +50,14 @@ func (d Data) Decode(v any) error {
 	return nil
 }
 
-func (d Data) clone() Data { return Data{m: maps.Clone(d.m)} }
+// clone copies d; the zero Data's copy is an empty map, which an update
+// can set fields in.
+func (d Data) clone() Data {
+	if d.m == nil {
+		return Data{m: map[string]types.AttributeValue{}}
+	}
+	return Data{m: maps.Clone(d.m)}
+}
 
 // Field is one data field of an update's Require or RequireAbsentOrEqual,
 // its value encoded.

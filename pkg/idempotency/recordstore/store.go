@@ -70,29 +70,33 @@ func Stamp(o *idempotency.Options, rec Record, now time.Time) Record {
 		}
 		rec.LeaseExpiresAt = TruncMillis(now.Add(lease))
 	}
-	rec.Lease = 0
+	rec.Lease, rec.NoTakeover = 0, false
 	if rec.Data.m == nil {
 		rec.Data.m = map[string]types.AttributeValue{}
 	}
 	return rec
 }
 
-// Holds reports whether holder keeps its key from a claim at now: it is
-// live and not an in-progress claim whose lease ran out. It is the
-// condition dynamostore's claim writes, for the store that judges in
-// memory.
-func Holds(holder Record, now time.Time) bool {
-	return !holder.Expired(now) &&
-		(holder.State != idempotency.StateInProgress || !holder.LeaseExpiresAt.Before(TruncMillis(now)))
+// Holds reports whether holder keeps its key from a claim at now: the
+// negation of idempotency.Free, whose rule dynamostore's claim condition
+// writes, for the store that judges in memory.
+func Holds(holder Record, now time.Time, noTakeover bool) bool {
+	return !idempotency.Free(holder.Record, now, noTakeover)
 }
 
 // JudgeHolder decides what a claimant of rec gets when holder, live at now,
 // has the key, as idempotency.JudgeClaim does, with the whole holder in
-// the answer and in a conflict.
+// the answer and in a conflict. Every state of this package's records but
+// in progress is answered as completed is: a replay of the recorded
+// response (the upload service answers a pending or aborted upload so).
 func JudgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
-	res, err := idempotency.JudgeClaim(rec.Record, holder.Record, now)
+	judged := holder.Record
+	if judged.State != idempotency.StateInProgress {
+		judged.State = idempotency.StateCompleted
+	}
+	res, err := idempotency.JudgeClaim(rec.Record, judged, now)
 	if err != nil {
-		// JudgeClaim's conflict is its own, unwrapped: asserted, not
+		// JudgeClaim's errors are its own, unwrapped: asserted, not
 		// searched with errors.As, whose target would escape on every
 		// claim, replays included.
 		if conflict, ok := err.(*idempotency.ConflictError); ok {
@@ -104,14 +108,28 @@ func JudgeHolder(rec, holder Record, now time.Time) (ClaimResult, error) {
 }
 
 // Claim is idempotency.Store's Claim on s: rec claimed in progress, with
-// no data of its own.
+// no data of its own. A holder in a state package idempotency does not
+// know (a pending or aborted upload, in a table the upload service shares)
+// is judged as idempotency.JudgeClaim judges it: an
+// *idempotency.UnknownStateError, never a replay.
 func Claim(ctx context.Context, s Store, rec idempotency.Record) (idempotency.ClaimResult, error) {
 	if rec.State != "" && rec.State != idempotency.StateInProgress {
 		return idempotency.ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed; a claim is in progress", rec.ID, rec.State)
 	}
 	rec.State = idempotency.StateInProgress
 	res, err := s.ClaimRecord(ctx, Record{Record: rec})
-	return idempotency.ClaimResult{Record: res.Record.Record, Replayed: res.Replayed}, err
+	holder := res.Record.Record
+	if err != nil {
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) {
+			return idempotency.ClaimResult{}, err
+		}
+		holder = conflict.Existing.Record
+	}
+	if holder.State != idempotency.StateInProgress && holder.State != idempotency.StateCompleted {
+		return idempotency.JudgeClaim(rec, holder, s.Now())
+	}
+	return idempotency.ClaimResult{Record: holder, Replayed: res.Replayed}, err
 }
 
 // Get is idempotency.Store's Get on s.

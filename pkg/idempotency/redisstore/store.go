@@ -68,18 +68,21 @@ local f = {}
 for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
 `
 
-// claimScript writes the record ARGV[4..] (field, value pairs) at KEYS[1]
+// claimScript writes the record ARGV[5..] (field, value pairs) at KEYS[1]
 // with a TTL of ARGV[3] ms, unless a live record holds the key at ARGV[1]
 // (epoch seconds) and ARGV[2] (epoch milliseconds): one not expired, and
-// not an in-progress claim whose lease ran out. It answers 1 when it
-// wrote, else the holder's fields.
+// not an in-progress claim whose lease ran out, unless ARGV[4] is "1"
+// (Record.NoTakeover). An in-progress record without a lease holds until
+// it expires. This is idempotency.Free's rule. It answers 1 when it wrote,
+// else the holder's fields.
 var claimScript = redis.NewScript(fieldsLua + `
 if #h > 0 and tonumber(f.expires_at or 0) >= tonumber(ARGV[1]) and
-    (f.state ~= 'in_progress' or tonumber(f.lease_expires_at or 0) >= tonumber(ARGV[2])) then
+    (f.state ~= 'in_progress' or f.lease_expires_at == nil or ARGV[4] == '1' or
+     tonumber(f.lease_expires_at) >= tonumber(ARGV[2])) then
   return h
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
@@ -121,16 +124,21 @@ func (s *Store) Claim(ctx context.Context, rec idempotency.Record) (idempotency.
 		return idempotency.ClaimResult{}, fmt.Errorf("claim %s: state %q cannot be claimed; a claim is in progress", rec.ID, rec.State)
 	}
 	now := s.opts.Now()
+	claim := rec // as asked, for JudgeClaim
 	lease := s.opts.Lease
 	if rec.Lease > 0 {
 		lease = rec.Lease
 	}
-	rec.State, rec.Lease, rec.Response = idempotency.StateInProgress, 0, idempotency.Response{}
+	rec.State, rec.Lease, rec.NoTakeover, rec.Response = idempotency.StateInProgress, 0, false, idempotency.Response{}
 	rec.CreatedAt, rec.UpdatedAt = millis(now), millis(now)
 	rec.ExpiresAt = time.Unix(now.Add(s.opts.TTL).Unix(), 0)
 	rec.LeaseExpiresAt = millis(now.Add(lease))
 	keyTTL := rec.ExpiresAt.Sub(now) + keyGrace
-	args := []any{now.Unix(), now.UnixMilli(), keyTTL.Milliseconds(),
+	noTakeover := "0"
+	if claim.NoTakeover {
+		noTakeover = "1"
+	}
+	args := []any{now.Unix(), now.UnixMilli(), keyTTL.Milliseconds(), noTakeover,
 		"tenant", rec.Tenant, "claim_id", rec.ClaimID, "fingerprint", rec.Fingerprint, "state", string(rec.State),
 		"created_at", rec.CreatedAt.UnixMilli(), "updated_at", rec.UpdatedAt.UnixMilli(),
 		"expires_at", rec.ExpiresAt.Unix(), "lease_expires_at", rec.LeaseExpiresAt.UnixMilli()}
@@ -145,7 +153,7 @@ func (s *Store) Claim(ctx context.Context, rec idempotency.Record) (idempotency.
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("claim %s: %w", rec.ID, err)
 	}
-	return idempotency.JudgeClaim(rec, holder, now)
+	return idempotency.JudgeClaim(claim, holder, now)
 }
 
 // Get is idempotency.Store.Get.

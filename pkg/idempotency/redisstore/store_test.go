@@ -36,6 +36,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Records the store did not write: Put writes the hash as the package doc
+// lays it out, leaving out the fields a record lacks.
+func TestForeignRecords(t *testing.T) {
+	storetest.RunForeignRecords(t, func(t *testing.T, c *storetest.Clock) (idempotency.Store, storetest.Put) {
+		st, rc := newStore(t, c)
+		return st, func(t *testing.T, rec idempotency.Record) {
+			fields := []any{"tenant", rec.Tenant, "claim_id", rec.ClaimID, "fingerprint", rec.Fingerprint, "state", string(rec.State),
+				"created_at", rec.CreatedAt.UnixMilli(), "updated_at", rec.UpdatedAt.UnixMilli(), "expires_at", rec.ExpiresAt.Unix()}
+			if len(rec.Response.Body) > 0 {
+				fields = append(fields, "response", string(rec.Response.Body))
+			}
+			if !rec.LeaseExpiresAt.IsZero() {
+				fields = append(fields, "lease_expires_at", rec.LeaseExpiresAt.UnixMilli())
+			}
+			if err := rc.HSet(context.Background(), st.Key(rec.ID), fields...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 func claim(id idempotency.ID, claimID string) idempotency.Record {
 	return idempotency.Record{ID: id, Tenant: "payments", ClaimID: claimID, Fingerprint: "fp"}
 }

@@ -139,4 +139,113 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) idempotency.Sto
 	if res, err := st.Claim(ctx, other); err != nil || res.Replayed || res.Record.ClaimID != "c2" {
 		t.Fatalf("claim after expiry = %+v, %v; want a fresh claim", res, err)
 	}
+
+	runTimeouts(t, st, c)
+}
+
+// runTimeouts holds st to the two timeout policies: a claim whose lease ran
+// out is taken over by default, and refused with a *TimedOutError to a
+// claim with Record.NoTakeover, which ReleaseTimedOut can end.
+func runTimeouts(t *testing.T, st idempotency.Store, c *Clock) {
+	t.Helper()
+	ctx := context.Background()
+	id := idempotency.NewID("payments", "order-3")
+	first, err := st.Claim(ctx, idempotency.Record{ID: id, Tenant: "payments", ClaimID: "t1", Fingerprint: "fp", Lease: 5 * time.Second, NoTakeover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := idempotency.Record{ID: id, Tenant: "payments", ClaimID: "t2", Fingerprint: "fp", NoTakeover: true}
+	if _, err := st.Claim(ctx, retry); !errors.Is(err, idempotency.ErrInProgress) {
+		t.Fatalf("a claim without takeover while the lease runs: %v, want ErrInProgress", err)
+	}
+	c.Advance(6 * time.Second) // the first claim timed out
+	var timedOut *idempotency.TimedOutError
+	for _, fp := range []string{"fp", "another request"} {
+		retry.Fingerprint = fp
+		_, err := st.Claim(ctx, retry)
+		if fp == "another request" {
+			if !errors.Is(err, idempotency.ErrKeyReused) {
+				t.Fatalf("another request under a timed-out key: %v, want ErrKeyReused", err)
+			}
+			continue
+		}
+		if !errors.As(err, &timedOut) || !errors.Is(err, idempotency.ErrTimedOut) || timedOut.Existing.ClaimID != "t1" ||
+			!timedOut.Existing.CreatedAt.Equal(first.Record.CreatedAt) || !timedOut.Existing.LeaseExpiresAt.Equal(first.Record.LeaseExpiresAt) {
+			t.Fatalf("a claim without takeover after the lease ran out: %v, want a TimedOutError naming t1, its claim and its lease", err)
+		}
+	}
+	if got, err := st.Get(ctx, id); err != nil || got.ClaimID != "t1" || got.State != idempotency.StateInProgress {
+		t.Fatalf("after a refused claim: %+v, %v; want t1 in progress, untouched", got, err)
+	}
+	if err := idempotency.ReleaseTimedOut(ctx, st, id, c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	retry.Fingerprint = "fp"
+	if res, err := st.Claim(ctx, retry); err != nil || res.Replayed || res.Record.ClaimID != "t2" {
+		t.Fatalf("a claim after ReleaseTimedOut = %+v, %v; want a fresh claim", res, err)
+	}
+	if err := idempotency.ReleaseTimedOut(ctx, st, id, c.Now()); err == nil {
+		t.Fatal("ReleaseTimedOut released a claim still in its lease")
+	}
+	// The default: a timed-out claim is taken over.
+	c.Advance(Lease + time.Second)
+	retry.ClaimID, retry.NoTakeover = "t3", false
+	if res, err := st.Claim(ctx, retry); err != nil || res.Replayed || res.Record.ClaimID != "t3" {
+		t.Fatalf("a claim after the lease ran out = %+v, %v; want it to take the key over", res, err)
+	}
+}
+
+// Put writes rec into the store under test as it is, every field as given
+// and none stamped, the way another writer would leave a record: an older
+// or newer version of the store's code, or a hand edit.
+type Put func(t *testing.T, rec idempotency.Record)
+
+// RunForeignRecords holds a store to the rules for records it did not
+// write itself, which newStore plants with put (made with the same options
+// as for Run):
+//
+//   - a record in a state package idempotency does not know is an error
+//     naming the record and its state (ErrUnknownState): never replayed,
+//     never taken over, whatever the claim's fingerprint;
+//   - an in-progress record without a lease is held until it expires, and
+//     the claim's InProgressError says to retry after that, not after a
+//     second.
+func RunForeignRecords(t *testing.T, newStore func(t *testing.T, clock *Clock) (idempotency.Store, Put)) {
+	t.Helper()
+	ctx, c := context.Background(), NewClock(time.Now().Truncate(time.Second))
+	st, put := newStore(t, c)
+	id := idempotency.NewID("payments", "foreign-1")
+	foreign := idempotency.Record{
+		ID: id, Tenant: "payments", ClaimID: "f1", Fingerprint: "fp", State: "paused",
+		Response:  idempotency.Response{Body: []byte(`{"charge":"ch_1"}`)},
+		CreatedAt: c.Now(), UpdatedAt: c.Now(), ExpiresAt: c.Now().Add(TTL),
+	}
+	put(t, foreign)
+	for _, fp := range []string{"fp", "another request"} {
+		res, err := st.Claim(ctx, idempotency.Record{ID: id, Tenant: "payments", ClaimID: "c1", Fingerprint: fp})
+		var unknown *idempotency.UnknownStateError
+		if !errors.As(err, &unknown) || !errors.Is(err, idempotency.ErrUnknownState) || unknown.Existing.ClaimID != "f1" || unknown.Existing.State != "paused" {
+			t.Fatalf("a claim (fingerprint %q) of a key held in state %q = %+v, %v; want an UnknownStateError naming f1", fp, foreign.State, res, err)
+		}
+	}
+	if got, err := st.Get(ctx, id); err != nil || got.ClaimID != "f1" || got.State != "paused" {
+		t.Fatalf("after the refused claims: %+v, %v; want the record untouched", got, err)
+	}
+
+	id = idempotency.NewID("payments", "foreign-2")
+	noLease := idempotency.Record{
+		ID: id, Tenant: "payments", ClaimID: "f2", Fingerprint: "fp", State: idempotency.StateInProgress,
+		CreatedAt: c.Now(), UpdatedAt: c.Now(), ExpiresAt: c.Now().Add(TTL),
+	}
+	put(t, noLease)
+	c.Advance(time.Minute)
+	var ip *idempotency.InProgressError
+	_, err := st.Claim(ctx, idempotency.Record{ID: id, Tenant: "payments", ClaimID: "c2", Fingerprint: "fp"})
+	if want := TTL - time.Minute; !errors.As(err, &ip) || ip.RetryAfter != want {
+		t.Fatalf("a claim of a key in progress without a lease: %v; want an InProgressError retrying after %v, when the record expires", err, want)
+	}
+	c.Advance(TTL)
+	if res, err := st.Claim(ctx, idempotency.Record{ID: id, Tenant: "payments", ClaimID: "c3", Fingerprint: "fp"}); err != nil || res.Replayed || res.Record.ClaimID != "c3" {
+		t.Fatalf("a claim after the record without a lease expired = %+v, %v; want a fresh claim", res, err)
+	}
 }
