@@ -13,13 +13,13 @@
 //     than a comma, by package keyheader's rule, the upload API's too. A
 //     comma is refused because a proxy joins two headers with one, and two
 //     keys must never make a new one;
-//   - scopes the key by the caller's principal, as the upload API scopes
-//     its keys: a JWT's issuer and subject (a Cognito user pool's, for a
-//     REST API), else an IAM caller's ARN, else a Lambda authorizer's
-//     principalId. Two callers who send the same key never share a record.
-//     A request without a principal is scoped by the key alone, so every
-//     anonymous caller shares the key space; set Options.RequirePrincipal
-//     to refuse such a request instead;
+//   - scopes the key by the caller's principal ([PrincipalV2],
+//     [PrincipalV1], or Options.PrincipalFromV2 and PrincipalFromV1), as
+//     the upload API scopes its keys. Two callers who send the same key
+//     never share a record. A request without a principal is scoped by the
+//     key alone, so every anonymous caller shares the key space; set
+//     Options.RequirePrincipal to refuse such a request instead. A JWT that
+//     names no one is always refused;
 //   - fingerprints the method, the raw path (path parameters included),
 //     the query string (its parameters sorted) and the body: a body that
 //     holds a JSON object or array counts as its canonical JSON, as in
@@ -97,9 +97,19 @@ const (
 // defaults.
 type Options struct {
 	// RequirePrincipal answers a request without a principal with a 401
-	// problem instead of scoping its key by the key alone. Defaults to
-	// false.
+	// problem instead of scoping its key by the key alone, where all such
+	// callers share one key space. Defaults to false.
 	RequirePrincipal bool
+	// PrincipalFromV2 names the caller of an HTTP API request, in place of
+	// PrincipalV2 of its authorizer: "" for none, an error to refuse the
+	// request with a 401 problem. The name scopes the caller's keys, so it
+	// must tell apart every caller whose keys must not meet (an HTTP API
+	// Lambda authorizer's simple response names no one: name the caller
+	// from its context). Defaults to nil.
+	PrincipalFromV2 func(events.APIGatewayV2HTTPRequest) (string, error)
+	// PrincipalFromV1 is PrincipalFromV2 for a REST API, in place of
+	// PrincipalV1. Defaults to nil.
+	PrincipalFromV1 func(events.APIGatewayProxyRequest) (string, error)
 	// Record reports whether a response of this status is recorded and
 	// replayed; one it refuses releases the key, so that a retry runs the
 	// handler again. It is asked about statuses 200 to 499 only: any other
@@ -141,10 +151,15 @@ type (
 // see the package documentation.
 func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Options)) v2Handler {
 	return wrap(store, fn, flavor[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
-		call: func(r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
+		call: func(o *Options, r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
 			c := &call[events.APIGatewayV2HTTPRequest]{
 				Method: r.RequestContext.HTTP.Method, Path: r.RawPath, Query: sortedQuery(r.RawQueryString),
-				req: r, keys: headerValues(r.Headers, nil), principal: PrincipalV2(r.RequestContext.Authorizer),
+				req: r, keys: headerValues(r.Headers, nil),
+			}
+			if o.PrincipalFromV2 != nil {
+				c.principal, c.principalErr = o.PrincipalFromV2(r)
+			} else {
+				c.principal, c.principalErr = PrincipalV2(r.RequestContext.Authorizer)
 			}
 			c.setBody(r.Body, r.IsBase64Encoded)
 			return c
@@ -163,10 +178,15 @@ func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Opt
 // two values are a malformed key.
 func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Options)) v1Handler {
 	return wrap(store, fn, flavor[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
-		call: func(r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
+		call: func(o *Options, r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
 			c := &call[events.APIGatewayProxyRequest]{
 				Method: r.HTTPMethod, Path: r.Path, Query: queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters),
-				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders), principal: PrincipalV1(r.RequestContext),
+				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders),
+			}
+			if o.PrincipalFromV1 != nil {
+				c.principal, c.principalErr = o.PrincipalFromV1(r)
+			} else {
+				c.principal, c.principalErr = PrincipalV1(r.RequestContext)
 			}
 			c.setBody(r.Body, r.IsBase64Encoded)
 			return c
@@ -181,7 +201,7 @@ func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Opt
 
 // flavor is what differs between the REST and the HTTP API events.
 type flavor[Req, Resp any] struct {
-	call    func(Req) *call[Req]
+	call    func(*Options, Req) *call[Req]
 	status  func(Resp) int
 	header  func(*Resp) *map[string]string
 	respond func(status int, headers map[string]string, body string) Resp
@@ -200,9 +220,10 @@ type call[Req any] struct {
 	Body      string `json:"body"`
 	BodyBytes []byte `json:"bodyBytes"`
 
-	req       Req
-	keys      []string
-	principal string
+	req          Req
+	keys         []string
+	principal    string
+	principalErr error
 }
 
 var fingerprintPaths = []string{"method", "path", "query", "body", "bodyBytes"}
@@ -252,6 +273,8 @@ var (
 		"The Idempotency-Key header must be one value of 1 to 255 visible ASCII characters other than a comma, bare or in double quotes (with no double quote or backslash inside)."}
 	errPrincipalRequired = &keyError{http.StatusUnauthorized, TypePrincipalRequired,
 		"This operation scopes its Idempotency-Key by the caller, and the request names none."}
+	errAnonymousJWT = &keyError{http.StatusUnauthorized, TypePrincipalRequired,
+		"This operation scopes its Idempotency-Key by the caller, and the request's token names no subject (sub) and no client (client_id or azp)."}
 )
 
 func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) (Resp, error), f flavor[Req, Resp], optFns []func(*Options)) func(context.Context, Req) (Resp, error) {
@@ -271,8 +294,14 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 		}
 		return resp, nil
 	}, func(h *idempotency.HandlerOptions[*call[Req], Resp]) {
-		h.Key = func(_ context.Context, c *call[Req]) (string, error) {
-			if c.principal == "" && o.RequirePrincipal {
+		h.Key = func(ctx context.Context, c *call[Req]) (string, error) {
+			switch {
+			case errors.Is(c.principalErr, ErrAnonymousJWT):
+				return "", errAnonymousJWT
+			case c.principalErr != nil:
+				o.Logger.InfoContext(ctx, "apigateway: no principal", "error", c.principalErr)
+				return "", errPrincipalRequired
+			case c.principal == "" && o.RequirePrincipal:
 				return "", errPrincipalRequired
 			}
 			key, err := parseKey(c.keys)
@@ -291,7 +320,7 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 	})
 
 	return func(ctx context.Context, req Req) (Resp, error) {
-		resp, err := idem(ctx, f.call(req))
+		resp, err := idem(ctx, f.call(&o, req))
 		var (
 			he         *handlerError
 			ke         *keyError

@@ -19,11 +19,15 @@ import (
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/apigateway"
+	"github.com/onceupload/onceupload/pkg/idempotency/redisstore"
 )
 
-var dynoxide = testenv.SharedDynoxide()
+var (
+	dynoxide = testenv.SharedDynoxide()
+	redis    = testenv.SharedRedis()
+)
 
-func TestMain(m *testing.M) { testenv.Main(m, dynoxide) }
+func TestMain(m *testing.M) { testenv.Main(m, dynoxide, redis) }
 
 // req is a request as a client sends it, delivered to either flavor.
 type req struct {
@@ -31,8 +35,17 @@ type req struct {
 	headers             map[string]string
 	body                string
 	base64              bool
-	sub                 string // a JWT authorizer's subject; "" for none
+	stage               string
+	// The caller: a JWT's subject (post's default is alice), else a JWT's
+	// claims, else an IAM caller's ARN, through a Cognito identity pool
+	// when identity is set; apiKeyID for a REST API.
+	sub                 string
+	claims              map[string]string
+	arn, pool, identity string
+	apiKeyID            string
 }
+
+const issuer = "https://idp.example"
 
 // resp is either flavor's response.
 type resp struct {
@@ -44,7 +57,7 @@ type resp struct {
 // post is a POST /orders with key in its Idempotency-Key header ("" for
 // none) and body.
 func post(key, body string) req {
-	r := req{method: "POST", path: "/orders/o-1", headers: map[string]string{"content-type": "application/json"}, body: body}
+	r := req{method: "POST", path: "/orders/o-1", headers: map[string]string{"content-type": "application/json"}, body: body, sub: "alice"}
 	if key != "" {
 		r.headers["idempotency-key"] = key
 	}
@@ -74,9 +87,15 @@ func (r req) v2() events.APIGatewayV2HTTPRequest {
 	e.RequestContext.HTTP.Method = r.method
 	n := delivery.Add(1)
 	e.RequestContext.RequestID, e.RequestContext.TimeEpoch = "req-"+strconv.FormatInt(n, 10), n
-	if r.sub != "" {
+	e.RequestContext.Stage = r.stage
+	if claims := r.jwtClaims(); claims != nil {
 		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"iss": "https://idp.example", "sub": r.sub}},
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims},
+		}
+	} else if r.arn != "" {
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: r.arn,
+				CognitoIdentity: events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{IdentityPoolID: r.pool, IdentityID: r.identity}},
 		}
 	}
 	return e
@@ -96,10 +115,29 @@ func (r req) v1() events.APIGatewayProxyRequest {
 	}
 	n := delivery.Add(1)
 	e.RequestContext.RequestID, e.RequestContext.RequestTimeEpoch = "req-"+strconv.FormatInt(n, 10), n
-	if r.sub != "" {
-		e.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"iss": "https://idp.example", "sub": r.sub}}
+	e.RequestContext.Stage = r.stage
+	if claims := r.jwtClaims(); claims != nil {
+		c := map[string]any{}
+		for k, v := range claims {
+			c[k] = v
+		}
+		e.RequestContext.Authorizer = map[string]any{"claims": c}
+	} else if r.arn != "" {
+		e.RequestContext.Identity.UserArn, e.RequestContext.Identity.CognitoIdentityPoolID, e.RequestContext.Identity.CognitoIdentityID = r.arn, r.pool, r.identity
 	}
+	e.RequestContext.Identity.APIKeyID = r.apiKeyID
 	return e
+}
+
+// jwtClaims are the claims of r's JWT, nil for none.
+func (r req) jwtClaims() map[string]string {
+	switch {
+	case r.sub != "":
+		return map[string]string{"iss": issuer, "sub": r.sub}
+	case r.claims != nil:
+		return r.claims
+	}
+	return nil
 }
 
 // outcome is what the handler does on its n-th run: answer status, or
@@ -177,8 +215,37 @@ const (
 	reordered = "{ \"qty\": 2,\n \"sku\": \"a-1\" }"
 )
 
+// viaIdentityPool is a caller through a Cognito identity pool: its role's
+// ARN is every user's.
+func viaIdentityPool(identity string) func(*req) {
+	return func(r *req) {
+		r.sub, r.arn, r.pool, r.identity = "", "arn:aws:sts::1:assumed-role/pool-auth/CognitoIdentityCredentials", "eu-west-1:pool", identity
+	}
+}
+
+// jwt is a caller whose JWT has claim and no sub.
+func jwt(claim, value string) func(*req) {
+	return func(r *req) { r.sub, r.claims = "", map[string]string{"iss": issuer, claim: value} }
+}
+
+// tenantOf is a principal function's answer: a tenant named by stage, for
+// the test, or none, or an error.
+func tenantOf(stage string) (string, error) {
+	if stage == "refused" {
+		return "", errors.New("the authorizer's context names no tenant")
+	}
+	if stage == "" {
+		return "", nil
+	}
+	return "tenant:" + stage, nil
+}
+
+// apiKey is a REST API caller known by its API key only.
+func apiKey(id string) func(*req) { return func(r *req) { r.sub, r.apiKeyID = "", id } }
+
 var behaviours = []struct {
 	name    string
+	only    string // the one flavor it applies to; "" for both
 	outcome outcome
 	opts    func(*apigateway.Options)
 	steps   []step
@@ -242,19 +309,56 @@ var behaviours = []struct {
 	{name: "each principal has its own keys", outcome: always(201), steps: []step{
 		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1},
 		{req: post("key-1", `{"sku":"b-1","qty":1}`).with(func(r *req) { r.sub = "bob" }), status: 201, run: 2},
-		{req: post("key-1", body), status: 201, run: 3},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "carol" }), status: 201, run: 3},
 		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1, replay: true},
 		{req: post("key-1", `{"sku":"b-1","qty":1}`).with(func(r *req) { r.sub = "alice" }), status: 422, problem: apigateway.TypeKeyReused},
 	}},
+	{name: "callers who share a Cognito identity pool's role are apart", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(viaIdentityPool("eu-west-1:alice")), status: 201, run: 1},
+		{req: post("key-1", body).with(viaIdentityPool("eu-west-1:mallory")), status: 201, run: 2},
+		{req: post("key-1", body).with(viaIdentityPool("eu-west-1:alice")), status: 201, run: 1, replay: true},
+	}},
+	{name: "JWTs without a subject are named by their client", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(jwt("client_id", "c1")), status: 201, run: 1},
+		{req: post("key-1", body).with(jwt("client_id", "c2")), status: 201, run: 2},
+		{req: post("key-1", body).with(jwt("azp", "c3")), status: 201, run: 3},
+		{req: post("key-1", body).with(jwt("client_id", "alice")), status: 201, run: 4},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 5},
+		{req: post("key-1", body).with(jwt("client_id", "c1")), status: 201, run: 1, replay: true},
+	}},
+	{name: "a JWT that names no one is a 401 problem", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(jwt("scope", "orders")), status: 401, problem: apigateway.TypePrincipalRequired},
+	}},
+	{name: "REST API callers are apart by their API key", only: "V1", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(apiKey("k1")), status: 201, run: 1},
+		{req: post("key-1", body).with(apiKey("k2")), status: 201, run: 2},
+		{req: post("key-1", body).with(apiKey("k1")), status: 201, run: 1, replay: true},
+	}},
 	{name: "without a principal, callers share the key", outcome: always(201), steps: []step{
-		{req: post("key-1", body), status: 201, run: 1},
-		{req: post("key-1", body), status: 201, run: 1, replay: true},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "" }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "" }), status: 201, run: 1, replay: true},
+		{req: post("key-1", body), status: 201, run: 2},
 	}},
 	{name: "RequirePrincipal answers 401 without one", outcome: always(201), opts: func(o *apigateway.Options) { o.RequirePrincipal = true }, steps: []step{
-		{req: post("key-1", body), status: 401, problem: apigateway.TypePrincipalRequired},
-		{req: post("", body), status: 401, problem: apigateway.TypePrincipalRequired},
-		{req: post("key-1", body).with(func(r *req) { r.sub = "alice" }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.sub = "" }), status: 401, problem: apigateway.TypePrincipalRequired},
+		{req: post("", body).with(func(r *req) { r.sub = "" }), status: 401, problem: apigateway.TypePrincipalRequired},
+		{req: post("key-1", body).with(jwt("scope", "orders")), status: 401, problem: apigateway.TypePrincipalRequired},
+		{req: post("key-1", body), status: 201, run: 1},
 	}},
+	{name: "a principal function names callers an authorizer does not", outcome: always(201),
+		opts: func(o *apigateway.Options) {
+			// As from a Lambda authorizer's simple response, whose context
+			// the test carries in the stage.
+			o.PrincipalFromV2 = func(r events.APIGatewayV2HTTPRequest) (string, error) { return tenantOf(r.RequestContext.Stage) }
+			o.PrincipalFromV1 = func(r events.APIGatewayProxyRequest) (string, error) { return tenantOf(r.RequestContext.Stage) }
+			o.RequirePrincipal = true
+		}, steps: []step{
+			{req: post("key-1", body).with(func(r *req) { r.sub, r.stage = "", "t1" }), status: 201, run: 1},
+			{req: post("key-1", body).with(func(r *req) { r.sub, r.stage = "", "t2" }), status: 201, run: 2},
+			{req: post("key-1", body).with(func(r *req) { r.sub, r.stage = "", "t1" }), status: 201, run: 1, replay: true},
+			{req: post("key-1", body).with(func(r *req) { r.sub, r.stage = "", "" }), status: 401, problem: apigateway.TypePrincipalRequired},
+			{req: post("key-1", body).with(func(r *req) { r.sub, r.stage = "", "refused" }), status: 401, problem: apigateway.TypePrincipalRequired},
+		}},
 	{name: "a 5xx answer is released, and a retry runs again", outcome: func(n int) int { return map[int]int{1: 503, 2: 500}[n] + map[bool]int{true: 201}[n > 2] }, steps: []step{
 		{req: post("key-1", body), status: 503, run: 1},
 		{req: post("key-1", body), status: 500, run: 2},
@@ -308,9 +412,18 @@ func TestBehavioursOnDynamoDB(t *testing.T) {
 	runBehaviours(t, func(*testing.T) idempotency.Store { return store })
 }
 
+// TestBehavioursOnRedis runs them on the Redis store.
+func TestBehavioursOnRedis(t *testing.T) {
+	store := redisstore.New(testenv.RedisClient(t, redis.Endpoint(t)))
+	runBehaviours(t, func(*testing.T) idempotency.Store { return store })
+}
+
 func runBehaviours(t *testing.T, newStore func(*testing.T) idempotency.Store) {
 	for _, f := range flavors {
 		for _, b := range behaviours {
+			if b.only != "" && b.only != f.name {
+				continue
+			}
 			t.Run(f.name+"/"+b.name, func(t *testing.T) {
 				s := f.make(newStore(t), b.outcome, func(o *apigateway.Options) {
 					o.Scope = t.Name()
