@@ -21,11 +21,12 @@
 //     Options.RequirePrincipal to refuse such a request instead. A JWT that
 //     names no one is always refused;
 //   - fingerprints the method, the raw path (path parameters included),
-//     the query string (its parameters sorted) and the body: a body that
-//     holds a JSON object or array counts as its canonical JSON, as in
+//     the query string (its parameters sorted by name, each name's values
+//     in their order), the stage and the body: a body that holds a JSON
+//     object or array counts as its canonical JSON, as in
 //     idempotency.HandlerOptions, any other as its bytes, a base64 body
-//     decoded first. Never API Gateway's request id or time, which differ
-//     on every delivery, nor the other headers;
+//     decoded first; the other parts count as written. Never API Gateway's
+//     request id or time, which differ on every delivery, nor the headers;
 //   - replays a recorded response with its status, headers and body, and
 //     the header Idempotent-Replay: true;
 //   - records a response whose status Options.Record accepts (by default
@@ -51,6 +52,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -153,8 +155,8 @@ func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Opt
 	return wrap(store, fn, flavor[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
 		call: func(o *Options, r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
 			c := &call[events.APIGatewayV2HTTPRequest]{
-				Method: r.RequestContext.HTTP.Method, Path: r.RawPath, Query: sortedQuery(r.RawQueryString),
-				req: r, keys: headerValues(r.Headers, nil),
+				Method: []byte(r.RequestContext.HTTP.Method), Path: []byte(r.RawPath), Query: []byte(sortedQuery(r.RawQueryString)),
+				Stage: []byte(r.RequestContext.Stage), req: r, keys: headerValues(r.Headers, nil),
 			}
 			if o.PrincipalFromV2 != nil {
 				c.principal, c.principalErr = o.PrincipalFromV2(r)
@@ -180,8 +182,8 @@ func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Opt
 	return wrap(store, fn, flavor[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
 		call: func(o *Options, r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
 			c := &call[events.APIGatewayProxyRequest]{
-				Method: r.HTTPMethod, Path: r.Path, Query: queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters),
-				req: r, keys: headerValues(r.Headers, r.MultiValueHeaders),
+				Method: []byte(r.HTTPMethod), Path: []byte(r.Path), Query: []byte(queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters)),
+				Stage: []byte(r.RequestContext.Stage), req: r, keys: headerValues(r.Headers, r.MultiValueHeaders),
 			}
 			if o.PrincipalFromV1 != nil {
 				c.principal, c.principalErr = o.PrincipalFromV1(r)
@@ -211,9 +213,13 @@ type flavor[Req, Resp any] struct {
 // fields are what a retry must repeat (their JSON, with a JSON body
 // canonical), the rest rides along.
 type call[Req any] struct {
-	Method string `json:"method"`
-	Path   string `json:"path"`
-	Query  string `json:"query"`
+	// Method, Path, Query and Stage are bytes, base64 in JSON, which
+	// MakeIdempotent never reads as embedded JSON: only the body is JSON,
+	// a query string that reads as JSON counts as written.
+	Method []byte `json:"method"`
+	Path   []byte `json:"path"`
+	Query  []byte `json:"query"`
+	Stage  []byte `json:"stage"`
 	// Body is the body as text, when it is valid UTF-8; BodyBytes holds
 	// any other, since JSON would turn its invalid bytes into U+FFFD and
 	// two bodies into one.
@@ -226,7 +232,7 @@ type call[Req any] struct {
 	principalErr error
 }
 
-var fingerprintPaths = []string{"method", "path", "query", "body", "bodyBytes"}
+var fingerprintPaths = []string{"method", "path", "query", "stage", "body", "bodyBytes"}
 
 // setBody decodes a base64 body. One that does not decode (API Gateway
 // never sends one) counts as its bytes undecoded, in BodyBytes, where no
@@ -434,29 +440,40 @@ func scopedKey(principal, key string) string {
 	return strconv.Itoa(len(principal)) + ":" + principal + ":" + key
 }
 
-// sortedQuery is a raw query string with its parameters sorted, as they
-// were encoded; empty parameters (a&&b) are dropped.
+// sortedQuery is a raw query string with its parameters sorted by their
+// decoded name, as they were encoded, each name's in their order: a
+// handler may read the first or the last value. Empty parameters (a&&b)
+// are dropped.
 func sortedQuery(raw string) string {
 	params := slices.DeleteFunc(strings.Split(raw, "&"), func(p string) bool { return p == "" })
-	slices.Sort(params)
+	slices.SortStableFunc(params, func(a, b string) int { return strings.Compare(paramName(a), paramName(b)) })
 	return strings.Join(params, "&")
 }
 
+// paramName is the decoded name of a raw query parameter, or its raw name
+// when it does not decode.
+func paramName(param string) string {
+	name, _, _ := strings.Cut(param, "=")
+	if n, err := url.QueryUnescape(name); err == nil {
+		return n
+	}
+	return name
+}
+
 // queryOf is a REST API request's query string, its parameters encoded and
-// sorted: from the multi-value parameters where there are any, else the
-// single ones.
+// sorted by name, each name's values in their order: from the multi-value
+// parameters where there are any, else the single ones.
 func queryOf(multi map[string][]string, single map[string]string) string {
 	var params []string
-	for k, vs := range multi {
-		for _, v := range vs {
+	for _, k := range slices.Sorted(maps.Keys(multi)) {
+		for _, v := range multi[k] {
 			params = append(params, url.QueryEscape(k)+"="+url.QueryEscape(v))
 		}
 	}
 	if len(multi) == 0 {
-		for k, v := range single {
-			params = append(params, url.QueryEscape(k)+"="+url.QueryEscape(v))
+		for _, k := range slices.Sorted(maps.Keys(single)) {
+			params = append(params, url.QueryEscape(k)+"="+url.QueryEscape(single[k]))
 		}
 	}
-	slices.Sort(params)
 	return strings.Join(params, "&")
 }

@@ -291,10 +291,24 @@ var behaviours = []struct {
 		{req: post("key-1", body).with(func(r *req) { r.query = "dry=1" }), status: 422, problem: apigateway.TypeKeyReused},
 		{req: post("key-1", body).with(func(r *req) { r.headers["x-other"] = "header" }), status: 201, run: 1, replay: true},
 	}},
-	{name: "the query string counts sorted", outcome: always(201), steps: []step{
+	{name: "the query string counts sorted by name, each name's values in their order", outcome: always(201), steps: []step{
 		{req: post("key-1", body).with(func(r *req) { r.query = "b=2&a=1&a=0" }), status: 201, run: 1},
-		{req: post("key-1", body).with(func(r *req) { r.query = "a=0&b=2&a=1" }), status: 201, run: 1, replay: true},
+		{req: post("key-1", body).with(func(r *req) { r.query = "a=1&b=2&a=0" }), status: 201, run: 1, replay: true},
 		{req: post("key-1", body).with(func(r *req) { r.query = "a=0&b=2&a=2" }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "repeated query parameters in another order are another request", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.query = "amount=1&amount=1000" }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.query = "amount=1000&amount=1" }), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.query = "amount=1&amount=1000" }), status: 201, run: 1, replay: true},
+	}},
+	{name: "a query string that reads as JSON counts as written", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.query = `{"a":1,"b":2}` }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.query = `{"b":2,"a":1}` }), status: 422, problem: apigateway.TypeKeyReused},
+	}},
+	{name: "the stage counts", outcome: always(201), steps: []step{
+		{req: post("key-1", body).with(func(r *req) { r.stage = "prod" }), status: 201, run: 1},
+		{req: post("key-1", body).with(func(r *req) { r.stage = "test" }), status: 422, problem: apigateway.TypeKeyReused},
+		{req: post("key-1", body).with(func(r *req) { r.stage = "prod" }), status: 201, run: 1, replay: true},
 	}},
 	{name: "a base64 body counts decoded", outcome: always(201), steps: []step{
 		{req: post("key-1", body), status: 201, run: 1},
