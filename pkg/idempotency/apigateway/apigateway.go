@@ -30,10 +30,13 @@
 //   - replays a recorded response with its status, headers and body, and
 //     the header Idempotent-Replay: true;
 //   - records a response whose status Options.Record accepts (by default
-//     2xx, 3xx and 4xx other than 408, 409, 425 and 429: [DefaultRecord]);
-//     a 5xx response, or an error from the handler, releases the key, so
-//     that a retry runs the handler again. The handler's error is returned
-//     as it is (API Gateway answers 500 for it).
+//     2xx, 3xx and 4xx other than 401, 403, 404, 408, 409, 425 and 429:
+//     [DefaultRecord]), without Set-Cookie (V2's cookies) and
+//     Options.PerCallerHeaders; one larger than Options.MaxRecordedBytes is
+//     recorded without its body, marked [BodyOmittedHeader]. A 5xx
+//     response, or an error from the handler, releases the key, so that a
+//     retry runs the handler again. The handler's error is returned as it
+//     is (API Gateway answers 500 for it).
 //
 // Misuse of a key is answered, without running the handler, with an RFC
 // 9457 problem (application/problem+json, with type, title, status and
@@ -74,6 +77,16 @@ const Header = "Idempotency-Key"
 // ReplayHeader marks a response answered from a record: its value is
 // "true".
 const ReplayHeader = "Idempotent-Replay"
+
+// BodyOmittedHeader marks a replay whose body was too large to record
+// (Options.MaxRecordedBytes): its value is "omitted", its status and
+// headers are the first answer's, its body empty.
+const BodyOmittedHeader = "Idempotent-Replay-Body"
+
+// DefaultMaxRecordedBytes is Options.MaxRecordedBytes' default: DynamoDB
+// refuses an item over 400 KB (409,600 bytes), key, fingerprint and the
+// record's other attributes included; 16 KiB is left for those.
+const DefaultMaxRecordedBytes = 384 << 10
 
 // MaxKeyLen bounds an Idempotency-Key, counted after unquoting. The upload
 // API asks for at least 16 characters of its own clients; a general API's
@@ -117,6 +130,18 @@ type Options struct {
 	// handler again. It is asked about statuses 200 to 499 only: any other
 	// (a 5xx) is never recorded. Defaults to DefaultRecord.
 	Record func(status int) bool
+	// PerCallerHeaders name response headers (in any case) that belong to
+	// the caller of the first request, as Set-Cookie does, which is never
+	// recorded either: a replay goes without them. Defaults to none.
+	PerCallerHeaders []string
+	// MaxRecordedBytes bounds a recorded response, counted as the store
+	// keeps it (its JSON: headers and escaped body). A larger one is
+	// recorded without its body (and its Content-Type, Content-Length and
+	// Content-Encoding), marked with BodyOmittedHeader: the store would
+	// refuse it after the handler ran, every time, and each retry would
+	// run the handler again. Defaults to DefaultMaxRecordedBytes, under
+	// DynamoDB's item limit.
+	MaxRecordedBytes int
 	// DocsURL is the page that documents the problem types: each problem's
 	// type is DocsURL#name, and its Link header points there. Defaults to
 	// DefaultDocsURL.
@@ -134,11 +159,14 @@ type Options struct {
 }
 
 // DefaultRecord records every status from 200 to 499 except those that say
-// the request may succeed if sent again as it is: 408 Request Timeout, 409
-// Conflict, 425 Too Early and 429 Too Many Requests.
+// the request may succeed if sent again as it is: 401 Unauthorized, 403
+// Forbidden and 404 Not Found (the caller's rights or the resource may
+// change within the record's TTL), 408 Request Timeout, 409 Conflict, 425
+// Too Early and 429 Too Many Requests.
 func DefaultRecord(status int) bool {
 	switch status {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
 		return false
 	}
 	return status >= 200 && status < 500
@@ -153,8 +181,8 @@ type (
 // see the package documentation.
 func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Options)) v2Handler {
 	return wrap(store, fn, flavor[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
-		call: func(o *Options, r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest] {
-			c := &call[events.APIGatewayV2HTTPRequest]{
+		call: func(o *Options, r events.APIGatewayV2HTTPRequest) *call[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse] {
+			c := &call[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
 				Method: []byte(r.RequestContext.HTTP.Method), Path: []byte(r.RawPath), Query: []byte(sortedQuery(r.RawQueryString)),
 				Stage: []byte(r.RequestContext.Stage), req: r, keys: headerValues(r.Headers, nil),
 			}
@@ -168,6 +196,15 @@ func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Opt
 		},
 		status: func(r events.APIGatewayV2HTTPResponse) int { return r.StatusCode },
 		header: func(r *events.APIGatewayV2HTTPResponse) *map[string]string { return &r.Headers },
+		recorded: func(r events.APIGatewayV2HTTPResponse, keep func(string) bool, withBody bool) events.APIGatewayV2HTTPResponse {
+			r.Cookies = nil // Set-Cookie, by another name
+			r.Headers, r.MultiValueHeaders = keptHeaders(r.Headers, keep, withBody), keptHeaders(r.MultiValueHeaders, keep, withBody)
+			if !withBody {
+				r.Body, r.IsBase64Encoded = "", false
+				setHeader(&r.Headers, BodyOmittedHeader, "omitted")
+			}
+			return r
+		},
 		respond: func(status int, headers map[string]string, body string) events.APIGatewayV2HTTPResponse {
 			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body}
 		},
@@ -180,8 +217,8 @@ func MakeIdempotentV2(store idempotency.Store, fn v2Handler, optFns ...func(*Opt
 // two values are a malformed key.
 func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Options)) v1Handler {
 	return wrap(store, fn, flavor[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
-		call: func(o *Options, r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest] {
-			c := &call[events.APIGatewayProxyRequest]{
+		call: func(o *Options, r events.APIGatewayProxyRequest) *call[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse] {
+			c := &call[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
 				Method: []byte(r.HTTPMethod), Path: []byte(r.Path), Query: []byte(queryOf(r.MultiValueQueryStringParameters, r.QueryStringParameters)),
 				Stage: []byte(r.RequestContext.Stage), req: r, keys: headerValues(r.Headers, r.MultiValueHeaders),
 			}
@@ -195,6 +232,14 @@ func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Opt
 		},
 		status: func(r events.APIGatewayProxyResponse) int { return r.StatusCode },
 		header: func(r *events.APIGatewayProxyResponse) *map[string]string { return &r.Headers },
+		recorded: func(r events.APIGatewayProxyResponse, keep func(string) bool, withBody bool) events.APIGatewayProxyResponse {
+			r.Headers, r.MultiValueHeaders = keptHeaders(r.Headers, keep, withBody), keptHeaders(r.MultiValueHeaders, keep, withBody)
+			if !withBody {
+				r.Body, r.IsBase64Encoded = "", false
+				setHeader(&r.Headers, BodyOmittedHeader, "omitted")
+			}
+			return r
+		},
 		respond: func(status int, headers map[string]string, body string) events.APIGatewayProxyResponse {
 			return events.APIGatewayProxyResponse{StatusCode: status, Headers: headers, Body: body}
 		},
@@ -203,16 +248,19 @@ func MakeIdempotentV1(store idempotency.Store, fn v1Handler, optFns ...func(*Opt
 
 // flavor is what differs between the REST and the HTTP API events.
 type flavor[Req, Resp any] struct {
-	call    func(*Options, Req) *call[Req]
-	status  func(Resp) int
-	header  func(*Resp) *map[string]string
-	respond func(status int, headers map[string]string, body string) Resp
+	call   func(*Options, Req) *call[Req, Resp]
+	status func(Resp) int
+	header func(*Resp) *map[string]string
+	// recorded is the response as it is recorded: with only the headers
+	// keep keeps, and without its body unless withBody.
+	recorded func(r Resp, keep func(name string) bool, withBody bool) Resp
+	respond  func(status int, headers map[string]string, body string) Resp
 }
 
 // call is the request as idempotency.MakeIdempotent sees it: its exported
 // fields are what a retry must repeat (their JSON, with a JSON body
 // canonical), the rest rides along.
-type call[Req any] struct {
+type call[Req, Resp any] struct {
 	// Method, Path, Query and Stage are bytes, base64 in JSON, which
 	// MakeIdempotent never reads as embedded JSON: only the body is JSON,
 	// a query string that reads as JSON counts as written.
@@ -230,6 +278,9 @@ type call[Req any] struct {
 	keys         []string
 	principal    string
 	principalErr error
+	// answer is the handler's response as it went to the caller, in full
+	// (what is recorded may not be).
+	answer *Resp
 }
 
 var fingerprintPaths = []string{"method", "path", "query", "stage", "body", "bodyBytes"}
@@ -238,7 +289,7 @@ var fingerprintPaths = []string{"method", "path", "query", "stage", "body", "bod
 // never sends one) counts as its bytes undecoded, in BodyBytes, where no
 // decoded body of the same text can be: a valid UTF-8 body is always in
 // Body.
-func (c *call[Req]) setBody(body string, isBase64 bool) {
+func (c *call[Req, Resp]) setBody(body string, isBase64 bool) {
 	b := []byte(body)
 	if isBase64 {
 		d, err := base64.StdEncoding.DecodeString(body)
@@ -284,23 +335,38 @@ var (
 )
 
 func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) (Resp, error), f flavor[Req, Resp], optFns []func(*Options)) func(context.Context, Req) (Resp, error) {
-	o := Options{Record: DefaultRecord, DocsURL: DefaultDocsURL, Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now}
+	o := Options{Record: DefaultRecord, MaxRecordedBytes: DefaultMaxRecordedBytes, DocsURL: DefaultDocsURL,
+		Scope: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Logger: slog.Default(), Now: time.Now}
 	for _, fn := range optFns {
 		fn(&o)
 	}
 	record := func(status int) bool { return status >= 200 && status < 500 && o.Record(status) }
+	keep := func(name string) bool {
+		return !strings.EqualFold(name, "Set-Cookie") && !slices.ContainsFunc(o.PerCallerHeaders, func(h string) bool { return strings.EqualFold(h, name) })
+	}
+	keepNone := func(string) bool { return false }
 
-	idem := idempotency.MakeIdempotent(store, func(ctx context.Context, c *call[Req]) (Resp, error) {
+	idem := idempotency.MakeIdempotent(store, func(ctx context.Context, c *call[Req, Resp]) (Resp, error) {
 		resp, err := fn(ctx, c.req)
+		c.answer = &resp
 		if err != nil {
 			return resp, &handlerError{err}
 		}
 		if !record(f.status(resp)) {
 			return resp, &unrecorded{}
 		}
-		return resp, nil
-	}, func(h *idempotency.HandlerOptions[*call[Req], Resp]) {
-		h.Key = func(ctx context.Context, c *call[Req]) (string, error) {
+		// Checked here, not left to the store: a store refuses a large
+		// record after the handler ran, and would on every retry.
+		rec := f.recorded(resp, keep, true)
+		if size := recordedSize(rec); size > o.MaxRecordedBytes {
+			o.Logger.WarnContext(ctx, "apigateway: response too large to record; recording it without its body", "bytes", size, "max", o.MaxRecordedBytes)
+			if rec = f.recorded(resp, keep, false); recordedSize(rec) > o.MaxRecordedBytes {
+				rec = f.recorded(resp, keepNone, false)
+			}
+		}
+		return rec, nil
+	}, func(h *idempotency.HandlerOptions[*call[Req, Resp], Resp]) {
+		h.Key = func(ctx context.Context, c *call[Req, Resp]) (string, error) {
 			switch {
 			case errors.Is(c.principalErr, ErrAnonymousJWT):
 				return "", errAnonymousJWT
@@ -326,7 +392,13 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 	})
 
 	return func(ctx context.Context, req Req) (Resp, error) {
-		resp, err := idem(ctx, f.call(&o, req))
+		c := f.call(&o, req)
+		resp, err := idem(ctx, c)
+		if c.answer != nil {
+			// The caller gets what the handler answered, whatever was
+			// recorded of it.
+			resp = *c.answer
+		}
 		var (
 			he         *handlerError
 			ke         *keyError
@@ -358,6 +430,31 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 		return resp, err
 	}
 }
+
+// recordedSize is the size of r's JSON, as MakeIdempotent records it. An
+// events response always encodes.
+func recordedSize(r any) int {
+	b, _ := json.Marshal(r)
+	return len(b)
+}
+
+// keptHeaders is h with only the headers keep keeps, and without those
+// that describe a body when there is none.
+func keptHeaders[V any](h map[string]V, keep func(string) bool, withBody bool) map[string]V {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string]V, len(h))
+	for k, v := range h {
+		if keep(k) && (withBody || !slices.ContainsFunc(bodyHeaders, func(b string) bool { return strings.EqualFold(b, k) })) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// bodyHeaders describe a body, and go with it.
+var bodyHeaders = []string{"Content-Type", "Content-Length", "Content-Encoding"}
 
 // problem is an RFC 9457 problem response, with a Link to its type's
 // documentation.

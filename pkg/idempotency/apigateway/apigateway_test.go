@@ -29,6 +29,17 @@ var (
 
 func TestMain(m *testing.M) { testenv.Main(m, dynoxide, redis) }
 
+// testStores are the stores each test runs on: in memory, DynamoDB (on
+// dynoxide) and Redis. Each test's records are apart by its Scope.
+func testStores(t *testing.T) map[string]idempotency.Store {
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	return map[string]idempotency.Store{
+		"memory":   idempotency.NewMemoryStore(),
+		"dynamodb": idempotency.NewDynamoStore(client, testenv.NewTable(t, client)),
+		"redis":    redisstore.New(testenv.RedisClient(t, redis.Endpoint(t))),
+	}
+}
+
 // req is a request as a client sends it, delivered to either flavor.
 type req struct {
 	method, path, query string // query: raw, "b=2&a=1"
@@ -52,6 +63,8 @@ type resp struct {
 	status  int
 	headers map[string]string
 	body    string
+	// cookies are V2's Cookies, V1's multi-value Set-Cookie.
+	cookies []string
 }
 
 // post is a POST /orders with key in its Idempotency-Key header ("" for
@@ -154,14 +167,16 @@ type server struct {
 
 var errHandler = errors.New("the handler failed")
 
-// run answers {"run":n} with a header of its own, or errHandler.
+// run answers {"run":n} with a header of its own and a session cookie, or
+// errHandler.
 func (s *server) run(o outcome) (int, map[string]string, string, error) {
 	n := int(s.runs.Add(1))
 	status := o(n)
 	if status == 0 {
 		return 0, nil, "", errHandler
 	}
-	return status, map[string]string{"Content-Type": "application/json", "X-Run": strconv.Itoa(n)}, `{"run":` + strconv.Itoa(n) + `}`, nil
+	return status, map[string]string{"Content-Type": "application/json", "X-Run": strconv.Itoa(n), "Set-Cookie": "session=" + strconv.Itoa(n)},
+		`{"run":` + strconv.Itoa(n) + `}`, nil
 }
 
 type flavor struct {
@@ -174,11 +189,11 @@ var flavors = []flavor{
 		s := &server{}
 		h := apigateway.MakeIdempotentV2(store, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			status, headers, body, err := s.run(o)
-			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body}, err
+			return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body, Cookies: []string{headers["Set-Cookie"]}}, err
 		}, optFns...)
 		s.invoke = func(ctx context.Context, r req) (resp, error) {
 			out, err := h(ctx, r.v2())
-			return resp{out.StatusCode, out.Headers, out.Body}, err
+			return resp{out.StatusCode, out.Headers, out.Body, out.Cookies}, err
 		}
 		return s
 	}},
@@ -186,11 +201,12 @@ var flavors = []flavor{
 		s := &server{}
 		h := apigateway.MakeIdempotentV1(store, func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 			status, headers, body, err := s.run(o)
-			return events.APIGatewayProxyResponse{StatusCode: status, Headers: headers, Body: body}, err
+			return events.APIGatewayProxyResponse{StatusCode: status, Headers: headers, Body: body,
+				MultiValueHeaders: map[string][]string{"Set-Cookie": {headers["Set-Cookie"]}}}, err
 		}, optFns...)
 		s.invoke = func(ctx context.Context, r req) (resp, error) {
 			out, err := h(ctx, r.v1())
-			return resp{out.StatusCode, out.Headers, out.Body}, err
+			return resp{out.StatusCode, out.Headers, out.Body, out.MultiValueHeaders["Set-Cookie"]}, err
 		}
 		return s
 	}},
@@ -384,11 +400,18 @@ var behaviours = []struct {
 		{req: post("key-1", body), status: 201, run: 2},
 		{req: post("key-1", body), status: 201, run: 2, replay: true},
 	}},
-	{name: "4xx answers are recorded by default", outcome: func(n int) int { return []int{0, 404, 400, 403}[min(n, 3)] }, steps: []step{
-		{req: post("key-1", body), status: 404, run: 1},
-		{req: post("key-1", body), status: 404, run: 1, replay: true},
-		{req: post("key-2", body), status: 400, run: 2},
-		{req: post("key-2", body), status: 400, run: 2, replay: true},
+	{name: "4xx answers are recorded by default", outcome: func(n int) int { return []int{0, 400, 422}[min(n, 2)] }, steps: []step{
+		{req: post("key-1", body), status: 400, run: 1},
+		{req: post("key-1", body), status: 400, run: 1, replay: true},
+		{req: post("key-2", body), status: 422, run: 2},
+		{req: post("key-2", body), status: 422, run: 2, replay: true},
+	}},
+	{name: "401, 403 and 404 are released, as a 5xx is", outcome: func(n int) int { return []int{0, 401, 403, 404, 201}[min(n, 4)] }, steps: []step{
+		{req: post("key-1", body), status: 401, run: 1},
+		{req: post("key-1", body), status: 403, run: 2},
+		{req: post("key-1", body), status: 404, run: 3},
+		{req: post("key-1", body), status: 201, run: 4},
+		{req: post("key-1", body), status: 201, run: 4, replay: true},
 	}},
 	{name: "408, 409, 425 and 429 are not recorded by default", outcome: func(n int) int { return []int{0, 408, 409, 425, 429, 200}[min(n, 5)] }, steps: []step{
 		{req: post("key-1", body), status: 408, run: 1},
@@ -474,6 +497,11 @@ func check(t *testing.T, i int, st step, got resp, err error) {
 	}
 	if st.replay && got.body != `{"run":`+strconv.Itoa(st.run)+`}` {
 		t.Errorf("step %d: replayed body %q, want run %d's", i, got.body, st.run)
+	}
+	// A cookie is the caller's: sent once, never recorded.
+	if cookie, fresh := got.headers["Set-Cookie"], st.run != 0 && !st.replay; fresh && (cookie != "session="+strconv.Itoa(st.run) || len(got.cookies) != 1) ||
+		!fresh && (cookie != "" || len(got.cookies) != 0) {
+		t.Errorf("step %d: Set-Cookie %q and cookies %q; want run %d's only on its own answer", i, cookie, got.cookies, st.run)
 	}
 	if st.problem == "" {
 		if ct := got.headers["Content-Type"]; ct != "application/json" {
@@ -573,6 +601,95 @@ func TestDisabled(t *testing.T) {
 		}
 		if n := s.runs.Load(); n != 3 {
 			t.Errorf("%s: %d runs, want 3", f.name, n)
+		}
+	}
+}
+
+// refusesLarge is a store that refuses to complete a record whose response
+// is larger than max bytes, as DynamoDB refuses an item over 400 KB: a
+// failure that the same response meets every time.
+type refusesLarge struct {
+	idempotency.Store
+	max int
+}
+
+func (s refusesLarge) Complete(ctx context.Context, id idempotency.ID, claimID string, r idempotency.Response) (idempotency.Record, error) {
+	if len(r.Body) > s.max {
+		return idempotency.Record{}, errors.New("ValidationException: Item size has exceeded the maximum allowed size")
+	}
+	return s.Store.Complete(ctx, id, claimID, r)
+}
+
+// A response too large to record is answered in full once; a retry gets
+// its status and headers without the body, marked, and never a second
+// run: by default the wrapper records no response a 400 KB store refuses.
+func TestTooLargeToRecord(t *testing.T) {
+	large := `{"data":"` + strings.Repeat("x", 500<<10) + `"}`
+	for storeName, store := range testStores(t) {
+		for _, f := range []struct {
+			name   string
+			invoke func(scope string, store idempotency.Store, runs *atomic.Int64, r req) (resp, error)
+		}{
+			{"V2", func(scope string, store idempotency.Store, runs *atomic.Int64, r req) (resp, error) {
+				h := apigateway.MakeIdempotentV2(store, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					runs.Add(1)
+					return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/orders/o-1"}, Body: large}, nil
+				}, func(o *apigateway.Options) { o.Scope = scope })
+				out, err := h(context.Background(), r.v2())
+				return resp{out.StatusCode, out.Headers, out.Body, out.Cookies}, err
+			}},
+			{"V1", func(scope string, store idempotency.Store, runs *atomic.Int64, r req) (resp, error) {
+				h := apigateway.MakeIdempotentV1(store, func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+					runs.Add(1)
+					return events.APIGatewayProxyResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/orders/o-1"}, Body: large}, nil
+				}, func(o *apigateway.Options) { o.Scope = scope })
+				out, err := h(context.Background(), r.v1())
+				return resp{out.StatusCode, out.Headers, out.Body, nil}, err
+			}},
+		} {
+			t.Run(storeName+"/"+f.name, func(t *testing.T) {
+				st := refusesLarge{store, 400 << 10}
+				var runs atomic.Int64
+				first, err := f.invoke(t.Name(), st, &runs, post("key-1", body))
+				if err != nil || first.status != 201 || first.body != large {
+					t.Fatalf("first: %d (%d bytes), %v; want the handler's 201 in full", first.status, len(first.body), err)
+				}
+				for i := range 2 {
+					again, err := f.invoke(t.Name(), st, &runs, post("key-1", body))
+					if err != nil || again.status != 201 || again.body != "" || again.headers[apigateway.ReplayHeader] != "true" ||
+						again.headers["Idempotent-Replay-Body"] != "omitted" || again.headers["Location"] != "/orders/o-1" || again.headers["Content-Type"] != "" {
+						t.Errorf("retry %d: %d %v (%d bytes), %v; want 201, its Location, no body, marked omitted", i, again.status, again.headers, len(again.body), err)
+					}
+				}
+				if n := runs.Load(); n != 1 {
+					t.Errorf("the handler ran %d times, want once", n)
+				}
+			})
+		}
+	}
+}
+
+// Headers the deployment names as per-caller go with the first answer
+// only, as Set-Cookie does.
+func TestPerCallerHeaders(t *testing.T) {
+	for storeName, store := range testStores(t) {
+		for _, f := range flavors {
+			t.Run(storeName+"/"+f.name, func(t *testing.T) {
+				s := f.make(store, always(201), func(o *apigateway.Options) {
+					o.Scope, o.PerCallerHeaders = t.Name(), []string{"x-run"}
+				})
+				first, err := s.invoke(context.Background(), post("key-1", body))
+				if err != nil || first.headers["X-Run"] != "1" {
+					t.Fatalf("first: %d %v, %v; want X-Run: 1", first.status, first.headers, err)
+				}
+				again, err := s.invoke(context.Background(), post("key-1", body))
+				if err != nil || again.headers[apigateway.ReplayHeader] != "true" || again.body != `{"run":1}` {
+					t.Fatalf("again: %d %v %s, %v; want the replay of run 1", again.status, again.headers, again.body, err)
+				}
+				if v, ok := again.headers["X-Run"]; ok || again.headers["Set-Cookie"] != "" || len(again.cookies) != 0 {
+					t.Errorf("the replay carries X-Run %q, Set-Cookie %q, cookies %q; want none", v, again.headers["Set-Cookie"], again.cookies)
+				}
+			})
 		}
 	}
 }

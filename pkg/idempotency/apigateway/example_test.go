@@ -84,24 +84,24 @@ func ExampleMakeIdempotentV1() {
 }
 
 // Which answers are kept is Options.Record's choice for statuses below 500:
-// here a 404 is not, so the client may create the resource and retry under
+// here a 402 is not, so the client may top up its balance and retry under
 // the same key. A 5xx is never kept.
 func ExampleOptions_record() {
-	found := false
-	lookup := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		if !found {
-			return events.APIGatewayV2HTTPResponse{StatusCode: 404}, nil
+	funded := false
+	pay := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		if !funded {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 402}, nil
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	}
-	handler := apigateway.MakeIdempotentV2(idempotency.NewMemoryStore(), lookup, func(o *apigateway.Options) {
-		o.Record = func(status int) bool { return status != 404 && apigateway.DefaultRecord(status) }
+	handler := apigateway.MakeIdempotentV2(idempotency.NewMemoryStore(), pay, func(o *apigateway.Options) {
+		o.Record = func(status int) bool { return status != 402 && apigateway.DefaultRecord(status) }
 	})
 	req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k-1"}}
 	first, _ := handler(context.Background(), req)
-	found = true
+	funded = true
 	second, _ := handler(context.Background(), req)
 	third, _ := handler(context.Background(), req)
 	fmt.Println(first.StatusCode, second.StatusCode, third.StatusCode, third.Headers["Idempotent-Replay"])
-	// Output: 404 200 200 true
+	// Output: 402 200 200 true
 }
