@@ -2,6 +2,7 @@ package apigateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -104,4 +105,40 @@ func ExampleOptions_record() {
 	third, _ := handler(context.Background(), req)
 	fmt.Println(first.StatusCode, second.StatusCode, third.StatusCode, third.Headers["Idempotent-Replay"])
 	// Output: 402 200 200 true
+}
+
+// An HTTP API Lambda authorizer's simple response names no principal, so
+// without a principal function its callers would share one key space:
+// here the tenant its context carries names each caller, and a request
+// without one is refused.
+func ExampleOptions_principalFromV2() {
+	orders := 0
+	create := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		orders++
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":%d}`, orders)}, nil
+	}
+	handler := apigateway.MakeIdempotentV2(idempotency.NewMemoryStore(), create, func(o *apigateway.Options) {
+		o.PrincipalFromV2 = func(r events.APIGatewayV2HTTPRequest) (string, error) {
+			var tenant string
+			if a := r.RequestContext.Authorizer; a != nil {
+				tenant, _ = a.Lambda["tenant"].(string) // the simple response's context
+			}
+			if tenant == "" {
+				return "", errors.New("the authorizer named no tenant")
+			}
+			return "tenant:" + tenant, nil
+		}
+	})
+	as := func(tenant string) events.APIGatewayV2HTTPRequest {
+		req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "cart-7"}, Body: `{"sku":"a-1"}`}
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenant": tenant}}
+		return req
+	}
+	ctx := context.Background()
+	a, _ := handler(ctx, as("acme"))
+	b, _ := handler(ctx, as("globex"))
+	again, _ := handler(ctx, as("acme"))
+	nobody, _ := handler(ctx, as(""))
+	fmt.Println(a.Body, b.Body, again.Body, again.Headers["Idempotent-Replay"], nobody.StatusCode)
+	// Output: {"order":1} {"order":2} {"order":1} true 401
 }
