@@ -43,10 +43,10 @@
 // detail) and a Link header (rel="describedby") to the problem type's
 // documentation: 400 for a missing ([TypeKeyMissing]) or malformed
 // ([TypeKeyMalformed]) key, 401 without a principal when one is required
-// ([TypePrincipalRequired]), 409 with Retry-After while the first request
-// with the key runs ([TypeKeyInProgress]), 422 for another request under
-// the key ([TypeKeyReused]). Other errors (the store's) are returned as
-// they are.
+// or for a JWT that names no one ([TypePrincipalRequired]), 409 with
+// Retry-After while the first request with the key runs
+// ([TypeKeyInProgress]), 422 for another request under the key
+// ([TypeKeyReused]). Other errors (the store's) are returned as they are.
 package apigateway
 
 import (
