@@ -70,7 +70,14 @@ func NewHandler(store idempotency.Store, charger Charger, logger *slog.Logger) *
 		}
 		return jsonResponse(http.StatusCreated, Payment{ChargeID: id, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency}), nil
 	}
-	pay := apigateway.MakeIdempotentV2(store, charge, func(o *apigateway.Options) { o.Logger = logger })
+	pay := apigateway.MakeIdempotentV2(store, charge, func(o *apigateway.Options) {
+		o.Logger = logger
+		// This example's API has no authorizer, so its callers have no
+		// principal: they share one key space, and a key sent by two
+		// clients is one record. Put an authorizer in front of a real
+		// payments API and leave RequirePrincipal on.
+		o.RequirePrincipal = false
+	})
 	return &Handler{pay: pay}
 }
 

@@ -77,12 +77,14 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	if route == "" {
 		return errorResponse(http.StatusNotFound, api.CodeNotFound, "There is no such route."), telemetry.OutcomeInvalid
 	}
-	tenant, ok := h.tenant(req)
-	if !ok {
+	tenant, err := h.tenant(req)
+	switch {
+	case errors.Is(err, apigateway.ErrAnonymousJWT):
+		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "The token names no subject (sub) and no client (client_id or azp)."), telemetry.OutcomeInvalid
+	case err != nil:
 		return errorResponse(http.StatusUnauthorized, api.CodeUnauthenticated, "This API needs an authenticated principal."), telemetry.OutcomeInvalid
 	}
 	var res upload.Result
-	var err error
 	switch route {
 	case routeCreate:
 		res, err = h.create(ctx, req, tenant)
@@ -231,16 +233,23 @@ var errUndecodableBody = &api.RequestError{Code: api.CodeInvalidRequest, Field: 
 // source so that identities from different sources never share a
 // namespace: a JWT whose sub is "anonymous" is not the anonymous tenant,
 // an IAM ARN is not a JWT subject, and the same sub from two issuers is two
-// tenants.
-func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, bool) {
-	if p := apigateway.PrincipalV2(req.RequestContext.Authorizer); p != "" {
-		return p, true
+// tenants. A token that names no one (apigateway.ErrAnonymousJWT) is
+// refused even where anonymous use is allowed: its callers would share one
+// tenant.
+func (h *Handler) tenant(req events.APIGatewayV2HTTPRequest) (string, error) {
+	p, err := apigateway.PrincipalV2(req.RequestContext.Authorizer)
+	switch {
+	case err != nil:
+		return "", err
+	case p != "":
+		return p, nil
+	case h.AllowAnonymous:
+		return AnonymousTenant, nil
 	}
-	if h.AllowAnonymous {
-		return AnonymousTenant, true
-	}
-	return "", false
+	return "", errNoPrincipal
 }
+
+var errNoPrincipal = errors.New("presign: the request names no principal")
 
 // errorFor maps an error to its response and the request's outcome. Only
 // the messages written for clients reach them: a refused request's own

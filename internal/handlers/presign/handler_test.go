@@ -347,6 +347,68 @@ func TestOtherPrincipalKinds(t *testing.T) {
 	}
 }
 
+// A JWT is never anonymous: one that names neither a subject nor a client
+// is refused, even where anonymous use is allowed, and records nothing.
+func TestTokenThatNamesNoOneIsRefused(t *testing.T) {
+	for _, anonymous := range []bool{false, true} {
+		f := newFixture(t, nil)
+		f.handler.AllowAnonymous = anonymous
+		req := post(key, photo)
+		req.RequestContext.Authorizer.JWT.Claims = map[string]string{"iss": "https://idp.example", "scope": "uploads"}
+		resp := f.do(t, req)
+		wantStatus(t, resp, 401, "unauthenticated")
+		golden(t, "error-token-names-no-one", resp.Body)
+		if f.store.Len() != 0 {
+			t.Errorf("AllowAnonymous %v: a refused request stored %d records", anonymous, f.store.Len())
+		}
+	}
+}
+
+// Tenants that shared a name before issue 47 are apart: machine clients
+// (a JWT with client_id or azp and no sub), and the users of one Cognito
+// identity pool, who all call with its role's ARN.
+func TestClientsAndIdentityPoolUsersAreTenants(t *testing.T) {
+	f := newFixture(t, nil)
+	f.handler.AllowAnonymous = true
+	client := func(claim, id string) events.APIGatewayV2HTTPRequest {
+		req := post(key, photo)
+		req.RequestContext.Authorizer.JWT.Claims = map[string]string{"iss": "https://idp.example", claim: id}
+		return req
+	}
+	viaPool := func(identity string) events.APIGatewayV2HTTPRequest {
+		req := post(key, photo)
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:sts::123456789012:assumed-role/pool-auth/CognitoIdentityCredentials",
+				CognitoIdentity: events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{IdentityPoolID: "eu-west-1:pool", IdentityID: identity}},
+		}
+		return req
+	}
+	anonymous := post(key, photo)
+	anonymous.RequestContext.Authorizer = nil
+	subject := post(key, photo)
+	subject.RequestContext.Authorizer.JWT.Claims = map[string]string{"iss": "https://idp.example", "sub": "c1"}
+	seen := map[string]string{}
+	for _, tc := range []struct {
+		name string
+		req  events.APIGatewayV2HTTPRequest
+	}{
+		{"anonymous", anonymous}, {"client c1", client("client_id", "c1")}, {"client c2", client("client_id", "c2")},
+		{"azp c3", client("azp", "c3")}, {"subject c1", subject}, {"pool user alice", viaPool("eu-west-1:alice")},
+		{"pool user mallory", viaPool("eu-west-1:mallory")},
+	} {
+		resp := f.do(t, tc.req)
+		wantStatus(t, resp, 201, "")
+		if resp.Headers["Idempotent-Replay"] != "" {
+			t.Errorf("%s: a replay of another tenant's upload", tc.name)
+		}
+		id := resp.Headers["Location"]
+		if other, dup := seen[id]; dup {
+			t.Errorf("%s and %s share upload %s", tc.name, other, id)
+		}
+		seen[id] = tc.name
+	}
+}
+
 // A claim whose side-effecting work is under way (as the multipart path
 // will hold one) answers 409 with the lease's remaining time.
 func TestInProgress(t *testing.T) {

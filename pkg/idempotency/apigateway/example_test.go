@@ -2,6 +2,7 @@ package apigateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -28,6 +29,10 @@ func ExampleMakeIdempotentV2() {
 	ctx := context.Background()
 	req := request{Headers: map[string]string{"idempotency-key": "order-42"}, Body: `{"amount":1000}`}
 	req.RequestContext.HTTP.Method, req.RawPath = "POST", "/payments"
+	// The caller, as a JWT authorizer names it: its keys are its own.
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"iss": "https://issuer.example", "sub": "customer-7"}},
+	}
 	req.RequestContext.RequestID = "delivery-1"
 	first, _ := handler(ctx, req)
 	req.RequestContext.RequestID, req.Body = "delivery-2", `{ "amount": 1000 }`
@@ -60,9 +65,7 @@ func ExampleMakeIdempotentV1() {
 		orders++
 		return response{StatusCode: 201, Body: fmt.Sprintf(`{"order":%d}`, orders)}, nil
 	}
-	handler := apigateway.MakeIdempotentV1(memorystore.New(), create, func(o *apigateway.Options) {
-		o.RequirePrincipal = true
-	})
+	handler := apigateway.MakeIdempotentV1(memorystore.New(), create)
 
 	as := func(sub string) request {
 		req := request{HTTPMethod: "POST", Path: "/orders", Headers: map[string]string{"Idempotency-Key": `"cart-7"`}, Body: `{"sku":"a-1"}`}
@@ -84,24 +87,61 @@ func ExampleMakeIdempotentV1() {
 }
 
 // Which answers are kept is Options.Record's choice for statuses below 500:
-// here a 404 is not, so the client may create the resource and retry under
+// here a 402 is not, so the client may top up its balance and retry under
 // the same key. A 5xx is never kept.
 func ExampleOptions_record() {
-	found := false
-	lookup := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		if !found {
-			return events.APIGatewayV2HTTPResponse{StatusCode: 404}, nil
+	funded := false
+	pay := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		if !funded {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 402}, nil
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	}
-	handler := apigateway.MakeIdempotentV2(memorystore.New(), lookup, func(o *apigateway.Options) {
-		o.Record = func(status int) bool { return status != 404 && apigateway.DefaultRecord(status) }
+	handler := apigateway.MakeIdempotentV2(memorystore.New(), pay, func(o *apigateway.Options) {
+		o.Record = func(status int) bool { return status != 402 && apigateway.DefaultRecord(status) }
+		o.RequirePrincipal = false // an API without an authorizer: its callers share the key space
 	})
 	req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k-1"}}
 	first, _ := handler(context.Background(), req)
-	found = true
+	funded = true
 	second, _ := handler(context.Background(), req)
 	third, _ := handler(context.Background(), req)
 	fmt.Println(first.StatusCode, second.StatusCode, third.StatusCode, third.Headers["Idempotent-Replay"])
-	// Output: 404 200 200 true
+	// Output: 402 200 200 true
+}
+
+// An HTTP API Lambda authorizer's simple response names no principal, so
+// without a principal function its callers would share one key space:
+// here the tenant its context carries names each caller, and a request
+// without one is refused.
+func ExampleOptions_principalFromV2() {
+	orders := 0
+	create := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		orders++
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":%d}`, orders)}, nil
+	}
+	handler := apigateway.MakeIdempotentV2(memorystore.New(), create, func(o *apigateway.Options) {
+		o.PrincipalFromV2 = func(r events.APIGatewayV2HTTPRequest) (string, error) {
+			var tenant string
+			if a := r.RequestContext.Authorizer; a != nil {
+				tenant, _ = a.Lambda["tenant"].(string) // the simple response's context
+			}
+			if tenant == "" {
+				return "", errors.New("the authorizer named no tenant")
+			}
+			return "tenant:" + tenant, nil
+		}
+	})
+	as := func(tenant string) events.APIGatewayV2HTTPRequest {
+		req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "cart-7"}, Body: `{"sku":"a-1"}`}
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenant": tenant}}
+		return req
+	}
+	ctx := context.Background()
+	a, _ := handler(ctx, as("acme"))
+	b, _ := handler(ctx, as("globex"))
+	again, _ := handler(ctx, as("acme"))
+	nobody, _ := handler(ctx, as(""))
+	fmt.Println(a.Body, b.Body, again.Body, again.Headers["Idempotent-Replay"], nobody.StatusCode)
+	// Output: {"order":1} {"order":2} {"order":1} true 401
 }
