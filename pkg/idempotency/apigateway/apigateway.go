@@ -46,8 +46,10 @@
 // ([TypeKeyMalformed]) key, 401 without a principal when one is required
 // or for a JWT that names no one ([TypePrincipalRequired]), 409 with
 // Retry-After while the first request with the key runs
-// ([TypeKeyInProgress]), 422 for another request under the key
-// ([TypeKeyReused]). Other errors (the store's) are returned as they are.
+// ([TypeKeyInProgress]), 409 without it once that request timed out under
+// Options.AfterTimeout's BlockTimedOut ([TypeKeyTimedOut]), 422 for
+// another request under the key ([TypeKeyReused]). Other errors (the
+// store's) are returned as they are.
 package apigateway
 
 import (
@@ -105,6 +107,7 @@ const (
 	TypeKeyMalformed      = "idempotency-key-malformed"
 	TypePrincipalRequired = "idempotency-principal-required"
 	TypeKeyInProgress     = "idempotency-key-in-progress"
+	TypeKeyTimedOut       = "idempotency-key-timed-out"
 	TypeKeyReused         = "idempotency-key-reused"
 )
 
@@ -154,6 +157,13 @@ type Options struct {
 	// idempotency instead of answering 400. A malformed key is still a 400.
 	// Defaults to false.
 	OptionalKey bool
+	// AfterTimeout is idempotency.HandlerOptions.AfterTimeout: with
+	// idempotency.BlockTimedOut, a retry after a run that timed out (its
+	// outcome unknown) is a 409 problem without Retry-After
+	// ([TypeKeyTimedOut]) until the record expires or
+	// idempotency.ReleaseTimedOut frees the key. Defaults to
+	// idempotency.TakeOverTimedOut.
+	AfterTimeout idempotency.TimeoutPolicy
 
 	Scope              string
 	UseLocalCache      bool
@@ -391,7 +401,7 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 			setHeader(f.header(&resp), ReplayHeader, "true")
 			return resp
 		}
-		h.OptionalKey = o.OptionalKey
+		h.OptionalKey, h.AfterTimeout = o.OptionalKey, o.AfterTimeout
 		h.Scope, h.UseLocalCache, h.LocalCacheMaxItems, h.Logger, h.Now = o.Scope, o.UseLocalCache, o.LocalCacheMaxItems, o.Logger, o.Now
 	})
 
@@ -427,6 +437,10 @@ func wrap[Req, Resp any](store idempotency.Store, fn func(context.Context, Req) 
 			return problem(&o, f, http.StatusConflict, TypeKeyInProgress, "A request with this Idempotency-Key is in progress",
 				"A request with the same Idempotency-Key is being processed; retry after "+retryAfter+" s.",
 				map[string]string{"Retry-After": retryAfter}), nil
+		case errors.Is(err, idempotency.ErrTimedOut):
+			return problem(&o, f, http.StatusConflict, TypeKeyTimedOut, "A request with this Idempotency-Key timed out",
+				"The first request with this Idempotency-Key ran out of time, and whether it took effect is not known; "+
+					"the key stays refused until the operator has checked and released it, or it expires.", nil), nil
 		case errors.Is(err, idempotency.ErrKeyReused):
 			return problem(&o, f, http.StatusUnprocessableEntity, TypeKeyReused, "Idempotency-Key is already used",
 				"This Idempotency-Key was used with another request (method, path, query or body); a key must not be reused across requests.", nil), nil

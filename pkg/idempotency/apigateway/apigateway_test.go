@@ -22,6 +22,7 @@ import (
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"
 	"github.com/onceupload/onceupload/pkg/idempotency/redisstore"
+	"github.com/onceupload/onceupload/pkg/idempotency/storetest"
 )
 
 var (
@@ -583,6 +584,60 @@ func TestInProgress(t *testing.T) {
 				third, _ := s.invoke(context.Background(), post("key-1", body))
 				if third.status != 201 || third.headers[apigateway.ReplayHeader] != "true" || s.runs.Load() != 1 {
 					t.Errorf("third: %d %v after %d runs; want the first's answer replayed after 1", third.status, third.headers, s.runs.Load())
+				}
+			})
+		}
+	}
+}
+
+// With AfterTimeout: BlockTimedOut, a retry after a run that timed out
+// (cut off at its deadline, its answer never recorded) is a 409 problem of
+// its own, without Retry-After, and the handler does not run again.
+func TestTimedOut(t *testing.T) {
+	clock := storetest.NewClock(time.Now())
+	client := testenv.DynamoClient(dynoxide.Endpoint(t), nil)
+	stores := map[string]idempotency.Store{
+		"memory":   memorystore.New(func(o *idempotency.Options) { o.Now = clock.Now }),
+		"dynamodb": dynamostore.New(client, testenv.NewTable(t, client), func(o *idempotency.Options) { o.Now = clock.Now }),
+		"redis": redisstore.New(testenv.RedisClient(t, redis.Endpoint(t)), func(o *redisstore.Options) {
+			o.Now, o.KeyPrefix = clock.Now, t.Name()+":"
+		}),
+	}
+	for storeName, store := range stores {
+		for _, f := range flavors {
+			t.Run(storeName+"/"+f.name, func(t *testing.T) {
+				entered, cutOff := make(chan struct{}), make(chan struct{})
+				s := f.make(store, func(n int) int {
+					if n == 1 {
+						entered <- struct{}{}
+						<-cutOff // never answers while the test looks, as a timed-out invocation
+					}
+					return 201
+				}, func(o *apigateway.Options) {
+					o.Scope, o.Now, o.AfterTimeout = t.Name(), clock.Now, idempotency.BlockTimedOut
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					_, err := s.invoke(ctx, post("key-1", body))
+					done <- err
+				}()
+				select {
+				case <-entered:
+				case err := <-done:
+					t.Fatalf("the first request ended without running the handler: %v", err)
+				}
+				clock.Advance(time.Minute) // past the first invocation's deadline
+				retry, err := s.invoke(context.Background(), post("key-1", body))
+				close(cutOff)
+				<-done
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkProblem(t, retry, 409, apigateway.TypeKeyTimedOut)
+				if ra, ok := retry.headers["Retry-After"]; ok || s.runs.Load() != 1 {
+					t.Errorf("the retry: Retry-After %q, %d runs; want none, and one run", ra, s.runs.Load())
 				}
 			})
 		}
