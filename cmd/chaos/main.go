@@ -112,29 +112,85 @@ func (l *logical) saw(id string, completed bool) {
 	l.completed = l.completed || completed
 }
 
+// run is the chaos run: set up the stack behind its fault proxies, load it
+// with clients until the time is up, give every key one clean retry, then
+// check the bucket and the events. It reports whether anything was lost,
+// doubled, wedged or misdirected.
 func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
-	dir, err := os.MkdirTemp("", "onceupload-chaos-")
+	r := &chaosRun{s: s}
+	defer r.close()
+	if err := r.setUp(ctx); err != nil {
+		return false, err
+	}
+	if err := r.load(ctx); err != nil {
+		return false, err
+	}
+	wedged := r.retryEveryKey(ctx)
+	t, err := r.verify(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.wedged = wedged
+	r.report(out, t)
+	return t.bad(), nil
+}
 
-	var eventsTotal, eventFaults, misdirected atomic.Int64
-	var dynamoProxy *faults.Proxy
-	var rndMu sync.Mutex
-	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	random := func() float64 {
-		rndMu.Lock()
-		defer rndMu.Unlock()
-		return rnd.Float64()
+// chaosRun is one run: the stack, the proxies between its parts, the
+// client, the logical uploads and the counts.
+type chaosRun struct {
+	s      settings
+	dir    string
+	closes []func() // what set-up started, stopped in reverse order
+
+	rndMu sync.Mutex
+	rnd   *mrand.Rand
+
+	st                                       *devstack.Stack
+	events                                   *eventCheck
+	dynamoProxy, busProxy, s3Proxy, apiProxy *faults.Proxy
+	c                                        *client.Client
+
+	uploads                                               []*logical
+	eventsTotal, eventFaults, misdirected, clientRequests atomic.Int64
+}
+
+// closing adds what set-up started to what close stops.
+func (r *chaosRun) closing(fns ...func() error) {
+	for _, fn := range fns {
+		r.closes = append(r.closes, func() { _ = fn() })
 	}
-	events, err := startEventCheck()
-	if err != nil {
-		return false, err
+}
+
+func (r *chaosRun) close() {
+	for i := len(r.closes) - 1; i >= 0; i-- {
+		r.closes[i]()
 	}
-	defer events.close()
-	var busProxy *faults.Proxy
+}
+
+// random is the run's shared random source, for the functions that need
+// one: the event faults, the consumer's table.
+func (r *chaosRun) random() float64 {
+	r.rndMu.Lock()
+	defer r.rndMu.Unlock()
+	return r.rnd.Float64()
+}
+
+// setUp starts the local stack with fault-injecting proxies between the
+// functions and DynamoDB and the bus, between the clients and S3 and the
+// API, and between the bus and the example consumer; and the client.
+func (r *chaosRun) setUp(ctx context.Context) error {
+	s := r.s
+	var err error
+	if r.dir, err = os.MkdirTemp("", "onceupload-chaos-"); err != nil {
+		return err
+	}
+	r.closes = append(r.closes, func() { os.RemoveAll(r.dir) })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r.rnd = mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	if r.events, err = startEventCheck(); err != nil {
+		return err
+	}
+	r.closes = append(r.closes, r.events.close)
 	// proxied starts a fault-injecting proxy in front of a server and keeps it
 	// in *dst, so the run can inject faults and close it.
 	proxied := func(dst **faults.Proxy) func(string) (string, error) {
@@ -147,15 +203,15 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			return p.URL, nil
 		}
 	}
-	st, err := devstack.Start(ctx, devstack.Config{
-		EventsURL: events.proxy.URL,
+	r.st, err = devstack.Start(ctx, devstack.Config{
+		EventsURL: r.events.proxy.URL,
 		// The events function reaches the bus through a proxy too: a
 		// PutEvents whose answer is lost is put again, twice on the bus.
-		FunctionEventBus: proxied(&busProxy),
+		FunctionEventBus: proxied(&r.busProxy),
 
-		DataDir: filepath.Join(dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet, S3: s.s3,
+		DataDir: filepath.Join(r.dir, "stack"), Table: "idempotency-chaos", Bucket: "uploads-chaos", Logger: quiet, S3: s.s3,
 		// The functions reach DynamoDB through a fault-injecting proxy.
-		FunctionDynamo: proxied(&dynamoProxy),
+		FunctionDynamo: proxied(&r.dynamoProxy),
 		Env: func(k string) (string, bool) {
 			if k == "PRESIGN_TTL" {
 				return "2m", true
@@ -163,66 +219,61 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			return "", false
 		},
 		Deliver: func() (int, time.Duration) {
-			eventsTotal.Add(1)
-			rndMu.Lock()
-			defer rndMu.Unlock()
-			if rnd.Float64() >= s.eventFaults {
+			r.eventsTotal.Add(1)
+			r.rndMu.Lock()
+			defer r.rndMu.Unlock()
+			if r.rnd.Float64() >= s.eventFaults {
 				return 1, 0
 			}
-			eventFaults.Add(1)
-			switch rnd.IntN(3) {
+			r.eventFaults.Add(1)
+			switch r.rnd.IntN(3) {
 			case 0:
 				return 0, 0 // dropped: status must heal it
 			case 1:
 				return 2, 0 // duplicated
 			default:
-				return 1, time.Duration(rnd.IntN(1500)) * time.Millisecond // delayed, so reordered
+				return 1, time.Duration(r.rnd.IntN(1500)) * time.Millisecond // delayed, so reordered
 			}
 		},
 	})
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer st.Close()
-	defer dynamoProxy.Close()
-	defer busProxy.Close()
-	if err := events.connect(ctx, st.DynamoURL, s.rate, random); err != nil {
-		return false, err
+	r.closing(r.st.Close, r.dynamoProxy.Close, r.busProxy.Close)
+	if err := r.events.connect(ctx, r.st.DynamoURL, s.rate, r.random); err != nil {
+		return err
 	}
 	eventFaultKinds := faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.ServerError)
-	busProxy.SetRule(eventFaultKinds)
-	events.proxy.SetRule(eventFaultKinds)
-	events.dynamo.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
+	r.busProxy.SetRule(eventFaultKinds)
+	r.events.proxy.SetRule(eventFaultKinds)
+	r.events.dynamo.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
 
-	s3Proxy, err := faults.Start(st.S3URL)
-	if err != nil {
-		return false, err
+	if r.s3Proxy, err = faults.Start(r.st.S3URL); err != nil {
+		return err
 	}
-	defer s3Proxy.Close()
+	r.closing(r.s3Proxy.Close)
 	// Between the clients and the API: answers lost after the function
 	// did the work, a Complete's most often (its retry must find the
 	// object and answer the same, never complete twice).
-	apiProxy, err := faults.Start(st.APIURL)
-	if err != nil {
-		return false, err
+	if r.apiProxy, err = faults.Start(r.st.APIURL); err != nil {
+		return err
 	}
-	defer apiProxy.Close()
-	dynamoProxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
-	s3Proxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.ServerError))
+	r.closing(r.apiProxy.Close)
+	r.dynamoProxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.Throttling, faults.Provisioned, faults.ServerError))
+	r.s3Proxy.SetRule(faults.Random(s.rate, faults.DropRequest, faults.DropResponse, faults.Latency, faults.ServerError))
 	apiFaults := faults.Random(s.rate, faults.DropResponse)
 	completeFaults := faults.Random(0.5, faults.DropResponse)
-	apiProxy.SetRule(func(op string, r *http.Request) faults.Kind {
-		if strings.HasSuffix(r.URL.Path, "/complete") {
-			return completeFaults(op, r)
+	r.apiProxy.SetRule(func(op string, req *http.Request) faults.Kind {
+		if strings.HasSuffix(req.URL.Path, "/complete") {
+			return completeFaults(op, req)
 		}
-		return apiFaults(op, r)
+		return apiFaults(op, req)
 	})
 
 	// Clients reach S3 through the proxy by dialling it for S3's address:
 	// the Host header, which the presigned URL signs, stays S3's.
-	s3Addr := strings.TrimPrefix(st.S3URL, "http://")
-	proxyAddr := strings.TrimPrefix(s3Proxy.URL, "http://")
-	var clientRequests atomic.Int64
+	s3Addr := strings.TrimPrefix(r.st.S3URL, "http://")
+	proxyAddr := strings.TrimPrefix(r.s3Proxy.URL, "http://")
 	transport := &http.Transport{
 		MaxIdleConnsPerHost: 32,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -232,32 +283,34 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		},
 	}
-	httpClient := &http.Client{Transport: countingTransport{transport, &clientRequests}}
-	c, err := client.New(apiProxy.URL, func(o *client.Options) {
+	httpClient := &http.Client{Transport: countingTransport{transport, &r.clientRequests}}
+	r.c, err = client.New(r.apiProxy.URL, func(o *client.Options) {
 		o.HTTPClient, o.MaxAttempts, o.BaseDelay, o.MaxDelay, o.MaxRetryAfter = httpClient, 10, 20*time.Millisecond, 500*time.Millisecond, 2*time.Second
 		o.Deadline = 30 * time.Second
 	})
-	if err != nil {
-		return false, err
-	}
+	return err
+}
 
-	// The run: clients keep starting uploads until the time is up.
+// answered records a finished upload of l's key: its upload id, and a
+// misdirected answer when the id is not the key's.
+func (r *chaosRun) answered(l *logical, res *client.Result) {
+	if !ownedBy(res.Upload.UploadID, l.key) {
+		r.misdirected.Add(1)
+		fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
+	}
+	l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
+}
+
+// load has the clients keep starting uploads until the time is up: some
+// keys shared by two concurrent clients, some clients killed mid-upload
+// and restarted with the same key, some uploads in parts.
+func (r *chaosRun) load(ctx context.Context) error {
+	s := r.s
 	var (
-		mu       sync.Mutex
-		uploads  []*logical
 		n        atomic.Int64
 		wg       sync.WaitGroup
 		deadline = time.Now().Add(s.duration)
 	)
-	// answered records a finished upload of l's key: its upload id, and a
-	// misdirected answer when the id is not the key's.
-	answered := func(l *logical, res *client.Result) {
-		if !ownedBy(res.Upload.UploadID, l.key) {
-			misdirected.Add(1)
-			fmt.Fprintf(os.Stderr, "chaos: key %s was answered with upload %s\n", l.key, res.Upload.UploadID)
-		}
-		l.saw(res.Upload.UploadID, res.Upload.Status == api.StatusCompleted)
-	}
 	uploadOnce := func(l *logical, kill bool) {
 		uctx := ctx
 		if kill {
@@ -265,26 +318,25 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 			uctx, cancel = context.WithTimeout(ctx, time.Duration(20+mrand.IntN(200))*time.Millisecond)
 			defer cancel()
 		}
-		res, err := c.Upload(uctx, l.path, client.UploadInput{Key: l.key, PartSize: l.partSize})
+		res, err := r.c.Upload(uctx, l.path, client.UploadInput{Key: l.key, PartSize: l.partSize})
 		var e *client.Error
 		switch {
 		case errors.As(err, &e) && e.Code == client.CodeAnswerMismatch:
-			misdirected.Add(1)
+			r.misdirected.Add(1)
 			fmt.Fprintf(os.Stderr, "chaos: key %s got another request's answer: %v\n", l.key, err)
 		case err == nil:
-			answered(l, res)
+			r.answered(l, res)
 		}
 	}
 	sem := make(chan struct{}, s.clients)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		i := n.Add(1)
-		l, err := newLogical(dir, i, s.multipartEvery > 0 && i%int64(s.multipartEvery) == 0)
+		l, err := newLogical(r.dir, i, s.multipartEvery > 0 && i%int64(s.multipartEvery) == 0)
 		if err != nil {
-			return false, err
+			wg.Wait()
+			return err
 		}
-		mu.Lock()
-		uploads = append(uploads, l)
-		mu.Unlock()
+		r.uploads = append(r.uploads, l)
 		sharers := 1
 		if s.shareEvery > 0 && i%int64(s.shareEvery) == 0 {
 			sharers = 2
@@ -302,87 +354,104 @@ func run(ctx context.Context, s settings, out io.Writer) (bool, error) {
 		}
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
+	return ctx.Err()
+}
 
-	// Faults off. Every key gets one more, clean, client retry: that is what
-	// a user does, and a key that cannot complete now is wedged.
-	dynamoProxy.SetRule(faults.Always(faults.None))
-	s3Proxy.SetRule(faults.Always(faults.None))
-	apiProxy.SetRule(faults.Always(faults.None))
-	busProxy.SetRule(faults.Always(faults.None))
-	events.proxy.SetRule(faults.Always(faults.None))
-	events.dynamo.SetRule(faults.Always(faults.None))
-	wedged := 0
-	clean, _ := client.New(st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
-	for _, l := range uploads {
+// retryEveryKey turns the faults off and gives every key one more, clean,
+// client retry: that is what a user does, and a key that cannot complete
+// now is wedged. It returns how many are.
+func (r *chaosRun) retryEveryKey(ctx context.Context) (wedged int) {
+	for _, p := range []*faults.Proxy{r.dynamoProxy, r.s3Proxy, r.apiProxy, r.busProxy, r.events.proxy, r.events.dynamo} {
+		p.SetRule(faults.Always(faults.None))
+	}
+	clean, _ := client.New(r.st.APIURL, func(o *client.Options) { o.Deadline = 30 * time.Second })
+	for _, l := range r.uploads {
 		res, err := clean.Upload(ctx, l.path, client.UploadInput{Key: l.key, PartSize: l.partSize})
 		if err != nil {
 			wedged++
 			fmt.Fprintf(os.Stderr, "chaos: wedged key %s: %v\n", l.key, err)
 			continue
 		}
-		answered(l, res)
+		r.answered(l, res)
 	}
+	return wedged
+}
 
-	// Check every key against the bucket.
-	objects, err := listObjects(ctx, st)
+// tally is what the checks found: each count must be 0.
+type tally struct {
+	duplicates, lost, wedged, missingEvents, doubled int
+	misdirected                                      int64
+}
+
+func (t tally) bad() bool {
+	return t.duplicates+t.lost+t.wedged+int(t.misdirected)+t.missingEvents+t.doubled > 0
+}
+
+// verify checks every key against the bucket (one object per key, of its
+// file's size, and no object of no key) and every completed upload against
+// the consumer (its side effect exactly once).
+func (r *chaosRun) verify(ctx context.Context) (tally, error) {
+	t := tally{misdirected: r.misdirected.Load()}
+	objects, err := listObjects(ctx, r.st)
 	if err != nil {
-		return false, err
+		return t, err
 	}
-	duplicates, lost := 0, 0
 	owned := map[string]bool{}
-	for _, l := range uploads {
+	for _, l := range r.uploads {
 		if len(l.ids) > 1 {
-			duplicates += len(l.ids) - 1 // one key, several uploads
+			t.duplicates += len(l.ids) - 1 // one key, several uploads
 			fmt.Fprintf(os.Stderr, "chaos: key %s got %d upload ids\n", l.key, len(l.ids))
 		}
 		for id := range l.ids {
 			owned["uploads/"+id] = true
 			if size, ok := objects["uploads/"+id]; !ok || size != l.size {
-				lost++
+				t.lost++
 				fmt.Fprintf(os.Stderr, "chaos: upload %s of key %s is not in the bucket\n", id, l.key)
 			}
 		}
 	}
 	for key := range objects {
 		if !owned[key] {
-			duplicates++
+			t.duplicates++
 			fmt.Fprintf(os.Stderr, "chaos: object %s belongs to no key\n", key)
 		}
 	}
 	// Every upload in the bucket completed, so each must have had its
 	// event processed exactly once.
 	completed := map[string]bool{}
-	for _, l := range uploads {
+	for _, l := range r.uploads {
 		for id := range l.ids {
 			if _, ok := objects["uploads/"+id]; ok {
 				completed[id] = true
 			}
 		}
 	}
-	missingEvents, doubled, unexpected := 0, 0, 0
-	if st.EventsEnabled {
-		missingEvents, doubled, unexpected = events.settle(completed, time.Minute)
+	unexpected := 0
+	if r.st.EventsEnabled {
+		t.missingEvents, t.doubled, unexpected = r.events.settle(completed, time.Minute)
 	} else {
 		fmt.Fprintln(os.Stderr, "chaos: the local DynamoDB has no streams (dynalite): upload events are not checked")
 	}
-	if missingEvents+doubled+unexpected > 0 {
-		fmt.Fprintf(os.Stderr, "chaos: events: %d completed uploads never processed, %d processed more than once, %d processed that did not complete\n", missingEvents, doubled, unexpected)
+	if t.missingEvents+t.doubled+unexpected > 0 {
+		fmt.Fprintf(os.Stderr, "chaos: events: %d completed uploads never processed, %d processed more than once, %d processed that did not complete\n", t.missingEvents, t.doubled, unexpected)
 	}
-	doubled += unexpected
-	requests := clientRequests.Load() + dynamoProxy.Requests() + eventsTotal.Load() + busProxy.Requests() + events.proxy.Requests() + events.dynamo.Requests()
-	injected := dynamoProxy.Faults() + s3Proxy.Faults() + apiProxy.Faults() + eventFaults.Load() + busProxy.Faults() + events.proxy.Faults() + events.dynamo.Faults() + events.sinkFails.Load()
+	t.doubled += unexpected
+	return t, nil
+}
+
+// report prints the run's one line.
+func (r *chaosRun) report(out io.Writer, t tally) {
+	e := r.events
+	requests := r.clientRequests.Load() + r.dynamoProxy.Requests() + r.eventsTotal.Load() + r.busProxy.Requests() + e.proxy.Requests() + e.dynamo.Requests()
+	injected := r.dynamoProxy.Faults() + r.s3Proxy.Faults() + r.apiProxy.Faults() + r.eventFaults.Load() + r.busProxy.Faults() + e.proxy.Faults() + e.dynamo.Faults() + e.sinkFails.Load()
 	multipart := 0
-	for _, l := range uploads {
+	for _, l := range r.uploads {
 		if l.partSize > 0 {
 			multipart++
 		}
 	}
 	fmt.Fprintf(out, "chaos: %d requests, %d faults, %d uploads (%d multipart), %d duplicate objects, %d lost uploads, %d wedged keys, %d misdirected answers, %d events delivered, %d missing events, %d doubled side effects\n",
-		requests, injected, len(uploads), multipart, duplicates, lost, wedged, misdirected.Load(), events.delivered.Load(), missingEvents, doubled)
-	return duplicates+lost+wedged+int(misdirected.Load())+missingEvents+doubled > 0, nil
+		requests, injected, len(r.uploads), multipart, t.duplicates, t.lost, t.wedged, t.misdirected, e.delivered.Load(), t.missingEvents, t.doubled)
 }
 
 // ownedBy reports whether uploadID belongs to key: upload ids start with
