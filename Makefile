@@ -20,7 +20,7 @@ TOOLS := $(CURDIR)/.tools/bin
 LAMBDA_ARCH ?= arm64
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags='-s -w'
 FUNCTIONS := PresignFunction FinalizeFunction EventsFunction
-dir_PresignFunction := presign
+dir_PresignFunction := api
 dir_FinalizeFunction := finalize
 dir_EventsFunction := events
 
@@ -135,7 +135,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/idempotency/keyheader/:FuzzParse ./internal/upload/:FuzzDecodeCreateRequest \
 	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
-	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
+	./internal/handlers/httpapi/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -73,7 +73,7 @@ func TestBootstrapsUnderRIE(t *testing.T) {
 		"AWS_ACCESS_KEY_ID=" + testenv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + testenv.SecretKey, "AWS_REGION=" + testenv.Region,
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_LAMBDA_LOG_FORMAT=JSON",
 	}
-	presign := testenv.StartFunction(t, "presign", env) + services.InvokePath
+	presign := testenv.StartFunction(t, "api", env) + services.InvokePath
 	finalize := testenv.StartFunction(t, "finalize", env) + services.InvokePath
 
 	// Create, with the sample event carrying a real file's size and digest.

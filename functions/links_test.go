@@ -36,7 +36,7 @@ func linkedClients(t *testing.T, pkg string) []string {
 
 // Each function links the service clients it calls and those that
 // config.LoadDefaultConfig brings (STS, SSO and the like, for credentials),
-// and no other: presign and finalize no EventBridge, events no DynamoDB or
+// and no other: api and finalize no EventBridge, events no DynamoDB or
 // S3 client. The set is exact, so a client that leaves a function must
 // leave this table too, and one that comes back fails it.
 func TestFunctionsLinkOnlyTheClientsTheyCall(t *testing.T) {
@@ -45,7 +45,7 @@ func TestFunctionsLinkOnlyTheClientsTheyCall(t *testing.T) {
 		fn    string
 		calls []string
 	}{
-		{"presign", []string{"dynamodb", "s3"}},
+		{"api", []string{"dynamodb", "s3"}},
 		{"finalize", []string{"dynamodb", "s3"}},
 		// The stream's records are decoded by pkg/idempotency/recordstore and
 		// shaped by internal/upload/uploadrecord, neither of which holds a

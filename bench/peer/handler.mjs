@@ -1,7 +1,7 @@
 // Benchmark peer, never shipped: POST /uploads written the way a typical team
 // would with Powertools for AWS Lambda (TypeScript) idempotency and the AWS
 // SDK for JavaScript v3. It takes an API Gateway HTTP API (payload v2) event
-// and returns a v2 response, like ../../functions/presign does.
+// and returns a v2 response, like ../../functions/api does.
 //
 // Where Powertools' semantics differ from ours (docs/api.md), it is said here:
 //

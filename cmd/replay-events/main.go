@@ -24,7 +24,7 @@
 // aborted and whose record was written in the window (updated_at) or
 // whose completion or abort time (data.completed_at) falls in it. Each
 // such upload's Upload Completed or Upload Aborted event is put on the bus,
-// built by the events function's own code (publish.Handler.PublishItems).
+// built by the events function's own code (events.Handler.PublishItems).
 //
 // Delivery is at least once: the window holds the failed batch's uploads
 // and may hold others, whose events were already delivered; they are put
@@ -77,7 +77,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/handlers/events"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -144,14 +144,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "replay-events: bus %s, source %s, bucket %s, table %s, ttl %s\n", *bus, *source, *bucket, *table, *ttl)
 	schema := idempotency.DefaultSchema()
 	// A dry run builds the very entries a run would put, and prints them.
-	var events publish.EventBridgeAPI = eventbridge.NewFromConfig(cfg)
+	var bridge events.EventBridgeAPI = eventbridge.NewFromConfig(cfg)
 	if *dryRun {
-		events = dryEvents{log: stdout}
+		bridge = dryEvents{log: stdout}
 	}
 	r := &replayer{
 		queue: &sqsdrain.Reader{Client: sqs.NewFromConfig(cfg), URL: *queueURL, Visibility: visibility}, table: dynamodb.NewFromConfig(cfg),
-		publisher: &publish.Handler{
-			Events: events, Bus: *bus, Source: *source, Bucket: *bucket,
+		publisher: &events.Handler{
+			Events: bridge, Bus: *bus, Source: *source, Bucket: *bucket,
 			Schema: schema, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 		},
 		tableName: *table, bucket: *bucket, schema: schema,

@@ -20,7 +20,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/handlers/events"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/upload/uploadrecord"
 	"github.com/onceupload/onceupload/pkg/idempotency"
@@ -32,14 +32,14 @@ type TableAPI interface {
 	dynamodb.ScanAPIClient
 }
 
-// Publisher puts the events of table items; *publish.Handler is one.
+// Publisher puts the events of table items; *events.Handler is one.
 type Publisher interface {
 	PublishItems(ctx context.Context, items []map[string]types.AttributeValue) (int, error)
 }
 
 var (
 	_ TableAPI  = (*dynamodb.Client)(nil)
-	_ Publisher = (*publish.Handler)(nil)
+	_ Publisher = (*events.Handler)(nil)
 )
 
 // visibility is how long received messages stay hidden from other
@@ -363,7 +363,7 @@ func itemKey(schema idempotency.Schema, item map[string]types.AttributeValue) st
 // and detail), and reports every one put, calling nothing.
 type dryEvents struct{ log io.Writer }
 
-var _ publish.EventBridgeAPI = dryEvents{}
+var _ events.EventBridgeAPI = dryEvents{}
 
 func (d dryEvents) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	out := &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}

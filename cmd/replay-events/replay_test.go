@@ -28,7 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/handlers/events"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
@@ -241,12 +241,12 @@ func failureOf(table string, first, last time.Time, size int) string {
 
 // replayer replays f's failure queue, scanning the table with a client
 // that counts its calls.
-func (f *fixture) replayer(queueURL string, log io.Writer, events publish.EventBridgeAPI) *replayer {
+func (f *fixture) replayer(queueURL string, log io.Writer, bridge events.EventBridgeAPI) *replayer {
 	f.scans.Reset()
 	return &replayer{
 		queue: &sqsdrain.Reader{Client: f.queues, URL: queueURL, Visibility: visibility}, table: testenv.DynamoClient(f.dynamoURL, &f.scans),
-		publisher: &publish.Handler{
-			Events: events, Bus: f.bus, Source: api.EventSource, Bucket: f.bucket,
+		publisher: &events.Handler{
+			Events: bridge, Bus: f.bus, Source: api.EventSource, Bucket: f.bucket,
 			Schema: idempotency.DefaultSchema(), Logger: slog.New(slog.NewTextHandler(log, nil)),
 		},
 		tableName: f.table, bucket: f.bucket, schema: idempotency.DefaultSchema(),
@@ -397,7 +397,7 @@ func TestReplayEventsDryRun(t *testing.T) {
 		if line := fmt.Sprintf("would publish %s %s\n", want(d).DetailType, detail); !strings.Contains(out, line) {
 			t.Errorf("output lacks %q", line)
 		}
-		// The entry PutEvents would be given, as publish.Handler built it.
+		// The entry PutEvents would be given, as events.Handler built it.
 		if line := fmt.Sprintf("bus %s, source %s: would publish %s %s\n", f.bus, api.EventSource, want(d).DetailType, detail); !strings.Contains(out, line) {
 			t.Errorf("output lacks %q", line)
 		}
@@ -489,7 +489,7 @@ func TestReplayEventsSkipUnreadable(t *testing.T) {
 // refusing forwards PutEvents to moto with one upload's entry given an
 // empty source, which EventBridge (moto) refuses for that entry alone.
 type refusing struct {
-	publish.EventBridgeAPI
+	events.EventBridgeAPI
 	uploadID string
 }
 

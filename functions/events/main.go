@@ -11,13 +11,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/onceupload/onceupload/internal/wiring/publisher"
+	"github.com/onceupload/onceupload/internal/wiring/events"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
 	slog.SetDefault(logger)
-	h, err := publisher.New(context.Background(), os.LookupEnv, logger)
+	h, err := events.New(context.Background(), os.LookupEnv, logger)
 	if err != nil {
 		logger.Error("events: cannot start", "error", err)
 		os.Exit(1)

@@ -40,11 +40,11 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/handlers/httpapi"
 	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
-	"github.com/onceupload/onceupload/internal/wiring/publisher"
+	"github.com/onceupload/onceupload/internal/wiring/events"
 )
 
 // Local credentials and region, fixed so anyone can script against the stack.
@@ -517,8 +517,8 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		}
 		var onStream any
 		if st.spec.Stream != nil {
-			p, err := publisher.New(ctx, lookup, st.cfg.Logger,
-				publisher.Local(st.functionEventBus, local.Credentials, local.Region, st.cfg.APIOptions...))
+			p, err := events.New(ctx, lookup, st.cfg.Logger,
+				events.Local(st.functionEventBus, local.Credentials, local.Region, st.cfg.APIOptions...))
 			if err != nil {
 				return err
 			}
@@ -529,7 +529,7 @@ func (st *Stack) startFunctions(ctx context.Context) error {
 		// clients are safe for concurrent use).
 		for _, fn := range functions {
 			rec := &telemetry.Recorder{Logger: st.cfg.Logger, Namespace: cfg.MetricsNamespace, Function: "presign"}
-			var handler any = (&presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger, Telemetry: rec}).Handle
+			var handler any = (&httpapi.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: st.cfg.Logger, Telemetry: rec}).Handle
 			switch {
 			case fn == st.spec.ObjectCreatedFunction:
 				rec.Function = "finalize"

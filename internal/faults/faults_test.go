@@ -24,7 +24,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/faults"
 	"github.com/onceupload/onceupload/internal/handlers/finalize"
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/handlers/httpapi"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dynoxide, versity) }
 type rig struct {
 	proxy    *faults.Proxy
 	store    *dynamostore.Store // direct, no faults: to inspect
-	presign  *presign.Handler
+	presign  *httpapi.Handler
 	finalize *finalize.Handler
 	s3       *s3.Client
 	bucket   string
@@ -87,7 +87,7 @@ func newRig(t *testing.T) *rig {
 		func(o *upload.Options) { o.Logger = quiet })
 	return &rig{
 		proxy: proxy, store: dynamostore.New(direct, table),
-		presign: &presign.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
+		presign: &httpapi.Handler{Service: svc, Logger: quiet}, finalize: &finalize.Handler{Service: svc, Logger: quiet},
 		s3: s3c, bucket: bucket,
 	}
 }
@@ -255,7 +255,7 @@ func TestFaultsDuringRelease(t *testing.T) {
 // crashing dies (panics, as a killed function would look to its caller)
 // right after its first create did its work.
 type crashing struct {
-	presign.Service
+	httpapi.Service
 	crashed bool
 }
 
@@ -272,7 +272,7 @@ func (c *crashing) Create(ctx context.Context, tenant, key string, req api.Creat
 // retry converges on the one upload the claim recorded.
 func TestFunctionDiesAfterClaim(t *testing.T) {
 	r := newRig(t)
-	h := &presign.Handler{Service: &crashing{Service: r.presign.Service}, Logger: r.presign.Logger}
+	h := &httpapi.Handler{Service: &crashing{Service: r.presign.Service}, Logger: r.presign.Logger}
 	r.presign = h
 	func() {
 		defer func() {

@@ -16,7 +16,7 @@ import (
 type function struct{ logicalID, dir string }
 
 var functions = []function{
-	{"PresignFunction", "presign"}, {"FinalizeFunction", "finalize"}, {"EventsFunction", "events"},
+	{"PresignFunction", "api"}, {"FinalizeFunction", "finalize"}, {"EventsFunction", "events"},
 }
 
 // built holds the bootstraps of each architecture, built on first use.

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/handlers/httpapi"
 	"github.com/onceupload/onceupload/internal/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
@@ -193,7 +193,7 @@ func (a answered) String() string {
 }
 
 // through calls the presign handler over e's service, as API Gateway does.
-func through(t *testing.T, h *presign.Handler, method, route, uploadID string) answered {
+func through(t *testing.T, h *httpapi.Handler, method, route, uploadID string) answered {
 	t.Helper()
 	req := events.APIGatewayV2HTTPRequest{RouteKey: method + " " + route, PathParameters: map[string]string{"uploadId": uploadID}}
 	req.RequestContext.HTTP.Method = method
@@ -211,9 +211,9 @@ func through(t *testing.T, h *presign.Handler, method, route, uploadID string) a
 
 // raceEnv is a multipart env with the presign handler over its service,
 // for anonymous callers.
-func raceEnv(t *testing.T) (*env, *presign.Handler) {
+func raceEnv(t *testing.T) (*env, *httpapi.Handler) {
 	e := multipartEnv(t)
-	return e, &presign.Handler{Service: e.svc, AllowAnonymous: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return e, &httpapi.Handler{Service: e.svc, AllowAnonymous: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // sendAllAs is sendAll for tenant.
@@ -258,7 +258,7 @@ func TestConcurrentCompletes(t *testing.T) {
 	const rounds, n = 10, 4
 	counts := map[string]int{}
 	for round := range rounds {
-		u := e.sendAllAs(t, presign.AnonymousTenant, fmt.Sprintf("key-concurrent-completes-%02d", round), f)
+		u := e.sendAllAs(t, httpapi.AnonymousTenant, fmt.Sprintf("key-concurrent-completes-%02d", round), f)
 		answers := at(n, func(int) answered { return through(t, h, "POST", "/uploads/{uploadId}/complete", u.UploadID) })
 		var body string
 		for _, a := range answers {
@@ -295,7 +295,7 @@ func TestCompletesRacingAnAbort(t *testing.T) {
 	counts := map[string]int{}
 	completed := 0
 	for round := range rounds {
-		u := e.sendAllAs(t, presign.AnonymousTenant, fmt.Sprintf("key-completes-and-abort-%02d", round), f)
+		u := e.sendAllAs(t, httpapi.AnonymousTenant, fmt.Sprintf("key-completes-and-abort-%02d", round), f)
 		answers := at(n+1, func(i int) answered {
 			if i == n {
 				return through(t, h, "DELETE", "/uploads/{uploadId}", u.UploadID)

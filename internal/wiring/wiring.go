@@ -2,7 +2,7 @@
 // functions, shared with the dev stack's in-process mode: the function's
 // section of the environment, read by internal/config and nothing else,
 // and the SDK's DynamoDB and S3 clients. The events function's handler is
-// built by wiring/publisher, so that these two functions do not link its
+// built by wiring/events, so that these two functions do not link its
 // EventBridge client.
 package wiring
 

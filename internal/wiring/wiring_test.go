@@ -20,7 +20,7 @@ import (
 	"github.com/onceupload/onceupload/internal/callcount"
 	"github.com/onceupload/onceupload/internal/config"
 	"github.com/onceupload/onceupload/internal/wiring"
-	"github.com/onceupload/onceupload/internal/wiring/publisher"
+	"github.com/onceupload/onceupload/internal/wiring/events"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -225,7 +225,7 @@ func TestFunctionsReadTheEnvironmentThroughConfigOnly(t *testing.T) {
 		},
 		{
 			"events",
-			func(l func(string) (string, bool)) error { _, err := publisher.New(ctx, l, discard); return err },
+			func(l func(string) (string, bool)) error { _, err := events.New(ctx, l, discard); return err },
 			func(l func(string) (string, bool)) error { _, err := config.LoadEvents(l); return err },
 		},
 	} {

@@ -1,8 +1,8 @@
-// Package publisher builds the events function's handler, shared with the
+// Package events builds the events function's handler, shared with the
 // dev stack's in-process mode: the function's section of the environment,
 // read by internal/config and nothing else, and the SDK's EventBridge
 // client.
-package publisher
+package events
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/onceupload/onceupload/internal/config"
-	"github.com/onceupload/onceupload/internal/handlers/publish"
+	"github.com/onceupload/onceupload/internal/handlers/events"
 	"github.com/onceupload/onceupload/internal/wiring/sdk"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 )
@@ -31,7 +31,7 @@ type Options struct {
 // environment, read through lookup (os.LookupEnv in the function) by
 // config.LoadEvents, and an EventBridge client on the SDK's configuration
 // (sdk.Load: AWS_ENDPOINT_URL_EVENTBRIDGE and the rest apply).
-func New(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, optFns ...func(*Options)) (*publish.Handler, error) {
+func New(ctx context.Context, lookup func(string) (string, bool), logger *slog.Logger, optFns ...func(*Options)) (*events.Handler, error) {
 	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
@@ -44,7 +44,7 @@ func New(ctx context.Context, lookup func(string) (string, bool), logger *slog.L
 	if err != nil {
 		return nil, err
 	}
-	return &publish.Handler{
+	return &events.Handler{
 		Events: eventbridge.NewFromConfig(awsCfg, opts.EventBridge...),
 		Bus:    cfg.Bus, Source: cfg.Source, Bucket: cfg.Bucket,
 		Schema: idempotency.DefaultSchema(), Logger: logger,

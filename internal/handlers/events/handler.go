@@ -1,4 +1,4 @@
-// Package publish turns the idempotency table's stream into upload events:
+// Package events turns the idempotency table's stream into upload events:
 // one Upload Completed or Upload Aborted event on EventBridge for each
 // record that becomes completed or aborted. It is the events function's
 // handler, importable so that the dev stack runs the same code.
@@ -9,7 +9,7 @@
 // until it is published or its retries run out (then the on-failure
 // destination keeps the batch's place, and cmd/replay-events rebuilds the
 // events from the table). Delivery is at least once.
-package publish
+package events
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -67,7 +67,7 @@ type pending struct {
 // reported as failed, so the first failure ends the batch: what came
 // before it is published, it and what follows are retried. An error is
 // returned only for a batch that cannot be read at all.
-func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+func (h *Handler) Handle(ctx context.Context, ev lambdaevents.DynamoDBEvent) (lambdaevents.DynamoDBEventResponse, error) {
 	ctx, cancel := deadline.Work(ctx)
 	defer cancel()
 	var batch []pending
@@ -97,9 +97,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		failedAt = batch[k].seq
 	}
 	if failedAt == "" {
-		return events.DynamoDBEventResponse{}, nil
+		return lambdaevents.DynamoDBEventResponse{}, nil
 	}
-	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failedAt}}}, nil
+	return lambdaevents.DynamoDBEventResponse{BatchItemFailures: []lambdaevents.DynamoDBBatchItemFailure{{ItemIdentifier: failedAt}}}, nil
 }
 
 // shape returns the event of a change (the record before and after it,
@@ -129,7 +129,7 @@ func (h *Handler) shape(before, after *recordstore.Record) (pending, bool, error
 // for an image the change lacks. A new image that is not a record is an
 // error, so that it is seen rather than skipped; an old one is no record
 // before the change, which cannot have been this claim's final state.
-func (h *Handler) streamRecords(oldImage, newImage map[string]events.DynamoDBAttributeValue) (before, after *recordstore.Record, err error) {
+func (h *Handler) streamRecords(oldImage, newImage map[string]lambdaevents.DynamoDBAttributeValue) (before, after *recordstore.Record, err error) {
 	if newImage == nil {
 		return nil, nil, nil
 	}

@@ -1,4 +1,4 @@
-package presign
+package httpapi
 
 import (
 	"context"

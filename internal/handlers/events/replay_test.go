@@ -1,4 +1,4 @@
-package publish
+package events
 
 import (
 	"context"
@@ -195,7 +195,7 @@ func TestPublishItemsStopsAtTheFirstFailure(t *testing.T) {
 		t.Fatalf("bad item: events put %v, want only upload-00's", got)
 	}
 
-	// Nothing to publish.
+	// Nothing to events.
 	if n, err := replayHandler(&replayBus{}).PublishItems(ctx, nil); n != 0 || err != nil {
 		t.Fatalf("no items: %d, %v", n, err)
 	}

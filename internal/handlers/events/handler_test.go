@@ -1,4 +1,4 @@
-package publish
+package events
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -51,24 +51,24 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 
 // image is a stream image of an upload's record in state, as the store
 // writes it (its attribute names are the default schema's).
-func image(n int, state string) map[string]events.DynamoDBAttributeValue {
-	s, num := events.NewStringAttribute, events.NewNumberAttribute
+func image(n int, state string) map[string]lambdaevents.DynamoDBAttributeValue {
+	s, num := lambdaevents.NewStringAttribute, lambdaevents.NewNumberAttribute
 	id := strconv.Itoa(n)
-	data := map[string]events.DynamoDBAttributeValue{
+	data := map[string]lambdaevents.DynamoDBAttributeValue{
 		"object_key": s("uploads/" + id), "filename": s("f" + id + ".txt"), "content_type": s("text/plain"), "size": num("10"),
 	}
 	if state == "completed" {
 		data["etag"], data["completed_at"] = s("etag"+id), s("2026-12-01T10:00:00.000Z")
 	}
-	return map[string]events.DynamoDBAttributeValue{
+	return map[string]lambdaevents.DynamoDBAttributeValue{
 		"pk": s("0123456789abcdef0123456789abcd" + strconv.Itoa(10+n)), "tenant": s("anonymous"), "claim_id": s("upload-" + id),
 		"fingerprint": s("fp"), "state": s(state), "response_status": num("201"), "created_at": num("1"), "updated_at": num("2"),
-		"expires_at": num("1900000000"), "data": events.NewMapAttribute(data),
+		"expires_at": num("1900000000"), "data": lambdaevents.NewMapAttribute(data),
 	}
 }
 
-func record(n int, oldState, newState string) events.DynamoDBEventRecord {
-	r := events.DynamoDBEventRecord{EventName: "MODIFY", Change: events.DynamoDBStreamRecord{SequenceNumber: strconv.Itoa(1000 + n), NewImage: image(n, newState)}}
+func record(n int, oldState, newState string) lambdaevents.DynamoDBEventRecord {
+	r := lambdaevents.DynamoDBEventRecord{EventName: "MODIFY", Change: lambdaevents.DynamoDBStreamRecord{SequenceNumber: strconv.Itoa(1000 + n), NewImage: image(n, newState)}}
 	if oldState != "" {
 		r.Change.OldImage = image(n, oldState)
 	}
@@ -80,7 +80,7 @@ func handler(bus *fakeBus) *Handler {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-func failures(resp events.DynamoDBEventResponse) []string {
+func failures(resp lambdaevents.DynamoDBEventResponse) []string {
 	var seqs []string
 	for _, f := range resp.BatchItemFailures {
 		seqs = append(seqs, f.ItemIdentifier)
@@ -90,7 +90,7 @@ func failures(resp events.DynamoDBEventResponse) []string {
 
 func TestOneEventPerTransition(t *testing.T) {
 	bus := &fakeBus{}
-	var ev events.DynamoDBEvent
+	var ev lambdaevents.DynamoDBEvent
 	ev.Records = append(ev.Records,
 		record(0, "pending", "completed"),
 		record(1, "completed", "completed"), // a repeat of a final image: nothing
@@ -100,7 +100,7 @@ func TestOneEventPerTransition(t *testing.T) {
 	for n := 4; n < 16; n++ { // enough for two PutEvents calls
 		ev.Records = append(ev.Records, record(n, "pending", "completed"))
 	}
-	ev.Records = append(ev.Records, events.DynamoDBEventRecord{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{SequenceNumber: "9", OldImage: image(99, "completed")}})
+	ev.Records = append(ev.Records, lambdaevents.DynamoDBEventRecord{EventName: "REMOVE", Change: lambdaevents.DynamoDBStreamRecord{SequenceNumber: "9", OldImage: image(99, "completed")}})
 	resp, err := handler(bus).Handle(context.Background(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle: %v %v", resp, err)
@@ -125,7 +125,7 @@ func TestOneEventPerTransition(t *testing.T) {
 // A failed entry, or a failed call, ends the batch there: its record is
 // reported, and nothing after it is put in this invocation.
 func TestFirstFailureIsReported(t *testing.T) {
-	batch := events.DynamoDBEvent{}
+	batch := lambdaevents.DynamoDBEvent{}
 	for n := range 14 {
 		batch.Records = append(batch.Records, record(n, "pending", "completed"))
 	}
@@ -159,7 +159,7 @@ func TestUnreadableRecordIsReported(t *testing.T) {
 	bad := record(1, "pending", "completed")
 	delete(bad.Change.NewImage, "claim_id")
 	bus := &fakeBus{}
-	resp, _ := handler(bus).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+	resp, _ := handler(bus).Handle(context.Background(), lambdaevents.DynamoDBEvent{Records: []lambdaevents.DynamoDBEventRecord{
 		record(0, "pending", "completed"), bad, record(2, "pending", "completed"),
 	}})
 	if got := failures(resp); len(got) != 1 || got[0] != "1001" || len(bus.calls) != 1 || len(bus.calls[0]) != 1 {

@@ -1,5 +1,7 @@
-// Command presign is the Lambda function behind every API route: create,
-// status, parts, complete and abort.
+// Command api is the Lambda function behind every route of the upload API:
+// create, status, parts, complete and abort. template.yaml calls it
+// PresignFunction, the name deployed stacks keep, and its metrics carry
+// Function=presign for the same reason.
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/onceupload/onceupload/internal/handlers/presign"
+	"github.com/onceupload/onceupload/internal/handlers/httpapi"
 	"github.com/onceupload/onceupload/internal/telemetry"
 	"github.com/onceupload/onceupload/internal/wiring"
 )
@@ -23,7 +25,7 @@ func main() {
 		logger.Error("presign: cannot start", "error", err)
 		os.Exit(1)
 	}
-	h := &presign.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger,
+	h := &httpapi.Handler{Service: svc, AllowAnonymous: cfg.AllowAnonymous, Logger: logger,
 		Telemetry: &telemetry.Recorder{Logger: logger, Namespace: cfg.MetricsNamespace, Function: "presign"}}
 	lambda.Start(h.Handle)
 }

@@ -1,8 +1,9 @@
-// Package presign adapts API Gateway HTTP API (payload v2) requests to the
-// upload service: every route of the API (see package api). It is the
-// presign function's handler, importable so that the local stack can run it
-// in-process.
-package presign
+// Package httpapi adapts API Gateway HTTP API (payload v2) requests to the
+// upload service: every route of the API (see package api), not only the
+// presigning the function is named for. It is the API function's handler
+// (functions/api; PresignFunction in template.yaml, a name deployed stacks
+// keep), importable so that the local stack can run it in-process.
+package httpapi
 
 import (
 	"context"
