@@ -82,6 +82,7 @@ lint: tools $(WEB_DEPS)
 		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GOTOOL) staticcheck ./...
+	$(GO) test -count=1 ./internal/mdlinks/
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
 	@# with-onceupload.yaml nests template.yaml: cfn-lint transforms it and checks the
 	@# parameters it passes against the nested template (E3043).

@@ -25,7 +25,7 @@ var capacityFile int64
 // List prices in us-east-1, looked up on 2026-12-02, in dollars per unit or
 // request: DynamoDB on demand (standard table class), S3 Standard's request
 // tiers. They turn the measured units into dollars per million uploads;
-// docs/api.md's "Cost" quotes them.
+// docs/operating.md's "Cost" quotes them.
 const (
 	pricePerWriteUnit = 0.625 / 1e6  // $0.625 per million write request units
 	pricePerReadUnit  = 0.125 / 1e6  // $0.125 per million read request units

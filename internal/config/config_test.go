@@ -246,11 +246,11 @@ var sections = []struct {
 }
 
 // Each function reads the variables of its section, no more, and each is
-// one the configuration docs (README.md's and docs/api.md's) name.
+// one the configuration docs (docs/operating.md's) name.
 func TestEachSectionReadsDocumentedVariables(t *testing.T) {
 	t.Parallel()
 	var docs []string
-	for _, path := range []string{"../../README.md", "../../docs/api.md"} {
+	for _, path := range []string{"../../docs/operating.md"} {
 		text, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +271,7 @@ func TestEachSectionReadsDocumentedVariables(t *testing.T) {
 		for _, name := range s.reads {
 			for i, doc := range docs {
 				if !strings.Contains(doc, "`"+name+"`") && !strings.Contains(doc, "`"+name+"=") {
-					t.Errorf("%s (the %s section's) is not in the Configuration section of %s", name, s.name, []string{"README.md", "docs/api.md"}[i])
+					t.Errorf("%s (the %s section's) is not in the Configuration section of %s", name, s.name, []string{"docs/operating.md"}[i])
 				}
 			}
 		}
