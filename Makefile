@@ -82,7 +82,7 @@ lint: tools $(WEB_DEPS)
 		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GOTOOL) staticcheck ./...
-	$(GO) test -count=1 ./internal/mdlinks/
+	$(GO) test -count=1 ./internal/checks/mdlinks/
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
 	@# with-onceupload.yaml nests template.yaml: cfn-lint transforms it and checks the
 	@# parameters it passes against the nested template (E3043).
@@ -103,7 +103,7 @@ lint: tools $(WEB_DEPS)
 # the rest run beside them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
-LONG_PACKAGES := ./web/ ./internal/devstack/ ./pkg/client/
+LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/
 test: lint web
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race $(LONG_PACKAGES) ./...
 	$(minio_tests)
@@ -122,7 +122,7 @@ MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep|TestSmoke
 # With -race as above, so that make test reuses the test binaries it built.
 define minio_tests
 REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/tooling/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
 endef
 test-minio: tools
 	$(minio_tests)
@@ -137,7 +137,7 @@ FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/idempotency/keyheader/:FuzzParse ./internal/upload/:FuzzDecodeCreateRequest \
 	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
 	./internal/handlers/httpapi/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
-	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
+	./internal/tooling/devstack/:FuzzEncodeS3EventKey ./internal/tooling/devstack/:FuzzTranslateS3Event
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t##*:} for $(FUZZTIME)"; \
@@ -160,7 +160,7 @@ web: $(WEB_DEPS)
 bench: tools web-build
 	cd bench/peer && npm ci --no-audit --no-fund --loglevel=error
 	@for arch in arm64 amd64; do $(MAKE) --no-print-directory build LAMBDA_ARCH=$$arch; done
-	CGO_ENABLED=0 GOOS=linux $(GO) build $(LAMBDA_FLAGS) -o .build/bench/hello/bootstrap ./internal/bench/testdata/hello
+	CGO_ENABLED=0 GOOS=linux $(GO) build $(LAMBDA_FLAGS) -o .build/bench/hello/bootstrap ./internal/tooling/bench/testdata/hello
 	$(GO) run ./cmd/bench --bootstraps .build $(BENCH_FLAGS)
 
 # Chaos: clients upload through the local stack while faults are injected;

@@ -3,7 +3,7 @@ package functions_test
 import (
 	"testing"
 
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 )
 
 // The bootstraps the tests run and measure are built once (testenv.Bootstraps)

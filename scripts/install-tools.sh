@@ -13,8 +13,8 @@
 #   prism      Stoplight Prism, the OpenAPI validating proxy of the contract
 #              tests (npm, not with --dev)
 #   iamsim     @cloud-copilot/iam-simulate, the IAM policy evaluator of
-#              internal/iamcheck's tests (npm, its own lock file in
-#              internal/iamcheck/sim, into .tools/iamsim; not with --dev).
+#              internal/checks/iamcheck's tests (npm, its own lock file in
+#              internal/checks/iamcheck/sim, into .tools/iamsim; not with --dev).
 #              AGPL: a test tool, never shipped.
 #   versitygw  S3-compatible gateway (Go tool, ~2 min cold build)
 #   minio      MinIO, the second S3 server of the tests (Go tool, pinned in
@@ -100,12 +100,12 @@ fi
 # test tool under the AGPL and nothing else depends on it. Reinstalled only
 # when that lock file or its package.json changes.
 if ! $dev; then
-  iamsim_pin=$(cat internal/iamcheck/sim/package.json internal/iamcheck/sim/package-lock.json | sha256_hex | cut -c1-16)
+  iamsim_pin=$(cat internal/checks/iamcheck/sim/package.json internal/checks/iamcheck/sim/package-lock.json | sha256_hex | cut -c1-16)
   if ! { stamp iamsim "$iamsim_pin" && [ -f "$TOOLS/iamsim/node_modules/@cloud-copilot/iam-simulate/package.json" ]; }; then
-    echo "install-tools: IAM policy evaluator (iam-simulate) from internal/iamcheck/sim/package-lock.json"
+    echo "install-tools: IAM policy evaluator (iam-simulate) from internal/checks/iamcheck/sim/package-lock.json"
     rm -rf "$TOOLS/iamsim" "$TOOLS/bin/.iamsim.version"
     mkdir -p "$TOOLS/iamsim"
-    cp internal/iamcheck/sim/package.json internal/iamcheck/sim/package-lock.json "$TOOLS/iamsim/"
+    cp internal/checks/iamcheck/sim/package.json internal/checks/iamcheck/sim/package-lock.json "$TOOLS/iamsim/"
     (cd "$TOOLS/iamsim" && npm ci --no-audit --no-fund --loglevel=error)
     echo "$iamsim_pin" > "$TOOLS/bin/.iamsim.version"
   fi

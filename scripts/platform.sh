@@ -1,5 +1,5 @@
 # Platform choices of scripts/install-tools.sh, in one place so that a test
-# (internal/services/platform_test.go) can run them for every platform.
+# (internal/tooling/services/platform_test.go) can run them for every platform.
 # Source it; nothing here installs anything.
 
 # The dynoxide version installed where a build is published.

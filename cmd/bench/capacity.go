@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/bench"
-	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/tableitem"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
+	"github.com/onceupload/onceupload/internal/tooling/devstack"
+	"github.com/onceupload/onceupload/internal/tooling/services"
 )
 
 // capacityFile is --capacity-file.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/bench"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
 )
 
 // The cold-start section reports every function against the baseline of

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/bench"
-	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
+	"github.com/onceupload/onceupload/internal/tooling/devstack"
+	"github.com/onceupload/onceupload/internal/tooling/services"
 	"github.com/onceupload/onceupload/pkg/client"
 )
 

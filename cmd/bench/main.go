@@ -35,10 +35,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/onceupload/onceupload/internal/bench"
 	"github.com/onceupload/onceupload/internal/callcount"
-	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
+	"github.com/onceupload/onceupload/internal/tooling/devstack"
+	"github.com/onceupload/onceupload/internal/tooling/services"
 )
 
 type report struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/bench"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
 )
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceupload/onceupload/internal/bench"
+	"github.com/onceupload/onceupload/internal/tooling/bench"
 )
 
 // The report prints only the sections that ran, and the new targets with

@@ -17,8 +17,8 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/examples/upload-events/consumer"
-	"github.com/onceupload/onceupload/internal/faults"
-	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tooling/faults"
+	"github.com/onceupload/onceupload/internal/tooling/services"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 )

@@ -30,7 +30,7 @@ import (
 
 	"github.com/onceupload/onceupload/internal/handlers/events"
 	"github.com/onceupload/onceupload/internal/sqsdrain"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"

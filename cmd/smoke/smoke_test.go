@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/devstack"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 

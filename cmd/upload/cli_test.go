@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/services"
+	"github.com/onceupload/onceupload/internal/tooling/services"
 	"github.com/onceupload/onceupload/pkg/api"
 )
 

@@ -32,8 +32,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/onceupload/onceupload/internal/s3fake"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/s3fake"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/memorystore"

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/onceupload/onceupload/internal/handlers/httpapi"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"

@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/onceupload/onceupload/internal/s3fake"
-	"github.com/onceupload/onceupload/internal/services"
 	"github.com/onceupload/onceupload/internal/tableitem"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/s3fake"
+	"github.com/onceupload/onceupload/internal/tooling/services"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"

@@ -28,8 +28,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/services"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/services"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 )
 
 // attempts counts the requests that reach the transport: one per attempt.

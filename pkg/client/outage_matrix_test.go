@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/devstack"
-	"github.com/onceupload/onceupload/internal/faults"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/devstack"
+	"github.com/onceupload/onceupload/internal/tooling/faults"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/client"
 )
@@ -40,7 +40,7 @@ import (
 // id at the local stack's events endpoint once every cell has run.
 // One cell: go test ./pkg/client -run 'TestOutageMatrix/parts/complete/answer-lost'.
 //
-// The network is two internal/faults proxies of the cell's own, one in
+// The network is two internal/tooling/faults proxies of the cell's own, one in
 // front of the API (the client's base URL) and one in front of S3 (the
 // client dials it for the host presigned URLs name; the proxy keeps the
 // Host header, so the signatures hold). The outage ends on an event, a

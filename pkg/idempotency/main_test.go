@@ -3,7 +3,7 @@ package idempotency_test
 import (
 	"testing"
 
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 )
 
 // The DynamoDB servers the tests share: dynalite drops the old item a

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"
 	"github.com/onceupload/onceupload/pkg/idempotency/redisstore"

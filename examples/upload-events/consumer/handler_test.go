@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/onceupload/onceupload/examples/upload-events/consumer"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"

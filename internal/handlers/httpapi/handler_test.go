@@ -22,9 +22,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/onceupload/onceupload/internal/s3fake"
 	"github.com/onceupload/onceupload/internal/telemetry"
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/s3fake"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/internal/upload"
 	"github.com/onceupload/onceupload/pkg/api"
 	"github.com/onceupload/onceupload/pkg/idempotency"

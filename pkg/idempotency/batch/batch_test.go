@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 	"github.com/onceupload/onceupload/pkg/idempotency"
 	"github.com/onceupload/onceupload/pkg/idempotency/batch"
 	"github.com/onceupload/onceupload/pkg/idempotency/dynamostore"

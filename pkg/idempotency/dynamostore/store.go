@@ -176,7 +176,7 @@ func (s *Store) ClaimRecord(ctx context.Context, rec recordstore.Record) (record
 // per store (Store.claimNames), so a claim builds only the values of
 // now (claimValues) instead of running the expression builder. The text is
 // the builder's, byte for byte, so requests are as they were
-// (internal/golden holds them).
+// (internal/checks/golden holds them).
 const claimCondition = "(attribute_not_exists (#0)) OR (#1 < :0) OR ((#2 = :1) AND (#3 < :2))"
 
 // noTakeoverCondition is claimCondition for a claim with

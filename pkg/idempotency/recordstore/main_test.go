@@ -3,7 +3,7 @@ package recordstore_test
 import (
 	"testing"
 
-	"github.com/onceupload/onceupload/internal/testenv"
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 )
 
 var (
