@@ -101,13 +101,7 @@ export function partCount(size: number, partSize: number): number {
  * storage holds is not this file's.
  */
 export async function sendParts(input: SendPartsInput): Promise<void> {
-  const { api, uploadId, blob, partSize, hashes, hasher } = input;
-  const total = blob.size;
-  const count = partCount(total, partSize);
-  const slice = (n: number) => {
-    const { start, end } = partRange(n, partSize, total);
-    return blob.slice(start, end);
-  };
+  const count = partCount(input.blob.size, input.partSize);
   if (input.signal?.aborted) throw abortError(input.signal);
 
   // One failing part stops the others; Pause stops them all.
@@ -115,204 +109,84 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
   const onAbort = () => stop.abort(input.signal?.reason);
   input.signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    const done = await checkHeld(input, count, slice, stop);
+    const done = await checkHeld(input, count, (n) => partSlice(input, n), stop);
     input.onChecked?.();
-    await sendMissing(input, count, done, slice, stop);
+    await new PartPipeline(input, count, done, stop).run();
   } finally {
     input.signal?.removeEventListener("abort", onAbort);
   }
+}
 
-  async function sendMissing(input: SendPartsInput, count: number, done: Set<number>, slice: (n: number) => Blob, stop: AbortController): Promise<void> {
-    const queue: number[] = [];
-    for (let n = 1; n <= count; n++) if (!done.has(n)) queue.push(n);
+/** Part n of the input's file, a slice (no bytes read). */
+function partSlice(input: SendPartsInput, n: number): Blob {
+  const { start, end } = partRange(n, input.partSize, input.blob.size);
+  return input.blob.slice(start, end);
+}
 
-    let doneBytes = 0;
-    for (const n of done) {
-      const { start, end } = partRange(n, partSize, total);
-      doneBytes += end - start;
-    }
-    const inFlight = new Map<number, number>();
-    const progress = () => {
-      let loaded = doneBytes;
-      for (const b of inFlight.values()) loaded += b;
-      input.onProgress(loaded, total);
-    };
-    input.onParts(done.size, count);
-    progress();
+/** A part URL, and when it was given. */
+interface SignedUrl {
+  url: PartInstructions;
+  at: number;
+}
+
+/**
+ * One sendParts after the check: the parts the storage lacks, each through
+ * four stages, the shape of the Go client's partPipeline. hash: read and
+ * hashed a few parts ahead of the PUTs, in bursts ({@link hashAhead});
+ * sign: URLs asked for in batches of the parts hashed by then
+ * ({@link sign}); send: the PUT, retried on its own ({@link send}); record:
+ * the part counted done ({@link record}). `concurrency` senders take the
+ * parts in order ({@link run}); the first to fail for good stops the others
+ * and is the error.
+ */
+class PartPipeline {
+  private readonly total: number;
+  /** The parts not taken by a sender yet, in order. */
+  private readonly queue: number[] = [];
+  private readonly lookahead: number;
+  /** Bytes of the parts done, and of each part in flight. */
+  private doneBytes = 0;
+  private readonly inFlight = new Map<number, number>();
+  /** Each part's hash under way (hash stage). */
+  private readonly hashing = new Map<number, Promise<string>>();
+  private hashingNow = 0;
+  /** The URLs asked for (sign stage), the request under way, and the parts whose senders wait for one. */
+  private readonly urls = new Map<number, SignedUrl>();
+  private asking: Promise<void> | undefined;
+  private readonly waitingForUrl = new Set<number>();
+  /** Wakes the sign stage gathering a batch: a hash or a PUT ended. */
+  private wake: (() => void)[] = [];
+  private failure: UploadError | undefined;
+
+  constructor(
+    private readonly input: SendPartsInput,
+    private readonly count: number,
+    private readonly done: Set<number>,
+    private readonly stop: AbortController,
+  ) {
+    this.total = input.blob.size;
+    for (let n = 1; n <= count; n++) if (!done.has(n)) this.queue.push(n);
+    for (const n of done) this.doneBytes += this.size(n);
+    this.lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
+  }
+
+  async run(): Promise<void> {
+    const { input, queue, stop } = this;
+    input.onParts(this.done.size, this.count);
+    this.progress();
     if (queue.length === 0) return;
-
-    // Wakes the senders gathering a batch of URLs: a hash or a PUT ended.
-    let wake: (() => void)[] = [];
-    const notify = () => {
-      const w = wake;
-      wake = [];
-      for (const f of w) f();
-    };
-    const changed = () => new Promise<void>((resolve) => wake.push(resolve));
-    stop.signal.addEventListener("abort", notify, { once: true });
-
-    // Each part's hash, started a few parts ahead of its PUT (in the pool's order).
-    const hashing = new Map<number, Promise<string>>();
-    let hashingNow = 0;
-    const hashOf = (n: number): Promise<string> => {
-      const known = hashes.get(n);
-      if (known !== undefined) return Promise.resolve(known);
-      let p = hashing.get(n);
-      if (!p) {
-        hashingNow++;
-        p = (input.early?.get(n) ?? hasher.hash(slice(n), stop.signal)).then((h) => {
-          if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
-          hashes.set(n, h);
-          return h;
-        });
-        const settled = () => {
-          hashingNow--;
-          notify();
-        };
-        // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
-        p.then(settled, settled);
-        hashing.set(n, p);
-      }
-      return p;
-    };
-    // Hashed in bursts: once half the parts ahead are taken, the next ones
-    // up to `lookahead` are hashed together, so that their URLs are asked
-    // for together (one sign request for several parts, not one each).
-    const lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
-    const hashAhead = () => {
-      const ahead = queue.slice(0, lookahead);
-      if (ahead.filter((m) => hashing.has(m) || hashes.has(m)).length > lookahead / 2) return;
-      for (const m of ahead) void hashOf(m);
-    };
-
-    const urls = new Map<number, { url: PartInstructions; at: number }>();
-    let asking: Promise<void> | undefined;
-    const fresh = (u: { url: PartInstructions; at: number } | undefined) => {
-      if (!u) return false;
-      const expires = Date.parse(u.url.expiresAt);
-      if (!Number.isFinite(expires)) return true;
-      return expires - input.now() > Math.min(URL_MARGIN_MS, (expires - u.at) / 2);
-    };
-    // The URL of part n (hashed), asking for a batch (n and the parts in
-    // line that are hashed already) when it has none fresh. A URL just asked
-    // for is used as it is (a clock that disagrees with the server's must not
-    // stop the upload; storage refusing it gets it asked for again).
-    const waitingForUrl = new Set<number>();
-    const urlFor = async (n: number): Promise<PartInstructions> => {
-      waitingForUrl.add(n);
-      try {
-        return await urlOf(n);
-      } finally {
-        waitingForUrl.delete(n);
-      }
-    };
-    const urlOf = async (n: number): Promise<PartInstructions> => {
-      for (;;) {
-        const u = urls.get(n);
-        if (fresh(u)) return u!.url;
-        if (asking) {
-          await asking;
-          continue;
-        }
-        // n, the other parts whose senders wait for a URL, and those hashed
-        // ahead (at the head of the queue).
-        const others = [...waitingForUrl].filter((m) => m !== n && !fresh(urls.get(m)));
-        const batch = [n, ...others, ...queue.slice(0, lookahead).filter((m) => hashes.has(m) && !fresh(urls.get(m)))].slice(0, MAX_BATCH);
-        // While other parts are being sent and more are being hashed, wait
-        // for enough of them to ask for a batch of URLs, not one each
-        // (where hashing is the slower side, parts come one at a time). A
-        // sender with nothing in flight asks at once: the first part, and
-        // any moment the PUTs would otherwise stop.
-        if (batch.length < Math.min(input.concurrency, 1 + queue.length) && inFlight.size > 0 && hashingNow > 0) {
-          await changed();
-          if (stop.signal.aborted) throw abortError(stop.signal);
-          continue;
-        }
-        asking = retry((ctx) => api.partUrls(uploadId, batch.map((m) => ({ partNumber: m, sha256: hashes.get(m)! })), ctx), {
-          ...input.retryOptions("parts"),
-          signal: stop.signal,
-        })
-          .then((got) => {
-            const at = input.now();
-            for (const p of got) urls.set(p.partNumber, { url: p, at });
-          })
-          .finally(() => {
-            asking = undefined;
-          });
-        await asking;
-        const got = urls.get(n);
-        if (!got) throw new UploadError({ kind: "protocol", message: `The API gave no URL for part ${n}.` });
-        return got.url;
-      }
-    };
-
-    const sendOne = async (n: number) => {
-      const { start, end } = partRange(n, partSize, total);
-      const body = slice(n);
-      await hashOf(n);
-      let refreshes = 0;
-      const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
-      await retry(
-        async (ctx) => {
-          // The URL request has had its own retries: this loop must not repeat them.
-          const u = await urlFor(n).catch((e: unknown) => {
-            throw new Unretried(toUploadError(e));
-          });
-          inFlight.set(n, 0);
-          let res;
-          try {
-            res = await transport({
-              url: u.url,
-              method: u.method ?? "PUT",
-              headers: u.headers ?? {},
-              body,
-              signal: ctx.signal,
-              stallTimeoutMs: input.stallTimeoutMs,
-              onProgress: (loaded) => {
-                inFlight.set(n, Math.min(loaded, end - start));
-                progress();
-              },
-            });
-          } finally {
-            inFlight.delete(n);
-            notify();
-          }
-          if (res.status >= 200 && res.status <= 299) {
-            // Counted as done in the same turn as it leaves the in-flight bytes: the bar never steps back for a part that arrived.
-            done.add(n);
-            doneBytes += end - start;
-            return;
-          }
-          const err = storageError(res);
-          if (urlNoLongerWorks(err) && refreshes < MAX_PART_REFRESHES) {
-            // Most often a URL that expired on the way (a long stall, a laptop
-            // asleep): ask for a fresh one and try again at once.
-            refreshes++;
-            urls.delete(n);
-            input.onRefresh(n);
-            throw new UploadError({ kind: "storage", status: err.status, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
-          }
-          throw err;
-        },
-        { ...input.retryOptions("put", n), signal: stop.signal },
-      ).catch((e: unknown) => {
-        throw e instanceof Unretried ? e.error : e;
-      });
-      input.onParts(done.size, count);
-      progress();
-    };
-
-    let failure: UploadError | undefined;
+    stop.signal.addEventListener("abort", () => this.notify(), { once: true });
     const sender = async () => {
       for (let n = queue.shift(); n !== undefined && !stop.signal.aborted; n = queue.shift()) {
         try {
-          void hashOf(n);
-          hashAhead();
-          await sendOne(n);
+          void this.hash(n);
+          this.hashAhead();
+          await this.hash(n);
+          await this.send(n);
         } catch (e) {
-          if (!failure && !input.signal?.aborted) {
-            failure = toUploadError(e);
-            stop.abort(failure);
+          if (!this.failure && !input.signal?.aborted) {
+            this.failure = toUploadError(e);
+            stop.abort(this.failure);
           }
           return;
         }
@@ -320,7 +194,202 @@ export async function sendParts(input: SendPartsInput): Promise<void> {
     };
     await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
     if (input.signal?.aborted) throw abortError(input.signal);
-    if (failure) throw failure;
+    if (this.failure) throw this.failure;
+  }
+
+  // --- hash ---
+
+  /** Part n's SHA-256: known, under way, or started now (in the hasher's order). */
+  private hash(n: number): Promise<string> {
+    const { input } = this;
+    const known = input.hashes.get(n);
+    if (known !== undefined) return Promise.resolve(known);
+    let p = this.hashing.get(n);
+    if (!p) {
+      this.hashingNow++;
+      p = (input.early?.get(n) ?? input.hasher.hash(partSlice(input, n), this.stop.signal)).then((h) => {
+        if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
+        input.hashes.set(n, h);
+        return h;
+      });
+      const settled = () => {
+        this.hashingNow--;
+        this.notify();
+      };
+      // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
+      p.then(settled, settled);
+      this.hashing.set(n, p);
+    }
+    return p;
+  }
+
+  /**
+   * Hashes in bursts: once half the parts ahead are taken, the next ones up
+   * to `lookahead` are hashed together, so that their URLs are asked for
+   * together (one sign request for several parts, not one each).
+   */
+  private hashAhead(): void {
+    const ahead = this.queue.slice(0, this.lookahead);
+    if (ahead.filter((m) => this.hashing.has(m) || this.input.hashes.has(m)).length > this.lookahead / 2) return;
+    for (const m of ahead) void this.hash(m);
+  }
+
+  // --- sign ---
+
+  /** Part n's URL (n hashed), waiting with the other parts for a batch when it has none fresh. */
+  private async sign(n: number): Promise<PartInstructions> {
+    this.waitingForUrl.add(n);
+    try {
+      return await this.urlOf(n);
+    } finally {
+      this.waitingForUrl.delete(n);
+    }
+  }
+
+  /**
+   * A URL just asked for is used as it is (a clock that disagrees with the
+   * server's must not stop the upload; storage refusing it gets it asked
+   * for again).
+   */
+  private async urlOf(n: number): Promise<PartInstructions> {
+    const { input, stop } = this;
+    for (;;) {
+      const u = this.urls.get(n);
+      if (this.fresh(u)) return u!.url;
+      if (this.asking) {
+        await this.asking;
+        continue;
+      }
+      const batch = this.batchWith(n);
+      // While other parts are being sent and more are being hashed, wait
+      // for enough of them to ask for a batch of URLs, not one each
+      // (where hashing is the slower side, parts come one at a time). A
+      // sender with nothing in flight asks at once: the first part, and
+      // any moment the PUTs would otherwise stop.
+      if (batch.length < Math.min(input.concurrency, 1 + this.queue.length) && this.inFlight.size > 0 && this.hashingNow > 0) {
+        await this.changed();
+        if (stop.signal.aborted) throw abortError(stop.signal);
+        continue;
+      }
+      this.asking = retry((ctx) => input.api.partUrls(input.uploadId, batch.map((m) => ({ partNumber: m, sha256: input.hashes.get(m)! })), ctx), {
+        ...input.retryOptions("parts"),
+        signal: stop.signal,
+      })
+        .then((got) => {
+          const at = input.now();
+          for (const p of got) this.urls.set(p.partNumber, { url: p, at });
+        })
+        .finally(() => {
+          this.asking = undefined;
+        });
+      await this.asking;
+      const got = this.urls.get(n);
+      if (!got) throw new UploadError({ kind: "protocol", message: `The API gave no URL for part ${n}.` });
+      return got.url;
+    }
+  }
+
+  /** n, the other parts whose senders wait for a URL, and those hashed ahead (at the head of the queue), without a fresh URL. */
+  private batchWith(n: number): number[] {
+    const stale = (m: number) => !this.fresh(this.urls.get(m));
+    const others = [...this.waitingForUrl].filter((m) => m !== n && stale(m));
+    const ahead = this.queue.slice(0, this.lookahead).filter((m) => this.input.hashes.has(m) && stale(m));
+    return [n, ...others, ...ahead].slice(0, MAX_BATCH);
+  }
+
+  /** A URL asked for earlier is not used with less than URL_MARGIN_MS left (or half its lifetime). */
+  private fresh(u: SignedUrl | undefined): boolean {
+    if (!u) return false;
+    const expires = Date.parse(u.url.expiresAt);
+    if (!Number.isFinite(expires)) return true;
+    return expires - this.input.now() > Math.min(URL_MARGIN_MS, (expires - u.at) / 2);
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = [];
+    for (const f of w) f();
+  }
+
+  private changed(): Promise<void> {
+    return new Promise<void>((resolve) => this.wake.push(resolve));
+  }
+
+  // --- send ---
+
+  /** PUTs part n (hashed) to its URL, retried by the policy; a URL refused as expired is asked for again. */
+  private async send(n: number): Promise<void> {
+    const { input } = this;
+    const size = this.size(n);
+    const body = partSlice(input, n);
+    let refreshes = 0;
+    const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
+    await retry(
+      async (ctx) => {
+        // The URL request has had its own retries: this loop must not repeat them.
+        const u = await this.sign(n).catch((e: unknown) => {
+          throw new Unretried(toUploadError(e));
+        });
+        this.inFlight.set(n, 0);
+        let res;
+        try {
+          res = await transport({
+            url: u.url,
+            method: u.method ?? "PUT",
+            headers: u.headers ?? {},
+            body,
+            signal: ctx.signal,
+            stallTimeoutMs: input.stallTimeoutMs,
+            onProgress: (loaded) => {
+              this.inFlight.set(n, Math.min(loaded, size));
+              this.progress();
+            },
+          });
+        } finally {
+          this.inFlight.delete(n);
+          this.notify();
+        }
+        if (res.status >= 200 && res.status <= 299) {
+          // In the same turn as it leaves the in-flight bytes: the bar never steps back for a part that arrived.
+          this.record(n);
+          return;
+        }
+        const err = storageError(res);
+        if (urlNoLongerWorks(err) && refreshes < MAX_PART_REFRESHES) {
+          // Most often a URL that expired on the way (a long stall, a laptop
+          // asleep): ask for a fresh one and try again at once.
+          refreshes++;
+          this.urls.delete(n);
+          input.onRefresh(n);
+          throw new UploadError({ kind: "storage", status: err.status, code: err.code, message: err.message, retryable: true, retryAfterMs: 0 });
+        }
+        throw err;
+      },
+      { ...input.retryOptions("put", n), signal: this.stop.signal },
+    ).catch((e: unknown) => {
+      throw e instanceof Unretried ? e.error : e;
+    });
+  }
+
+  // --- record ---
+
+  /** Part n is stored: counted done, and told. */
+  private record(n: number): void {
+    this.done.add(n);
+    this.doneBytes += this.size(n);
+    this.input.onParts(this.done.size, this.count);
+    this.progress();
+  }
+
+  private progress(): void {
+    let loaded = this.doneBytes;
+    for (const b of this.inFlight.values()) loaded += b;
+    this.input.onProgress(loaded, this.total);
+  }
+
+  private size(n: number): number {
+    const { start, end } = partRange(n, this.input.partSize, this.total);
+    return end - start;
   }
 }
 
