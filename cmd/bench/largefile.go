@@ -404,10 +404,29 @@ func printBrowser(w io.Writer, b *bench.BrowserUpload, probe *bench.BrowserProbe
 		fmt.Fprintf(w, "| browser client ≥ 0.8× the raw browser probe (MiB/s: %.0f vs %.0f) | %.2f× | %s |\n", b.MiBps, probe.MiBps, r, verdict(r >= 0.8))
 	}
 	fmt.Fprintf(w, "| no main-thread task over 50 ms while the client uploads (%d such tasks in the worst run) | %.0f ms | %s |\n", b.LongTasks, b.LongestTaskMs, verdict(b.LongestTaskMs <= 50))
+	if probe != nil && probe.Note == "" && len(b.LongTaskRuns) > 0 && len(probe.LongTaskRuns) > 0 {
+		// Counted, not judged: the probe's are the browser's own.
+		fmt.Fprintf(w, "| main-thread tasks over 50 ms, median of the runs: the client's against the probe's (runs %v vs %v) | %d vs %d | — |\n",
+			b.LongTaskRuns, probe.LongTaskRuns, bench.Median(b.LongTaskRuns), bench.Median(probe.LongTaskRuns))
+	}
 	if probe != nil && probe.Note == "" && len(b.CPU) > 0 {
+		tc, tp := cpuTotal(b.CPU), cpuTotal(probe.CPU)
+		if tp > 0 {
+			gib := float64(b.Bytes) / (1 << 30)
+			fmt.Fprintf(w, "| browser's CPU per GiB over all its processes ≤ 1.5× the probe's (%.1f s vs %.1f s) | %.2f× | %s |\n", tc/gib, tp/gib, tc/tp, verdict(tc/tp <= 1.5))
+		}
 		printBrowserCPU(w, b.CPU, probe.CPU)
 	}
 	fmt.Fprintf(w, "\n%s\n", browserProbeHow)
+}
+
+// cpuTotal is the CPU seconds of every process and thread counted.
+func cpuTotal(shares map[string]float64) float64 {
+	var t float64
+	for _, v := range shares {
+		t += v
+	}
+	return t
 }
 
 // printBrowserCPU renders where the browser spent CPU, the client beside

@@ -56,6 +56,8 @@ type BrowserProbe struct {
 	// LongestTaskMs is the page's longest main-thread task during the
 	// probe, over all runs (absent: none over 50 ms).
 	LongestTaskMs float64 `json:"longest_task_ms,omitempty"`
+	// LongTaskRuns is each run's count of main-thread tasks over 50 ms.
+	LongTaskRuns []int `json:"long_task_runs,omitempty"`
 	// CPU is the browser's CPU seconds from the pick to the complete
 	// answered, as BrowserUpload's.
 	CPU  map[string]float64 `json:"cpu_seconds,omitempty"`
@@ -100,6 +102,7 @@ func partSums(file string, size, partSize int64) ([]string, error) {
 // probeRun is one run of the raw probe, in seconds.
 type probeRun struct {
 	seconds, puts, longestTaskMs float64
+	longTasks                    int
 	cpu                          cpuShares
 }
 
@@ -161,7 +164,7 @@ func runProbe(ctx context.Context, d *BrowserDriver, apiURL, file string, bytes,
 	if err := r.stop(); err != nil {
 		return probeRun{}, err
 	}
-	return probeRun{seconds: (e.EpochMs - e.StartMs) / 1000, puts: (e.PutsDoneMs - e.StartMs) / 1000, longestTaskMs: e.LongestTaskMs, cpu: cpu}, nil
+	return probeRun{seconds: (e.EpochMs - e.StartMs) / 1000, puts: (e.PutsDoneMs - e.StartMs) / 1000, longestTaskMs: e.LongestTaskMs, longTasks: e.LongTasks, cpu: cpu}, nil
 }
 
 // medianShares is each key's median over the runs (a run without the key

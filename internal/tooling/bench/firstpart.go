@@ -56,6 +56,8 @@ type BrowserUpload struct {
 	// when there were none.
 	LongestTaskMs float64 `json:"longest_task_ms,omitempty"`
 	LongTasks     int     `json:"long_tasks,omitempty"`
+	// LongTaskRuns is each run's count of main-thread tasks over 50 ms.
+	LongTaskRuns []int `json:"long_task_runs,omitempty"`
 	// Parts and MaxInFlight are what the driver saw the page send (part
 	// PUTs, and the most at once: its events lag the page's, so one more
 	// than ran at once may show) in the last run: what the raw probe copies.
@@ -439,6 +441,7 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		}
 		up.Runs = append(up.Runs, run.Seconds)
 		up.LongestTaskMs, up.LongTasks = max(up.LongestTaskMs, run.LongestTaskMs), max(up.LongTasks, run.LongTasks)
+		up.LongTaskRuns = append(up.LongTaskRuns, run.LongTasks)
 		up.Parts, up.MaxInFlight = run.Parts, run.MaxInFlight
 		upCPU = append(upCPU, run.CPU)
 		p, err := runProbe(ctx, cfg.Driver, cfg.APIURL, cfg.File, cfg.Bytes, partSize, sums, i)
@@ -450,6 +453,7 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		}
 		pr.Runs, puts = append(pr.Runs, p.seconds), append(puts, p.puts)
 		pr.LongestTaskMs = max(pr.LongestTaskMs, p.longestTaskMs)
+		pr.LongTaskRuns = append(pr.LongTaskRuns, p.longTasks)
 		probeCPU = append(probeCPU, p.cpu)
 	}
 	up.CPU, pr.CPU = medianShares(upCPU), medianShares(probeCPU)
