@@ -55,7 +55,7 @@ $(WEB_DEPS): web/package.json web/package-lock.json
 web-build: $(WEB_DEPS)
 	cd web && npm run build
 
-.PHONY: dev-tools web-build test-minio smoke
+.PHONY: dev-tools lint-tools web-build test-minio smoke
 
 # A deployed stack checked end to end (cmd/smoke; docs/deploy-smoke.md):
 # make smoke API=<the stack's ApiUrl> [ORIGIN=<a browser origin>]
@@ -76,7 +76,13 @@ dev: dev-tools
 
 GOTOOL := $(GO) tool -modfile=tools/go.mod
 
-lint: tools $(WEB_DEPS)
+# What make lint runs beyond the go tool: redocly (install-tools.sh --lint:
+# the npm tools only, no Go builds), web/'s npm packages (npm run gen), and
+# cfn-lint, which comes from pip (CI installs it; see .github/workflows).
+lint-tools:
+	@bash scripts/install-tools.sh --lint
+
+lint: lint-tools $(WEB_DEPS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 	@out=$$($(GOTOOL) goimports -local github.com/onceupload/onceupload -l $$(git ls-files '*.go')); \
 		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
@@ -170,9 +176,12 @@ bench: tools web-build
 chaos: tools
 	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
-# Fast tests only: no local servers.
+# Fast tests only, and nothing to install first: go test -short, under
+# which every test that needs a local server or a tool from make tools skips
+# (testenv.SkipShort), whether or not .tools exists. ONCEUPLOAD_NO_SERVERS=1
+# makes one that would start a server anyway fail, saying so.
 unit:
-	$(GO) test -count=1 ./...
+	ONCEUPLOAD_NO_SERVERS=1 $(GO) test -short -count=1 ./...
 
 clean:
 	rm -rf .build web/dist web/.test-build web/test-results

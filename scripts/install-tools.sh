@@ -4,6 +4,7 @@
 # tools are rebuilt from Go's build cache (the first build takes minutes).
 #   install-tools.sh         everything make test needs
 #   install-tools.sh --dev   only what make dev needs: no linters, no Chromium
+#   install-tools.sh --lint  only what make lint needs: the npm tools (redocly)
 # Runs on Linux and macOS, x64 and arm64 (scripts/platform.sh has the choices).
 #   dynoxide   DynamoDB-compatible server (static binary): the npm package
 #              built for this machine, into .tools/dynoxide, where one is
@@ -40,11 +41,12 @@ ROOT=$PWD
 TOOLS=${TOOLS_DIR:-$ROOT/.tools}
 . scripts/platform.sh
 
-dev=false
+dev=false lint=false
 case "${1:-}" in
   "") ;;
   --dev) dev=true ;;
-  *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
+  --lint) lint=true ;;
+  *) echo "usage: $0 [--dev | --lint]" >&2; exit 2 ;;
 esac
 os=$(uname -s)
 arch=$(uname -m)
@@ -57,7 +59,7 @@ stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")"
 # steps below mostly wait on the network (npm, apt): so it starts first, in
 # the background, and the run waits for it at the end.
 minio_pid=
-if ! $dev || [ "${DEV_S3:-}" = minio ]; then
+if ! $lint && { ! $dev || [ "${DEV_S3:-}" = minio ]; }; then
   echo "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)"
   (cd tools/minio && go build -o "$TOOLS/bin/" github.com/minio/minio) > "$TOOLS/minio-build.log" 2>&1 &
   minio_pid=$!
@@ -94,6 +96,10 @@ if ! $npm_ok; then
     ln -sf "$npm_bin/prism" "$TOOLS/bin/prism"
     echo "$npm_pin full" > "$TOOLS/bin/.npm.version"
   fi
+fi
+# make lint runs redocly, and nothing else from here.
+if $lint; then
+  exit 0
 fi
 
 # The IAM evaluator has a lock file of its own, kept out of tools/: it is a

@@ -210,3 +210,20 @@ func TestInstallToolsIAMEvaluator(t *testing.T) {
 		t.Error("a run after the lock file changed did not install the IAM evaluator again")
 	}
 }
+
+// make lint (--lint) installs the npm tools, redocly among them, and
+// nothing else: no Go build, no dynoxide, no IAM evaluator.
+func TestInstallToolsLint(t *testing.T) {
+	out, gos := runInstall(t, nil, []string{"Linux", "x86_64"}, "--lint")
+	if len(gos) != 0 {
+		t.Errorf("install-tools.sh --lint ran go: %q", gos)
+	}
+	if !strings.Contains(out, "install-tools: npm tools (dynalite, redocly, prism)") {
+		t.Errorf("install-tools.sh --lint did not install the npm tools:\n%s", out)
+	}
+	for _, not := range []string{"minio", "dynoxide", "iam-simulate", "from source"} {
+		if strings.Contains(out, not) {
+			t.Errorf("install-tools.sh --lint mentions %q:\n%s", not, out)
+		}
+	}
+}
