@@ -1,16 +1,19 @@
 # onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
-#   make test   install the pinned local servers, lint, run every test
+#   make test   install the pinned local servers, lint, run every test (scripts/test.sh: the phases,
+#               side by side where they can be, each one's wall time printed)
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
 #               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections; builds what it
 #               measures (every tool, web/dist, the bootstraps) and fails if a selected section cannot run
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
-#   also: make lint, unit (no servers), test-minio (the S3 tests again on MinIO), fuzz, web (lint, build,
-#         unit tests of web/), web-build (web/dist only), tools (install-tools.sh), dev-tools
-#         (install-tools.sh --dev), smoke API=… (checks a deployed stack), clean; each is described
-#         where it is defined
+#   make unit   the quick loop: go test -short, no servers started, nothing to install first
+#   also: make lint, test-go (make test's main pass alone), test-minio (the S3 tests again on MinIO),
+#         fuzz, web (lint, build, unit tests of web/), web-build (web/dist only), tools
+#         (install-tools.sh), dev-tools (install-tools.sh --dev), lint-tools (install-tools.sh
+#         --lint), smoke API=… (checks a deployed stack), clean; each is described where it is
+#         defined
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -55,7 +58,7 @@ $(WEB_DEPS): web/package.json web/package-lock.json
 web-build: $(WEB_DEPS)
 	cd web && npm run build
 
-.PHONY: dev-tools lint-tools web-build test-minio smoke
+.PHONY: dev-tools lint-tools web-build test-go test-minio smoke
 
 # A deployed stack checked end to end (cmd/smoke; docs/deploy-smoke.md):
 # make smoke API=<the stack's ApiUrl> [ORIGIN=<a browser origin>]
@@ -108,11 +111,18 @@ lint: lint-tools $(WEB_DEPS)
 # the rest run beside them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
+#
+# scripts/test.sh runs the phases: tools, lint and web side by side (lint
+# and web need only the npm packages it installs first), then test-go,
+# test-minio and fuzz; it prints each phase's wall time.
 LONG_PACKAGES := ./web/ ./internal/devstack/ ./pkg/client/
-test: lint web
+test:
+	@bash scripts/test.sh
+
+# make test's main pass alone, on what make tools and make web installed
+# and built (it installs nothing itself).
+test-go:
 	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race $(LONG_PACKAGES) ./...
-	$(minio_tests)
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
 
 # The S3 behaviours the product relies on, again on a second S3 server,
 # MinIO (TEST_S3=minio; its differences are skipped with the reason
@@ -124,30 +134,45 @@ MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowe
 MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
 MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
 MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep|TestSmokeLocalStack
-# With -race as above, so that make test reuses the test binaries it built.
-define minio_tests
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
-endef
+# With -race as above, so that make test reuses the packages it compiled.
+# The two go test runs go side by side (the flows' longest package takes
+# twice the upload service's), and the recipe waits for both.
+MINIO_UPLOAD := REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
+MINIO_FLOW_TESTS := REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' \
+	./internal/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
 test-minio: tools
-	$(minio_tests)
+	@echo '$(MINIO_UPLOAD) &'; echo "$(MINIO_FLOW_TESTS)"
+	@$(MINIO_UPLOAD) & upload=$$!; status=0; \
+		$(MINIO_FLOW_TESTS) || status=1; \
+		wait $$upload || status=1; \
+		exit $$status
 
 # Every fuzz target, for FUZZTIME each: a duration, or an execution count
 # such as 5000x. make test uses a count, because a short time limit can end
 # inside the minimizer, which go test reports as a failure. For a longer
 # search: make fuzz FUZZTIME=10m. A crasher lands in the package's
-# testdata/fuzz/ and runs as an ordinary test from then on.
+# testdata/fuzz/ and runs as an ordinary test from then on. FUZZ_JOBS=2
+# (make test's) runs two targets at a time, each target's output printed
+# whole when it ends: with 5000x most of a target's time is its build and
+# link, not fuzzing.
 FUZZTIME ?= 30s
+FUZZ_JOBS ?= 1
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/idempotency/keyheader/:FuzzParse ./internal/upload/:FuzzDecodeCreateRequest \
 	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
 	./internal/handlers/presign/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/devstack/:FuzzEncodeS3EventKey ./internal/devstack/:FuzzTranslateS3Event
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t##*:} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
-	done
+	@if [ "$(FUZZ_JOBS)" = 1 ]; then \
+		for t in $(FUZZ_TARGETS); do \
+			echo "fuzz $${t##*:} for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
+		done; \
+	else \
+		printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} bash -c \
+			't={}; out=$$($(GO) test -run "^$$" -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} 2>&1) && s=0 || s=$$?; \
+			printf "fuzz %s for %s\n%s\n" "$${t##*:}" "$(FUZZTIME)" "$$out"; exit $$s'; \
+	fi
 
 # Browser client and demo (web/): pinned npm tools, build web/dist, unit
 # tests. go test ./web then drives Chromium against the local stack.
