@@ -12,7 +12,8 @@
 # need only what prepare installs), each into a log of its own under
 # .build/test/, printed whole when it ends; go needs tools and web/dist, and
 # the rest run after it, one at a time (beside it, on two cores, they slowed
-# it by as much as they took, and timing-bound tests began to fail). A
+# it by as much as they took, and timing-bound tests began to fail). go
+# test's vet is off in go, minio and fuzz: lint's go vet ./... covers it. A
 # phase that fails ends the run once the phases beside it have ended. Each
 # phase's wall time is printed when it ends and all of them at the end:
 # numbers to read, never a limit.
@@ -92,8 +93,10 @@ if [ -n "$failed" ]; then
 fi
 
 # tools is installed: neither minio nor fuzz installs it again (-o tools).
-phase go test-go
-phase minio -o tools test-minio
-phase fuzz fuzz FUZZTIME=5000x FUZZ_JOBS=2
+# -vet=off: go test's vet checks are a subset of go vet ./..., which make
+# lint ran above; the packages are not vetted a second time.
+phase go test-go GOTEST_FLAGS=-vet=off
+phase minio -o tools test-minio GOTEST_FLAGS=-vet=off
+phase fuzz fuzz FUZZTIME=5000x FUZZ_JOBS=2 GOTEST_FLAGS=-vet=off
 took total "$run_started" ok
 summary
