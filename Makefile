@@ -112,8 +112,8 @@ lint: lint-tools $(WEB_DEPS)
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
 #
-# scripts/test.sh runs the phases: tools, lint and web side by side (lint
-# and web need only the npm packages it installs first), then test-go,
+# scripts/test.sh runs the phases one after the other: the npm packages,
+# lint (which needs no more, so that it fails early), web, tools, test-go,
 # test-minio and fuzz; it prints each phase's wall time.
 #
 # GOTEST_FLAGS go to every go test of test-go, test-minio and fuzz. make
