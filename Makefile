@@ -122,7 +122,7 @@ lint: lint-tools $(WEB_DEPS)
 LONG_PACKAGES := ./web/ ./internal/devstack/ ./pkg/client/
 GOTEST_FLAGS ?=
 test:
-	@bash scripts/test.sh
+	@MAKE="$(MAKE)" bash scripts/test.sh
 
 # make test's main pass alone, on what make tools and make web installed
 # and built (it installs nothing itself).
