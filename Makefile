@@ -1,7 +1,7 @@
 # onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
-#   make test   install the pinned local servers, lint, run every test (scripts/test.sh: the phases,
-#               side by side where they can be, each one's wall time printed)
+#   make test   install the pinned local servers, lint, run every test (scripts/test.sh: lint first,
+#               then web, tools, the Versity and MinIO passes and fuzz; each phase's wall time printed)
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
 #               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections; builds what it
