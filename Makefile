@@ -1,16 +1,19 @@
 # onceupload: idempotent direct-to-S3 uploads on AWS Lambda.
 #   make dev    run the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it
-#   make test   install the pinned local servers, lint, run every test
+#   make test   install the pinned local servers, lint, run every test (scripts/test.sh: lint first,
+#               then web, tools, the Versity and MinIO passes and fuzz; each phase's wall time printed)
 #   make build  build the three Lambda bootstraps (linux/arm64) into .build/
 #   make bench  round trips, hot path, load vs a Powertools peer, cold start, large files (vs tusd, a raw
 #               probe, first part stored, Chromium); BENCH_FLAGS="--only …" picks sections; builds what it
 #               measures (every tool, web/dist, the bootstraps) and fails if a selected section cannot run
 #   make chaos  a bounded chaos run (60 s) that must end with 0 duplicates, 0 lost, 0 wedged, 0 misdirected,
 #               and every completed upload's event processed exactly once by the example consumer
-#   also: make lint, unit (no servers), test-minio (the S3 tests again on MinIO), fuzz, web (lint, build,
-#         unit tests of web/), web-build (web/dist only), tools (install-tools.sh), dev-tools
-#         (install-tools.sh --dev), smoke API=… (checks a deployed stack), clean; each is described
-#         where it is defined
+#   make unit   the quick loop: go test -short, no servers started, nothing to install first
+#   also: make lint, test-go (make test's main pass alone), test-minio (the S3 tests again on MinIO),
+#         fuzz, web (lint, build, unit tests of web/), web-build (web/dist only), tools
+#         (install-tools.sh), dev-tools (install-tools.sh --dev), lint-tools (install-tools.sh
+#         --lint), smoke API=… (checks a deployed stack), clean; each is described where it is
+#         defined
 # SAM calls build-<LogicalId> with ARTIFACTS_DIR (BuildMethod: makefile).
 
 SHELL := bash
@@ -55,7 +58,7 @@ $(WEB_DEPS): web/package.json web/package-lock.json
 web-build: $(WEB_DEPS)
 	cd web && npm run build
 
-.PHONY: dev-tools web-build test-minio smoke
+.PHONY: dev-tools lint-tools web-build test-go test-minio smoke
 
 # A deployed stack checked end to end (cmd/smoke; docs/deploy-smoke.md):
 # make smoke API=<the stack's ApiUrl> [ORIGIN=<a browser origin>]
@@ -76,7 +79,13 @@ dev: dev-tools
 
 GOTOOL := $(GO) tool -modfile=tools/go.mod
 
-lint: tools $(WEB_DEPS)
+# What make lint runs beyond the go tool: redocly (install-tools.sh --lint:
+# the npm tools only, no Go builds), web/'s npm packages (npm run gen), and
+# cfn-lint, which comes from pip (CI installs it; see .github/workflows).
+lint-tools:
+	@bash scripts/install-tools.sh --lint
+
+lint: lint-tools $(WEB_DEPS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 	@out=$$($(GOTOOL) goimports -local github.com/onceupload/onceupload -l $$(git ls-files '*.go')); \
 		[ -z "$$out" ] || { echo "goimports -local github.com/onceupload/onceupload needed: $$out"; exit 1; }
@@ -103,11 +112,23 @@ lint: tools $(WEB_DEPS)
 # the rest run beside them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
+#
+# scripts/test.sh runs the phases one after the other: the npm packages,
+# lint (which needs no more, so that it fails early), web, tools, test-go,
+# test-minio and fuzz; it prints each phase's wall time.
+#
+# GOTEST_FLAGS go to every go test of test-go, test-minio and fuzz. make
+# test sets -vet=off there: go test's own vet checks are a subset of those
+# of go vet ./... (test files included), which make lint has run by then.
 LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/
-test: lint web
-	REQUIRE_INTEGRATION=1 $(GO) test -count=1 -race $(LONG_PACKAGES) ./...
-	$(minio_tests)
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=5000x
+GOTEST_FLAGS ?=
+test:
+	@MAKE="$(MAKE)" bash scripts/test.sh
+
+# make test's main pass alone, on what make tools and make web installed
+# and built (it installs nothing itself).
+test-go:
+	REQUIRE_INTEGRATION=1 $(GO) test $(GOTEST_FLAGS) -count=1 -race $(LONG_PACKAGES) ./...
 
 # The S3 behaviours the product relies on, again on a second S3 server,
 # MinIO (TEST_S3=minio; its differences are skipped with the reason
@@ -119,10 +140,12 @@ MINIO_FLOWS := $(MINIO_FLOWS)|TestBucketPreflightForTheListedHeaders|TestNarrowe
 MINIO_FLOWS := $(MINIO_FLOWS)|Test.*AgainstTheLocalStack|TestLostPutResponse|TestLostCompleteAnswer
 MINIO_FLOWS := $(MINIO_FLOWS)|TestExpiredURLIsRefreshed|TestExpiredPartURLsAreSignedAgain|TestCLIEndToEnd
 MINIO_FLOWS := $(MINIO_FLOWS)|TestOutageMatrix|TestCLIKilledAtEachStep|TestSmokeLocalStack
-# With -race as above, so that make test reuses the test binaries it built.
+# With -race as above, so that make test reuses the packages it compiled.
+# (The two go test runs side by side saved 15 s of 50, and a stack's MinIO
+# then answered 404 to its first CreateBucket: one after the other.)
 define minio_tests
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race ./internal/upload/
-REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/tooling/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test $(GOTEST_FLAGS) -count=1 -race ./internal/upload/
+REQUIRE_INTEGRATION=1 TEST_S3=minio $(GO) test $(GOTEST_FLAGS) -count=1 -race -run '^($(MINIO_FLOWS))$$' ./internal/tooling/devstack/ ./pkg/client/ ./cmd/upload/ ./cmd/smoke/
 endef
 test-minio: tools
 	$(minio_tests)
@@ -131,18 +154,28 @@ test-minio: tools
 # such as 5000x. make test uses a count, because a short time limit can end
 # inside the minimizer, which go test reports as a failure. For a longer
 # search: make fuzz FUZZTIME=10m. A crasher lands in the package's
-# testdata/fuzz/ and runs as an ordinary test from then on.
+# testdata/fuzz/ and runs as an ordinary test from then on. FUZZ_JOBS=2
+# (make test's) runs two targets at a time, each target's output printed
+# whole when it ends: with 5000x most of a target's time is its build and
+# link, not fuzzing.
 FUZZTIME ?= 30s
+FUZZ_JOBS ?= 1
 FUZZ_TARGETS := \
 	./pkg/api/:FuzzParseIdempotencyKey ./pkg/idempotency/keyheader/:FuzzParse ./internal/upload/:FuzzDecodeCreateRequest \
 	./internal/upload/:FuzzParseUploadID ./internal/upload/:FuzzFinalizeObjectKey ./pkg/api/:FuzzDecodeSignPartsRequest ./pkg/api/:FuzzDecodeCompleteRequest \
 	./internal/handlers/httpapi/:FuzzHandle ./internal/handlers/finalize/:FuzzHandleS3Event \
 	./internal/tooling/devstack/:FuzzEncodeS3EventKey ./internal/tooling/devstack/:FuzzTranslateS3Event
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t##*:} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
-	done
+	@if [ "$(FUZZ_JOBS)" = 1 ]; then \
+		for t in $(FUZZ_TARGETS); do \
+			echo "fuzz $${t##*:} for $(FUZZTIME)"; \
+			$(GO) test $(GOTEST_FLAGS) -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
+		done; \
+	else \
+		printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} bash -c \
+			't={}; out=$$($(GO) test $(GOTEST_FLAGS) -run "^$$" -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} 2>&1) && s=0 || s=$$?; \
+			printf "fuzz %s for %s\n%s\n" "$${t##*:}" "$(FUZZTIME)" "$$out"; exit $$s'; \
+	fi
 
 # Browser client and demo (web/): pinned npm tools, build web/dist, unit
 # tests. go test ./web then drives Chromium against the local stack.
@@ -171,9 +204,12 @@ bench: tools web-build
 chaos: tools
 	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
-# Fast tests only: no local servers.
+# Fast tests only, and nothing to install first: go test -short, under
+# which every test that needs a local server or a tool from make tools skips
+# (testenv.SkipShort), whether or not .tools exists. ONCEUPLOAD_NO_SERVERS=1
+# makes one that would start a server anyway fail, saying so.
 unit:
-	$(GO) test -count=1 ./...
+	ONCEUPLOAD_NO_SERVERS=1 $(GO) test -short -count=1 ./...
 
 clean:
 	rm -rf .build web/dist web/.test-build web/test-results

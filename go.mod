@@ -2,6 +2,9 @@ module github.com/onceupload/onceupload
 
 go 1.26.0
 
+// web/node_modules holds npm packages, one of which ships Go source (flatted).
+ignore ./web/node_modules
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the pinned local servers into .tools/bin (git-ignored). Safe to run
 # again: npm tools are reinstalled only when their lock file changes, and Go
-# tools are rebuilt from Go's build cache (the first build takes minutes).
+# tools are built again only when their pins (tools/go.mod and go.sum, or
+# tools/minio's) change; a build reuses Go's build cache (the first one
+# takes minutes).
 #   install-tools.sh         everything make test needs
 #   install-tools.sh --dev   only what make dev needs: no linters, no Chromium
+#   install-tools.sh --lint  only what make lint needs: the npm tools (redocly)
 # Runs on Linux and macOS, x64 and arm64 (scripts/platform.sh has the choices).
 #   dynoxide   DynamoDB-compatible server (static binary): the npm package
 #              built for this machine, into .tools/dynoxide, where one is
@@ -40,11 +43,12 @@ ROOT=$PWD
 TOOLS=${TOOLS_DIR:-$ROOT/.tools}
 . scripts/platform.sh
 
-dev=false
+dev=false lint=false
 case "${1:-}" in
   "") ;;
   --dev) dev=true ;;
-  *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
+  --lint) lint=true ;;
+  *) echo "usage: $0 [--dev | --lint]" >&2; exit 2 ;;
 esac
 os=$(uname -s)
 arch=$(uname -m)
@@ -53,12 +57,35 @@ mkdir -p "$TOOLS/bin" "$TOOLS/npm"
 # stamp NAME VERSION: true when NAME is already installed at VERSION.
 stamp() { [ -f "$TOOLS/bin/.$1.version" ] && [ "$(cat "$TOOLS/bin/.$1.version")" = "$2" ]; }
 
+# go_pin DIR WORDS...: the pins of the Go tools module in DIR, with WORDS
+# (what is built from it) and the platform, as one stamp.
+go_pin() {
+  local dir=$1
+  shift
+  { cat "$dir/go.mod" "$dir/go.sum"; echo "$* $os $arch"; } | sha256_hex | cut -c1-16
+}
+
+# built NAME PIN BINARIES...: true when NAME's stamp is PIN and every one
+# of BINARIES is in .tools/bin.
+built() {
+  local name=$1 pin=$2 b
+  shift 2
+  stamp "$name" "$pin" || return 1
+  for b in "$@"; do
+    [ -x "$TOOLS/bin/$b" ] || return 1
+  done
+}
+
 # MinIO's first build is the longest step here (minutes of CPU), and the
 # steps below mostly wait on the network (npm, apt): so it starts first, in
 # the background, and the run waits for it at the end.
 minio_pid=
-if ! $dev || [ "${DEV_S3:-}" = minio ]; then
+minio_pin=$(go_pin tools/minio minio)
+if ! $lint && { ! $dev || [ "${DEV_S3:-}" = minio ]; } && built minio "$minio_pin" minio; then
+  echo "install-tools: minio is built at tools/minio/go.mod's pins"
+elif ! $lint && { ! $dev || [ "${DEV_S3:-}" = minio ]; }; then
   echo "install-tools: building minio from source, pinned in tools/minio/go.mod (the first time takes several minutes; later runs reuse Go's build cache)"
+  rm -f "$TOOLS/bin/.minio.version"
   (cd tools/minio && go build -o "$TOOLS/bin/" github.com/minio/minio) > "$TOOLS/minio-build.log" 2>&1 &
   minio_pid=$!
   # A run that stops early does not leave the build running.
@@ -94,6 +121,10 @@ if ! $npm_ok; then
     ln -sf "$npm_bin/prism" "$TOOLS/bin/prism"
     echo "$npm_pin full" > "$TOOLS/bin/.npm.version"
   fi
+fi
+# make lint runs redocly, and nothing else from here.
+if $lint; then
+  exit 0
 fi
 
 # The IAM evaluator has a lock file of its own, kept out of tools/: it is a
@@ -159,14 +190,22 @@ fi
 if ! $dev; then
   go_tools="$go_tools github.com/tus/tusd/v2/cmd/tusd"
 fi
-names= last=
+names= last= bins=
 for p in $go_tools; do
   [ -z "$last" ] || names="${names:+$names, }$last"
   last=${p##*/}
+  bins="$bins $last"
 done
-echo "install-tools: building ${names:+$names and }$last from source, pinned in tools/go.mod (the first time takes a few minutes; later runs reuse Go's build cache)"
-# $go_tools unquoted: a list of import paths, none with a space.
-(cd tools && go build -o "$TOOLS/bin/" $go_tools)
+# $go_tools and $bins unquoted: lists of import paths and names, none with a space.
+go_tools_pin=$(go_pin tools $go_tools)
+if built go-tools "$go_tools_pin" $bins; then
+  echo "install-tools: ${names:+$names and }$last are built at tools/go.mod's pins"
+else
+  echo "install-tools: building ${names:+$names and }$last from source, pinned in tools/go.mod (the first time takes a few minutes; later runs reuse Go's build cache)"
+  rm -f "$TOOLS/bin/.go-tools.version"
+  (cd tools && go build -o "$TOOLS/bin/" $go_tools)
+  echo "$go_tools_pin" > "$TOOLS/bin/.go-tools.version"
+fi
 
 # The browser tests drive Debian's Chromium (never a browser downloaded by a
 # test tool). Installed here when running as root with apt, as on CI; make
@@ -206,4 +245,5 @@ if [ -n "$minio_pid" ]; then
     echo "install-tools: the minio build failed (above)" >&2
     exit 1
   fi
+  echo "$minio_pin" > "$TOOLS/bin/.minio.version"
 fi

@@ -54,6 +54,7 @@ func need(t *testing.T, err error) {
 
 func prerequisites(t *testing.T) (node string) {
 	t.Helper()
+	testenv.SkipShort(t) // the local stack and Chromium: not under make unit
 	for _, tool := range []string{"dynoxide", testenv.S3().Binary()} {
 		_, err := services.Binary(tool)
 		need(t, err)

@@ -97,7 +97,6 @@ var runs = map[string][]string{
 // be named below with the test or the run that covers it.
 var coveredElsewhere = map[string]string{
 	"README.md|make dev    # runs the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it":                                        "the two commands: make test is CI's run (.ci/run); make dev starts the stack TestPastedBlocks runs against",
-	"docs/contributing.md|make dev    # runs the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it":                             "the two commands, as in the README",
 	"docs/clients.md|go install ./cmd/upload                  # in the clone: builds upload into $(go env GOPATH)/bin (GOBIN if set)":   "cmd/upload's TestCLIEndToEnd runs the built command against a local stack; the block's files are the reader's",
 	"docs/clients.md|cd your-module    # its go.mod, go 1.26 or later":                                                                  "a module of the reader's; the replace directive is go's own",
 	"docs/idempotency.md|go get github.com/onceupload/onceupload/pkg/idempotency":                                                       "a module of the reader's; the package's Examples run in go test",

@@ -124,6 +124,7 @@ func TestCapacitySelfConsistent(t *testing.T) {
 // that S3's event starts included; the functions' S3 requests are those
 // sent, not the URLs presigned.
 func TestUploadCapacity(t *testing.T) {
+	testenv.SkipShort(t) // the local stack
 	var meter Meter
 	st, err := devstack.Start(context.Background(), devstack.Config{
 		Template: filepath.Join("..", "..", "..", "template.yaml"), DataDir: t.TempDir(),

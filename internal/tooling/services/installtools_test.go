@@ -210,3 +210,60 @@ func TestInstallToolsIAMEvaluator(t *testing.T) {
 		t.Error("a run after the lock file changed did not install the IAM evaluator again")
 	}
 }
+
+// make lint (--lint) installs the npm tools, redocly among them, and
+// nothing else: no Go build, no dynoxide, no IAM evaluator.
+func TestInstallToolsLint(t *testing.T) {
+	out, gos := runInstall(t, nil, []string{"Linux", "x86_64"}, "--lint")
+	if len(gos) != 0 {
+		t.Errorf("install-tools.sh --lint ran go: %q", gos)
+	}
+	if !strings.Contains(out, "install-tools: npm tools (dynalite, redocly, prism)") {
+		t.Errorf("install-tools.sh --lint did not install the npm tools:\n%s", out)
+	}
+	for _, not := range []string{"minio", "dynoxide", "iam-simulate", "from source"} {
+		if strings.Contains(out, not) {
+			t.Errorf("install-tools.sh --lint mentions %q:\n%s", not, out)
+		}
+	}
+}
+
+// The Go tools are built again only when their pins change: a second run
+// with the binaries in place builds nothing, and one after tools/go.mod's
+// pins changed (an older stamp) builds them again; so does a run that
+// finds a binary missing.
+func TestInstallToolsGoBuildsOnlyWhenPinsChange(t *testing.T) {
+	tools := t.TempDir()
+	env := []string{"TOOLS_DIR=" + tools}
+	uname := []string{"Linux", "x86_64"}
+	bins := []string{"minio", "versitygw", "aws-lambda-rie", "tusd"}
+	install := func(what string) {
+		t.Helper()
+		// What go build would have made (the stub makes nothing).
+		for _, b := range bins {
+			if err := os.WriteFile(filepath.Join(tools, "bin", b), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, gos := runInstall(t, env, uname); len(gos) != 0 {
+			t.Errorf("%s: go ran %q, want no build", what, gos)
+		}
+	}
+	if _, gos := runInstall(t, env, uname); len(gos) != 2 {
+		t.Fatalf("the first run: go ran %q, want 2 builds", gos)
+	}
+	install("a second run")
+	if err := os.WriteFile(filepath.Join(tools, "bin", ".go-tools.version"), []byte("older pins\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, gos := runInstall(t, env, uname); len(gos) != 1 || gos[0][len(gos[0])-1] != "in=tools" {
+		t.Errorf("after tools/go.mod's pins changed: go ran %q, want the one build in tools", gos)
+	}
+	install("a run after that")
+	if err := os.Remove(filepath.Join(tools, "bin", "minio")); err != nil {
+		t.Fatal(err)
+	}
+	if _, gos := runInstall(t, env, uname); len(gos) != 1 || gos[0][len(gos[0])-1] != "in=minio" {
+		t.Errorf("with minio missing: go ran %q, want the one build in tools/minio", gos)
+	}
+}

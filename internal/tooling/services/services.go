@@ -147,8 +147,18 @@ func startEnv(ctx context.Context, name string, port int, logPath string, env []
 	return startReady(ctx, name, port, logPath, env, waitHTTP, bin, args...)
 }
 
+// NoServersEnv is the environment variable that, set to 1, makes every
+// Start function here fail without starting anything. make unit sets it
+// beside go test -short, so that a test that would start a server there
+// fails and says so instead of quietly starting one: such a test skips
+// under testing.Short() (testenv.SkipShort), as testenv's helpers do.
+const NoServersEnv = "ONCEUPLOAD_NO_SERVERS"
+
 // startReady starts bin and waits until ready says it is serving.
 func startReady(ctx context.Context, name string, port int, logPath string, env []string, ready func(context.Context, *Process) error, bin string, args ...string) (*Process, error) {
+	if os.Getenv(NoServersEnv) == "1" {
+		return nil, fmt.Errorf("start %s: %s=1 (make unit starts no servers; a test that needs one skips under go test -short: testenv.SkipShort)", name, NoServersEnv)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.SysProcAttr = procAttr()

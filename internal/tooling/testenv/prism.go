@@ -40,6 +40,7 @@ type ProxyOptions struct {
 // REQUIRE_INTEGRATION=1.
 func ValidatingProxy(t testing.TB, spec, upstream string, opts ProxyOptions) *Proxy {
 	t.Helper()
+	SkipShort(t)
 	_, err := services.Binary("prism")
 	need(t, err)
 	spec, err = filepath.Abs(spec)

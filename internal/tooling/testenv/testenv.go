@@ -5,6 +5,10 @@
 // When a server's binary is missing the test is skipped, unless
 // REQUIRE_INTEGRATION=1 (set by `make test` and CI), where it fails: a
 // skipped integration test must never pass for a green run.
+//
+// Under go test -short (make unit) every helper here that starts a server
+// or needs a tool from scripts/install-tools.sh skips its test before
+// starting anything, whether or not the tools are installed.
 package testenv
 
 import (
@@ -43,10 +47,21 @@ func need(t testing.TB, err error) {
 	if err == nil {
 		return
 	}
-	if os.Getenv("REQUIRE_INTEGRATION") == "1" {
+	if os.Getenv("REQUIRE_INTEGRATION") == "1" || os.Getenv(services.NoServersEnv) == "1" {
 		t.Fatalf("integration server unavailable: %v", err)
 	}
 	t.Skipf("integration server unavailable (set REQUIRE_INTEGRATION=1 to fail instead): %v", err)
+}
+
+// SkipShort skips t under go test -short (make unit): it needs a local
+// server or a tool that scripts/install-tools.sh installs. The helpers of
+// this package call it; a test that starts a server by other means calls
+// it first.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a local server or an installed tool: skipped under -short (make unit)")
+	}
 }
 
 func stopAtEnd(t testing.TB, p *services.Process) {
@@ -60,6 +75,7 @@ func AWSConfig() aws.Config { return services.AWSConfig() }
 // Dynoxide starts a dynoxide server and returns its endpoint.
 func Dynoxide(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	p, err := services.StartDynoxide(context.Background(), services.Options{})
 	need(t, err)
 	stopAtEnd(t, p)
@@ -70,6 +86,7 @@ func Dynoxide(t testing.TB) string {
 // endpoint.
 func Versity(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	p, err := services.StartVersity(context.Background(), services.S3Options{
 		DataDir: t.TempDir() + "/data", AccessKey: AccessKey, SecretKey: SecretKey,
 	})
@@ -82,6 +99,7 @@ func Versity(t testing.TB) string {
 // endpoint.
 func Moto(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	p, err := services.StartMoto(context.Background(), services.Options{})
 	need(t, err)
 	stopAtEnd(t, p)
@@ -92,6 +110,7 @@ func Moto(t testing.TB) string {
 // returns its URL, redis://127.0.0.1:PORT.
 func Redis(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	p, err := startRedis(context.Background())
 	need(t, err)
 	stopAtEnd(t, p)
@@ -286,6 +305,7 @@ func s3Server() (services.S3Server, error) { return services.ParseS3Server(os.Ge
 // REQUIRE_INTEGRATION=1 fails, otherwise).
 func StackS3(t testing.TB) services.S3Server {
 	t.Helper()
+	SkipShort(t)
 	s, err := s3Server()
 	if err != nil {
 		t.Fatalf("TEST_S3: %v", err)
@@ -330,6 +350,7 @@ func SharedRedis() *Shared { return &Shared{start: startRedis} }
 // failing t when it cannot start.
 func (s *Shared) Endpoint(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	s.once.Do(func() { s.proc, s.err = s.start(context.Background()) })
 	need(t, s.err)
 	return s.proc.Endpoint
@@ -365,6 +386,7 @@ func Main(m *testing.M, servers ...*Shared) {
 // the named tools are installed.
 func RequireTools(t testing.TB, tools ...string) {
 	t.Helper()
+	SkipShort(t)
 	for _, tool := range tools {
 		_, err := services.Binary(tool)
 		need(t, err)
@@ -376,6 +398,7 @@ func RequireTools(t testing.TB, tools ...string) {
 // REQUIRE_INTEGRATION=1, failing it) when path is not there.
 func RequireToolsDir(t testing.TB, name, path string) string {
 	t.Helper()
+	SkipShort(t)
 	tools, err := services.ToolsDir()
 	need(t, err)
 	dir := filepath.Join(tools, name)
@@ -414,6 +437,7 @@ func PutPart(p api.SignedPart, body []byte) int {
 // (services.InvokePath). It is stopped when the test ends.
 func StartFunction(t testing.TB, name string, env []string) string {
 	t.Helper()
+	SkipShort(t)
 	RequireTools(t, "aws-lambda-rie")
 	i := slices.IndexFunc(functions, func(fn function) bool { return fn.dir == name })
 	if i < 0 {
