@@ -129,7 +129,10 @@ func Claim(ctx context.Context, s Store, rec idempotency.Record) (idempotency.Cl
 	if holder.State != idempotency.StateInProgress && holder.State != idempotency.StateCompleted {
 		return idempotency.JudgeClaim(rec, holder, s.Now())
 	}
-	return idempotency.ClaimResult{Record: holder, Replayed: res.Replayed}, err
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return idempotency.ClaimResult{Record: holder, Replayed: res.Replayed}, nil
 }
 
 // Get is idempotency.Store's Get on s.
