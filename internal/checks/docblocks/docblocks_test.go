@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ type block struct {
 	isAWS bool
 }
 
-func (b block) name() string { return b.file + ":" + itoa(b.line) }
+func (b block) name() string { return b.file + ":" + strconv.Itoa(b.line) }
 
 var fence = regexp.MustCompile("^```(\\w*)\\s*$")
 
@@ -186,18 +187,5 @@ func TestPastedBlocks(t *testing.T) {
 				rest = rest[i+len(want):]
 			}
 		})
-	}
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
 	}
 }
