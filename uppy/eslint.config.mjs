@@ -9,7 +9,7 @@ import { defineConfig } from "eslint/config";
 import tseslint from "typescript-eslint";
 
 export default defineConfig(
-  { ignores: ["dist/", ".test-build/", "test-results/", "node_modules/", "test/app/node_modules/", "test/app/dist/"] },
+  { ignores: ["dist/", ".test-build/", "test-results/", "node_modules/", "test/app/"] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
