@@ -24,7 +24,8 @@ interface Page {
 
 /** A page: an Uppy with the plugin, its events counted. */
 function page(client: FakeClient, keys: KeyStore): Page {
-  const uppy = new Uppy<Meta, Body>();
+  // infoTimeout: the notice of a failed upload is hidden at once, not after 5 s that keep node running.
+  const uppy = new Uppy<Meta, Body>({ infoTimeout: 1 });
   uppy.use(OnceUpload, { client, keys });
   const p: Page = { uppy, successes: [], errors: [], progress: [] };
   uppy.on("upload-success", (f, r) => p.successes.push({ id: f?.id ?? "", body: r.body }));
