@@ -78,8 +78,6 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
   private readonly rememberCompletedMs: number;
   /** The files this page is uploading (or holds paused), by Uppy file id. */
   private readonly runs = new Map<string, FileRun<M, B>>();
-  /** Files whose upload-success this page emitted (until removed). */
-  private readonly succeeded = new Set<string>();
   private active = 0;
   private readonly queue: (() => void)[] = [];
 
@@ -169,7 +167,6 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
 
   /** A file removed (its cancel, or cancelAll): the upload is given up for good. */
   private readonly onRemoved = (file: UppyFile<M, B>): void => {
-    this.succeeded.delete(file.id);
     const run = this.runs.get(file.id);
     if (run) {
       this.runs.delete(file.id);
@@ -246,12 +243,15 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
     return { key: rec.key };
   }
 
-  /** Emits upload-success for a completed upload, once per file in this page, if the file is still there. */
+  /**
+   * Emits upload-success for a completed upload, if the file is still there.
+   * Once per file: a file has one run at a time (runFile), which ends here,
+   * and Uppy marks the file complete, which the uploader then skips.
+   */
   succeed(fileId: string, key: string, result: CompletedUpload): void {
     this.keys.set(fileId, { key, at: Date.now(), result });
     const file = this.uppy.getFile(fileId);
-    if (!file || this.succeeded.has(fileId)) return;
-    this.succeeded.add(fileId);
+    if (!file) return;
     const body: OnceUploadBody = { ...result, idempotencyKey: key };
     this.uppy.emit("upload-success", file, { status: 200, body: body as unknown as B, bytesUploaded: result.bytes });
   }

@@ -98,6 +98,36 @@ describe("OnceUpload: an upload", () => {
   });
 });
 
+describe("OnceUpload: the links", () => {
+  it("a completion the client reported is linked in that event: a run that dies after it is answered from the link", async () => {
+    const client = new FakeClient();
+    const keys = new MemoryKeyStore();
+    client.behaviours = [
+      async (_call, complete) => {
+        complete(); // the "completed" event, the record deleted
+        throw new UploadError({ kind: "state", message: "the page went away" });
+      },
+    ];
+    const p = page(client, keys);
+    const id = addFile(p.uppy);
+    await p.uppy.upload();
+    assert.equal(keys.get(id)?.result?.status, "completed");
+    await p.uppy.retryUpload(id);
+    assert.equal(client.uploads.length, 1, "not sent again");
+    assert.equal(p.successes.length, 1);
+  });
+
+  it("drops the links of completed uploads older than rememberCompletedMs when installed, and keeps the others", () => {
+    const keys = new MemoryKeyStore();
+    const done = { uploadId: "u", status: "completed" as const, storageKey: "s", filename: "f", contentType: "t", bytes: 1, etag: "e", completedAt: "c" };
+    keys.set("old-done", { key: "k1", at: Date.now() - 2 * 60_000, result: done });
+    keys.set("new-done", { key: "k2", at: Date.now(), result: done });
+    keys.set("old-pending", { key: "k3", at: Date.now() - 2 * 60_000 });
+    new Uppy().use(OnceUpload, { client: new FakeClient(), keys, rememberCompletedMs: 60_000 });
+    assert.deepEqual(keys.entries().map(([id]) => id).sort(), ["new-done", "old-pending"]);
+  });
+});
+
 describe("OnceUpload: after a reload", () => {
   it("the same file added again resumes with its key (no second add)", async () => {
     const client = new FakeClient();
@@ -190,6 +220,7 @@ describe("OnceUpload: files already complete", () => {
     await p.uppy.restore("restored");
     assert.equal(client.uploads.length, 1, "no second upload");
     assert.equal(p.successes.length, 1, "no second upload-success");
+    assert.equal(file(p.uppy, id).progress.uploadComplete, true, "not started again (upload-start would reset its progress)");
   });
 
   it("one upload-success when the uploader is called twice for a file under way", async () => {
@@ -206,6 +237,7 @@ describe("OnceUpload: files already complete", () => {
     await Promise.all([first, second]);
     assert.equal(client.uploads.length, 1);
     assert.equal(p.successes.length, 1);
+    assert.deepEqual(p.errors, [], "no second run (the client would refuse it: busy)");
   });
 });
 
