@@ -5,9 +5,10 @@
 // type-checked and bundled there with esbuild, and driven in Debian's
 // Chromium (test/e2e.mjs) against the whole local stack.
 //
-// It needs web/ built (its npm pack builds it again) and uppy/node_modules
-// (make uppy); without them, node, npm, /usr/bin/chromium or the local
-// servers the test is skipped, or fails under REQUIRE_INTEGRATION=1.
+// It needs web/dist/lib (make web, or make web-build: packed as it is) and
+// uppy/node_modules (make uppy); without them, node, npm, /usr/bin/chromium
+// or the local servers the test is skipped, or fails under
+// REQUIRE_INTEGRATION=1.
 package uppy_test
 
 import (
@@ -86,9 +87,9 @@ func TestUppyPlugin(t *testing.T) {
 	testenv.Need(t, err)
 	npm, err := exec.LookPath("npm")
 	testenv.Need(t, err)
-	for _, f := range []string{"node_modules/playwright-core/package.json", "node_modules/typescript/bin/tsc", "../web/node_modules/typescript/bin/tsc"} {
+	for _, f := range []string{"node_modules/playwright-core/package.json", "node_modules/typescript/bin/tsc", "../web/node_modules/hash-wasm/package.json"} {
 		if _, err := os.Stat(f); err != nil {
-			testenv.Need(t, fmt.Errorf("uppy/%s is missing: run `make uppy` first", f))
+			testenv.Need(t, fmt.Errorf("uppy/%s is missing: run `make web uppy` first", f))
 		}
 	}
 	here, err := os.Getwd()
@@ -97,9 +98,19 @@ func TestUppyPlugin(t *testing.T) {
 	}
 	work := t.TempDir()
 
-	// The tarballs hold the built packages and nothing else of the repository's.
-	webTarball, _ := testenv.NpmPack(t, npm, filepath.Join(here, "..", "web"), work)
+	// The tarballs hold the built packages and nothing else of the
+	// repository's. web/ is packed as make web built it (--ignore-scripts:
+	// its prepack would rebuild web/dist, which web's browser tests serve
+	// meanwhile); the plugin's prepack builds it against web/dist/lib. Both
+	// under the lock web's package test takes to rebuild web/dist.
+	webDir := filepath.Join(here, "..", "web")
+	if _, err := os.Stat(filepath.Join(webDir, "dist", "lib", "index.d.ts")); err != nil {
+		testenv.Need(t, errors.New("web/dist/lib is not built: run `make web` (or make web-build) first"))
+	}
+	unlock := testenv.LockFile(t, testenv.WebBuildLock(webDir))
+	webTarball, _ := testenv.NpmPack(t, npm, webDir, work, "--ignore-scripts")
 	uppyTarball, files := testenv.NpmPack(t, npm, here, work)
+	unlock()
 	for _, f := range files {
 		if f != "package.json" && f != "README.md" && f != "LICENSE" && !strings.HasPrefix(f, "dist/lib/") {
 			t.Errorf("the tarball holds %s; want only package.json, README.md, LICENSE and dist/lib/", f)
