@@ -159,11 +159,11 @@ func TestUppyPlugin(t *testing.T) {
 		}
 		// The small file succeeded before the reload: after it, nothing of it was sent again.
 		for _, p := range res.Sent {
-			if p.AfterReload && p.Method == http.MethodPut && p.Part != 2 {
+			if p.After && p.Method == http.MethodPut && p.Part != 2 {
 				t.Errorf("after the reload the browser sent %s (part %d): only part 2 was missing", p.URL, p.Part)
 			}
 		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.AfterReload && p.Part == 2 && p.Status == 200 }) {
+		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
 			t.Error("part 2 was not stored after the reload")
 		}
 		// Golden Retriever kept the small file's blob, not the 11 MiB one's (over its 10 MiB): restored without its bytes.
@@ -191,12 +191,58 @@ func TestUppyPlugin(t *testing.T) {
 			t.Errorf("after the reload %v files were restored without their bytes, want 1", res.Seen["ghosts"])
 		}
 		for _, p := range res.Sent {
-			if p.AfterReload && p.Method == http.MethodPut && p.Part != 2 {
+			if p.After && p.Method == http.MethodPut && p.Part != 2 {
 				t.Errorf("after the file was picked again the browser sent part %d: only part 2 was missing", p.Part)
 			}
 		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.AfterReload && p.Part == 2 && p.Status == 200 }) {
+		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
 			t.Error("part 2 was not stored after the reload")
+		}
+	})
+
+	t.Run("pause", func(t *testing.T) {
+		before := s.objects(t)
+		res := s.run(t, "pause")
+		s.checkUploads(t, res, before)
+		if res.Seen["sentWhilePaused"] != 0.0 {
+			t.Errorf("%v requests were sent while paused, want none", res.Seen["sentWhilePaused"])
+		}
+		for _, p := range res.Sent {
+			if p.After && p.Method == http.MethodPut && p.Part != 2 {
+				t.Errorf("after the Resume the browser sent part %d: only part 2 was missing", p.Part)
+			}
+		}
+		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
+			t.Error("part 2 was not stored after the Resume")
+		}
+	})
+
+	t.Run("error", func(t *testing.T) {
+		before := s.objects(t)
+		res := s.run(t, "error")
+		s.checkUploads(t, res, before)
+		// describeError's sentence for the client's UploadError (429 too_many_uploads, never retried), not the API's message.
+		want := "Too many unfinished uploads: the server allows only so many large uploads in progress at once. Finish or abort some of them, then try this one again."
+		var errs []string
+		for _, e := range res.Events {
+			if e.Type == "upload-error" {
+				errs = append(errs, e.Message)
+			}
+		}
+		if len(errs) != 1 || errs[0] != want {
+			t.Errorf("upload-error messages %q; want one, %q", errs, want)
+		}
+		if res.Seen["errorShown"] != 1.0 {
+			t.Errorf("the Dashboard showed %v files in error, want 1", res.Seen["errorShown"])
+		}
+		creates := 0
+		for _, p := range res.Sent {
+			if p.Method == http.MethodPost {
+				creates++
+			}
+		}
+		if creates != 2 {
+			t.Errorf("%d creates, want 2 (the one refused, then the Retry's, with the same key)", creates)
 		}
 	})
 
@@ -233,14 +279,15 @@ func TestUppyPlugin(t *testing.T) {
 
 // sent is a request of the browser's that e2e.mjs recorded: a create (with
 // its Idempotency-Key), a DELETE /uploads/{id}, or a PUT to the storage
-// (Part: the part's number, 0 for a single PUT), before or after the reload.
+// (Part: the part's number, 0 for a single PUT), before the scenario's
+// interruption (the reload, the Pause, the error) or after it.
 type sent struct {
-	Method      string `json:"method"`
-	URL         string `json:"url"`
-	Key         string `json:"key"`
-	Part        int    `json:"part"`
-	AfterReload bool   `json:"afterReload"`
-	Status      int    `json:"status"`
+	Method string `json:"method"`
+	URL    string `json:"url"`
+	Key    string `json:"key"`
+	Part   int    `json:"part"`
+	After  bool   `json:"after"`
+	Status int    `json:"status"`
 }
 
 // checkInstalled checks the installed plugin's manifest: @uppy/core a peer,

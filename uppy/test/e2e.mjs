@@ -26,6 +26,11 @@
 //           message; the file is picked again in the Dashboard and retried.
 //   cancel  the multipart file, part 2 held; the Dashboard's cancel
 //           (uppy.cancelAll: every file removed).
+//   pause   the multipart file, part 2 held; the Dashboard's Pause, then
+//           its Resume (uppy.pauseAll, resumeAll).
+//   error   the small file, its first create answered 429 too_many_uploads
+//           (a page route: the stack's limit is not reached here, and that
+//           answer is never retried); then the Dashboard's Retry.
 import { randomBytes, createHash } from "node:crypto";
 import { mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -75,8 +80,9 @@ function appEvents() {
 /**
  * What the browser sent: the API's creates (with their key) and deletes,
  * and every PUT to the storage (a part's number, or 0 for a single PUT),
- * each with the moment (before or after the reload) and its answer.
- * @typedef {{ method: string, url: string, key: string, part: number, afterReload: boolean, status: number }} Sent
+ * each with the moment (before the interruption, or after: the reload, or
+ * the Pause) and its answer.
+ * @typedef {{ method: string, url: string, key: string, part: number, after: boolean, status: number }} Sent
  */
 
 async function main() {
@@ -94,7 +100,8 @@ async function main() {
     consoleLines.push(`pageerror: ${e.message}`);
     log(`page error: ${e.message}`);
   });
-  let afterReload = false;
+  /** Set when the upload is interrupted (the reload, the Pause): part 2 goes through from then on. */
+  let after = false;
   /** @type {Sent[]} */
   const sent = [];
   /** @type {Map<import("playwright-core").Request, Sent>} */
@@ -106,7 +113,7 @@ async function main() {
     const isDelete = api && r.method() === "DELETE" && u.pathname.startsWith("/uploads/");
     const isPut = !api && r.method() === "PUT";
     if (!isCreate && !isDelete && !isPut) return;
-    const s = { method: r.method(), url: r.url(), key: r.headers()["idempotency-key"] ?? "", part: Number(u.searchParams.get("partNumber") ?? 0), afterReload, status: 0 };
+    const s = { method: r.method(), url: r.url(), key: r.headers()["idempotency-key"] ?? "", part: Number(u.searchParams.get("partNumber") ?? 0), after, status: 0 };
     sent.push(s);
     byRequest.set(r, s);
   });
@@ -117,12 +124,12 @@ async function main() {
 
   /** @type {import("playwright-core").Route[]} */
   const held = [];
-  // Part 2's PUTs are held (never answered) until the page is reloaded; the reload cancels them.
+  // Part 2's PUTs are held (never answered) until the interruption (the reload, or the Pause, cancels them).
   const holdPart2 = () =>
     page.route(
       (u) => u.searchParams.get("partNumber") === "2",
       (route) => {
-        if (afterReload) void route.continue();
+        if (after) void route.continue();
         else held.push(route);
       },
     );
@@ -166,7 +173,7 @@ async function main() {
   // did just before a reload is saved this long after.
   const letGoldenRetrieverSave = () => page.waitForTimeout(1_500);
   const reload = async () => {
-    afterReload = true;
+    after = true;
     await page.reload();
     await page.locator("html[data-ready=true]").waitFor();
   };
@@ -254,6 +261,51 @@ async function main() {
         seen.linkBefore = (await leftovers()).links;
         await page.locator('.uppy-StatusBar button[data-cy="cancel"]').click();
         await until(() => sent.some((s) => s.method === "DELETE" && s.status !== 0), "the upload's DELETE answered");
+        break;
+      }
+      case "pause": {
+        const big = makeFile("big.bin", 11 * MiB);
+        files = [big];
+        await open(MULTIPART);
+        await holdPart2();
+        await pick(files);
+        await page.locator(".uppy-StatusBar-actionBtn--upload").click();
+        await until(() => held.length > 0 && stored(1) && stored(3), "part 2 held, parts 1 and 3 stored");
+        const toggle = page.locator('.uppy-StatusBar button[data-cy="togglePauseResume"]');
+        await toggle.click();
+        after = true;
+        await page.locator('.uppy-StatusBar button[data-cy="togglePauseResume"][title="Resume"]').waitFor();
+        // Paused: the held PUT was aborted; nothing more is sent.
+        await page.waitForTimeout(500);
+        seen.sentWhilePaused = sent.filter((s) => s.after).length;
+        await toggle.click();
+        await waitEvent("upload-success", big.name);
+        break;
+      }
+      case "error": {
+        const small = makeFile("small.txt", 256 * 1024);
+        files = [small];
+        await open({});
+        let refused = 0;
+        await page.route(
+          (u) => u.origin === new URL(APP_URL).origin && u.pathname === "/uploads",
+          (route) => {
+            if (route.request().method() !== "POST" || refused > 0) return void route.continue();
+            refused++;
+            void route.fulfill({
+              status: 429,
+              contentType: "application/json",
+              body: JSON.stringify({ error: "too_many_uploads", message: "This tenant holds 3 unfinished multipart uploads, the most it may." }),
+            });
+          },
+        );
+        await pick(files);
+        await page.locator(".uppy-StatusBar-actionBtn--upload").click();
+        await waitEvent("upload-error", small.name);
+        seen.errorShown = await page.locator(".uppy-Dashboard-Item.is-error").count();
+        after = true;
+        await page.locator(".uppy-StatusBar-actionBtn--retry").click();
+        await waitEvent("upload-success", small.name);
         break;
       }
       default:
