@@ -79,7 +79,8 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
   /** The files this page is uploading (or holds paused), by Uppy file id. */
   private readonly runs = new Map<string, FileRun<M, B>>();
   private active = 0;
-  private readonly queue: (() => void)[] = [];
+  /** Runs waiting for a place (see slot). */
+  private waiting: (() => void)[] = [];
 
   constructor(uppy: Uppy<M, B>, opts: OnceUploadOptions) {
     super(uppy, opts);
@@ -189,15 +190,27 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
     }
   }
 
-  /** Runs fn when fewer than `limit` files are being sent. */
-  async slot<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.limit) await new Promise<void>((resolve) => this.queue.push(resolve));
+  /**
+   * Runs fn once fewer than `limit` files are being sent; not at all if
+   * signal aborts first (a Pause or a cancel of a file still waiting).
+   */
+  async slot(signal: AbortSignal, fn: () => Promise<void>): Promise<void> {
+    while (this.active >= this.limit && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        this.waiting.push(resolve);
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+    if (signal.aborted) return;
     this.active++;
     try {
-      return await fn();
+      await fn();
     } finally {
       this.active--;
-      this.queue.shift()?.();
+      // Every waiter looks again; one takes the place.
+      const woken = this.waiting;
+      this.waiting = [];
+      for (const wake of woken) wake();
     }
   }
 
@@ -317,7 +330,7 @@ class FileRun<M extends Meta, B extends Body> {
     const controller = new AbortController();
     this.controller = controller;
     // After the previous run has stopped: the client runs one upload of a key at a time.
-    this.attempt = this.attempt.then(() => (controller.signal.aborted ? undefined : this.plugin.slot(() => this.go(controller.signal))));
+    this.attempt = this.attempt.then(() => this.plugin.slot(controller.signal, () => this.go(controller.signal)));
   }
 
   pause(): void {

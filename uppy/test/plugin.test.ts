@@ -327,6 +327,38 @@ describe("OnceUpload: pause, resume, retry, cancel", () => {
   });
 });
 
+describe("OnceUpload: limit", () => {
+  it("sends at most limit files at once; a file still waiting is cancelled at once", async () => {
+    const client = new FakeClient();
+    const keys = new MemoryKeyStore();
+    const g = gate();
+    client.behaviours = [g.behaviour];
+    const uppy = new Uppy<Meta, Body>({ infoTimeout: 1 });
+    uppy.use(OnceUpload, { client, keys, limit: 1 });
+    const successes: string[] = [];
+    uppy.on("upload-success", (f) => successes.push(f?.name ?? ""));
+    addFile(uppy, "a.jpg");
+    const b = addFile(uppy, "b.jpg");
+    const c = addFile(uppy, "c.jpg");
+    // c's upload was started in an earlier page: its key is linked.
+    const earlier = await client.add(new File([new Uint8Array(2)], "c.jpg"));
+    keys.set(c, { key: earlier.key, at: Date.now() });
+    const done = uppy.upload();
+    await g.started;
+    await settle();
+    assert.equal(client.uploads.length, 1, "one file at a time");
+    uppy.removeFile(c);
+    await settle();
+    assert.deepEqual(client.discards, [earlier.key], "discarded without waiting for a place");
+    assert.equal(client.uploads.length, 1, "the cancelled file was never sent");
+    g.release();
+    await done;
+    assert.deepEqual(successes.sort(), ["a.jpg", "b.jpg"]);
+    assert.equal(keys.get(b)?.result?.status, "completed");
+    assert.equal(keys.get(c), undefined);
+  });
+});
+
 describe("WebStorageKeyStore", () => {
   it("keeps one item per file under the API's prefix, and lists only those", () => {
     const items = new Map<string, string>();
