@@ -116,8 +116,9 @@ lint: lint-tools $(WEB_DEPS)
 # Then test-minio's tests and the fuzz targets.
 #
 # go test runs two test binaries at a time, taking packages in the order
-# given: the longest (the browser's, about three minutes) go first, so that
-# the rest run beside them instead of after. (MinIO's tests and fuzzing
+# given: the longest (the browser's, about three minutes; the Uppy plugin's
+# Chromium test, ./uppy/, about 40 s) go first, so that the rest run beside
+# them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
 #
@@ -128,7 +129,7 @@ lint: lint-tools $(WEB_DEPS)
 # GOTEST_FLAGS go to every go test of test-go, test-minio and fuzz. make
 # test sets -vet=off there: go test's own vet checks are a subset of those
 # of go vet ./... (test files included), which make lint has run by then.
-LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/
+LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/ ./uppy/
 GOTEST_FLAGS ?=
 test:
 	@MAKE="$(MAKE)" bash scripts/test.sh
