@@ -23,7 +23,8 @@
  * - `file-removed` (a file's cancel, and `cancelAll`, which removes every
  *   file): the run stops and `client.discard(key)` deletes what the server
  *   holds and forgets the key;
- * - the client's `upload-progress` events: Uppy's `upload-progress`;
+ * - the client's `upload-progress` events: Uppy's `upload-progress`; its
+ *   `hash-progress` and `verify-progress`: Uppy's `preprocess-progress`;
  *   its completion: `upload-success` (the body is the API's completed
  *   upload, with the key); its UploadError: `upload-error`, with
  *   `describeError`'s sentence as the message.
@@ -285,6 +286,14 @@ export default class OnceUpload<M extends Meta, B extends Body> extends BasePlug
     this.uppy.emit("upload-progress", file, { uploadStarted: file.progress.uploadStarted ?? Date.now(), bytesUploaded: loaded, bytesTotal: total });
   }
 
+  /** Uppy's preprocess-progress (with message and value), or preprocess-complete (without). */
+  preprocess(fileId: string, message?: string, value?: number): void {
+    const file = this.uppy.getFile(fileId);
+    if (!file) return;
+    if (message === undefined) this.uppy.emit("preprocess-complete", file);
+    else this.uppy.emit("preprocess-progress", file, { mode: "determinate", message, value: value ?? 0 });
+  }
+
   private forgetOldResults(): void {
     const now = Date.now();
     try {
@@ -357,8 +366,22 @@ class FileRun<M extends Meta, B extends Body> {
     if (signal.aborted) return;
     const file = this.plugin.uppy.getFile(this.fileId);
     if (!file) return this.finish();
+    // Hashing a file for its single PUT, or checking the parts S3 holds
+    // against a file picked again, is Uppy's preprocessing ("Hashing… 40 %").
+    let preprocessing = false;
+    const preprocessed = () => {
+      if (preprocessing) this.plugin.preprocess(this.fileId);
+      preprocessing = false;
+    };
     const onEvent = (e: UploadEvent) => {
-      if (e.type === "upload-progress" && !signal.aborted) this.plugin.progress(this.fileId, e.loaded, e.total);
+      if (signal.aborted) return;
+      if (e.type === "hash-progress" || e.type === "verify-progress") {
+        preprocessing = true;
+        this.plugin.preprocess(this.fileId, e.type === "hash-progress" ? "Hashing" : "Checking the stored parts", e.loaded / e.total);
+      } else if (e.type === "upload-progress") {
+        preprocessed();
+        this.plugin.progress(this.fileId, e.loaded, e.total);
+      }
     };
     try {
       const { key, result: done } = await this.plugin.keyFor(file, signal, onEvent);
@@ -370,10 +393,12 @@ class FileRun<M extends Meta, B extends Body> {
         const data = !file.isRemote && file.data && rec && !this.plugin.client.hasFile(rec) ? file.data : undefined;
         result = await this.plugin.client.upload(key, { signal, onEvent: (e) => this.onEvent(key, e, onEvent), file: data });
       }
+      preprocessed();
       if (this.removed) return;
       this.plugin.succeed(this.fileId, key, result);
       this.finish();
     } catch (e) {
+      preprocessed();
       if (this.removed) return;
       const err = toUploadError(e);
       // Paused: the record stays, and resume() runs it again.

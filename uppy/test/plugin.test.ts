@@ -81,6 +81,26 @@ describe("OnceUpload: an upload", () => {
     assert.equal(p.errors.length, 0);
   });
 
+  it("shows the client's hashing as Uppy's preprocessing, ended when the bytes go", async () => {
+    const client = new FakeClient();
+    client.behaviours = [
+      async (call, complete) => {
+        call.emit({ type: "hash-progress", loaded: 1, total: 4 });
+        call.emit({ type: "upload-progress", loaded: 1, total: 2 });
+        return complete();
+      },
+    ];
+    const p = page(client, new MemoryKeyStore());
+    const id = addFile(p.uppy);
+    const seen: string[] = [];
+    p.uppy.on("preprocess-progress", (_f, pr) => seen.push(`${pr.message} ${pr.value}`));
+    p.uppy.on("preprocess-complete", () => seen.push("complete"));
+    p.uppy.on("upload-progress", (_f, pr) => seen.push(`uploaded ${pr.bytesUploaded}`));
+    await p.uppy.upload();
+    assert.deepEqual(seen, ["Hashing 0.25", "complete", "uploaded 1"]);
+    assert.equal(file(p.uppy, id).progress.preprocess, undefined);
+  });
+
   it("links the key as soon as the client stored it, before the upload finishes", async () => {
     const client = new FakeClient();
     const keys = new MemoryKeyStore();
