@@ -200,6 +200,24 @@ func TestUppyPlugin(t *testing.T) {
 		}
 	})
 
+	t.Run("readd", func(t *testing.T) {
+		before := s.objects(t)
+		res := s.run(t, "readd")
+		// One key for both picks (checkUploads), and only the missing part sent after the reload.
+		s.checkUploads(t, res, before)
+		if res.Seen["restored"] != 0.0 {
+			t.Errorf("without Golden Retriever the reloaded page showed %v files, want none", res.Seen["restored"])
+		}
+		for _, p := range res.Sent {
+			if p.After && p.Method == http.MethodPut && p.Part != 2 {
+				t.Errorf("after the file was added again the browser sent part %d: only part 2 was missing", p.Part)
+			}
+		}
+		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
+			t.Error("part 2 was not stored after the file was added again")
+		}
+	})
+
 	t.Run("pause", func(t *testing.T) {
 		before := s.objects(t)
 		res := s.run(t, "pause")

@@ -26,6 +26,9 @@
 //           message; the file is picked again in the Dashboard and retried.
 //   cancel  the multipart file, part 2 held; the Dashboard's cancel
 //           (uppy.cancelAll: every file removed).
+//   readd   the multipart file, part 2 held, the page reloaded without
+//           Golden Retriever (?goldenRetriever=0): the same file added
+//           again resumes with its key.
 //   pause   the multipart file, part 2 held; the Dashboard's Pause, then
 //           its Resume (uppy.pauseAll, resumeAll).
 //   error   the small file, its first create answered 429 too_many_uploads
@@ -261,6 +264,22 @@ async function main() {
         seen.linkBefore = (await leftovers()).links;
         await page.locator('.uppy-StatusBar button[data-cy="cancel"]').click();
         await until(() => sent.some((s) => s.method === "DELETE" && s.status !== 0), "the upload's DELETE answered");
+        break;
+      }
+      case "readd": {
+        const big = makeFile("big.bin", 11 * MiB);
+        files = [big];
+        await open({ ...MULTIPART, goldenRetriever: "0" });
+        await holdPart2();
+        await pick(files);
+        await page.locator(".uppy-StatusBar-actionBtn--upload").click();
+        await until(() => held.length > 0 && stored(1) && stored(3), "part 2 held, parts 1 and 3 stored");
+        await reload();
+        // Without Golden Retriever the reloaded page has no file: the same one is added again.
+        seen.restored = await page.locator(".uppy-Dashboard-Item").count();
+        await pick(files);
+        await page.locator(".uppy-StatusBar-actionBtn--upload").click();
+        await waitEvent("upload-success", big.name);
         break;
       }
       case "pause": {

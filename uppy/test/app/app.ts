@@ -8,8 +8,8 @@
 // localStorage "app-events" (so that they count across a reload), and
 // html[data-ready] once Uppy is set up. The query sets the client's
 // multipart threshold (?multipartBytes=, ?partBytes=: the stack's parts are
-// 5 MiB) and what the client keeps of a file (?keepFileBytes=); ?autoResume=1
-// is below.
+// 5 MiB) and what the client keeps of a file (?keepFileBytes=); Golden
+// Retriever and ?autoResume=1 are below.
 import Uppy from "@uppy/core";
 import Dashboard from "@uppy/dashboard";
 import GoldenRetriever from "@uppy/golden-retriever";
@@ -35,13 +35,12 @@ function record(e: AppEvent): void {
   localStorage.setItem("app-events", JSON.stringify(events));
 }
 
-const uppy = new Uppy<Record<string, never>, OnceUploadBody>({ id: "app" })
-  .use(Dashboard, { inline: true, target: "#uppy", proudlyDisplayPoweredByUppy: false })
-  // Its blobs are kept up to 10 MiB (its default): a larger file comes back
-  // after a reload without its bytes (a ghost), and the client's own copy
-  // (kept up to keepFileBytes) resumes it.
-  .use(GoldenRetriever)
-  .use(OnceUpload, {
+const uppy = new Uppy<Record<string, never>, OnceUploadBody>({ id: "app" }).use(Dashboard, { inline: true, target: "#uppy", proudlyDisplayPoweredByUppy: false });
+// Golden Retriever (not with ?goldenRetriever=0): its blobs are kept up to
+// 10 MiB (its default), so a larger file comes back after a reload without
+// its bytes (a ghost).
+if (query.get("goldenRetriever") !== "0") uppy.use(GoldenRetriever);
+uppy.use(OnceUpload, {
     apiBase: location.origin,
     hashWorkerUrl: "/assets/hash-worker.js",
     multipartBytes: num("multipartBytes", 64 * MiB),
