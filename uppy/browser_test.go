@@ -12,7 +12,6 @@
 package uppy_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,7 +25,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,10 +127,10 @@ func TestUppyPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"package.json", "package-lock.json", "tsconfig.json", "app.ts", "index.html", "build.mjs"} {
-		copyFile(t, filepath.Join(here, "test", "app", f), filepath.Join(app, f))
+		testenv.CopyFile(t, filepath.Join(here, "test", "app", f), filepath.Join(app, f))
 	}
-	copyFile(t, webTarball, filepath.Join(app, "onceupload-web.tgz"))
-	copyFile(t, uppyTarball, filepath.Join(app, "onceupload-uppy.tgz"))
+	testenv.CopyFile(t, webTarball, filepath.Join(app, "onceupload-web.tgz"))
+	testenv.CopyFile(t, uppyTarball, filepath.Join(app, "onceupload-uppy.tgz"))
 	testenv.Command(t, app, 5*time.Minute, npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
 	checkInstalled(t, app)
 	// The installed declarations type-check the application, Uppy's included (no skipLibCheck).
@@ -320,8 +318,8 @@ func checkInstalled(t *testing.T, app string) {
 		Dependencies     map[string]string
 		PeerDependencies map[string]string
 	}
-	readJSON(t, filepath.Join(app, "node_modules", "@onceupload", "uppy", "package.json"), &plugin)
-	readJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &web)
+	testenv.ReadJSON(t, filepath.Join(app, "node_modules", "@onceupload", "uppy", "package.json"), &plugin)
+	testenv.ReadJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &web)
 	if plugin.Private {
 		t.Error(`the installed package.json says "private": true`)
 	}
@@ -398,25 +396,10 @@ func (s *stack) checkUploads(t *testing.T, res e2eResult, before map[string]int6
 
 func (s *stack) run(t *testing.T, scenario string) e2eResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.node, filepath.Join("test", "e2e.mjs"), scenario)
-	cmd.Env = append(os.Environ(), "APP_URL="+s.st.APIURL, "CHROMIUM="+chromiumPath)
-	// Its own process group, so that a timeout also ends the browser it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("e2e %s: %s\n%s", scenario, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
-	if err != nil {
-		t.Fatalf("node test/e2e.mjs %s: %v", scenario, err)
-	}
+	stdout := testenv.Script(t, "", 3*time.Minute, []string{"APP_URL=" + s.st.APIURL, "CHROMIUM=" + chromiumPath}, s.node, filepath.Join("test", "e2e.mjs"), scenario)
 	var res e2eResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("e2e output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("e2e output: %v\n%s", err, stdout)
 	}
 	for _, line := range res.Console {
 		if strings.HasPrefix(line, "pageerror:") {
@@ -456,51 +439,10 @@ func (s *stack) status(t *testing.T, uploadID string) string {
 
 func (s *stack) objects(t *testing.T) map[string]int64 {
 	t.Helper()
-	out := map[string]int64{}
-	p := s3.NewListObjectsV2Paginator(s.s3, &s3.ListObjectsV2Input{Bucket: aws.String(s.st.Bucket)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatalf("list objects: %v", err)
-		}
-		for _, o := range page.Contents {
-			out[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
-		}
-	}
-	return out
+	return testenv.Objects(t, s.s3, s.st.Bucket)
 }
 
-// newObjects is what is in the bucket now and was not in before, sorted.
 func (s *stack) newObjects(t *testing.T, before map[string]int64) []string {
 	t.Helper()
-	var added []string
-	for k := range s.objects(t) {
-		if _, ok := before[k]; !ok {
-			added = append(added, k)
-		}
-	}
-	slices.Sort(added)
-	return added
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	return testenv.NewObjects(t, s.s3, s.st.Bucket, before)
 }

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +54,7 @@ func TestBrowserPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"demo.ts", "index.html"} {
-		copyFile(t, filepath.Join(web, "demo", f), filepath.Join(app, f))
+		testenv.CopyFile(t, filepath.Join(web, "demo", f), filepath.Join(app, f))
 	}
 	writeFile(t, filepath.Join(app, "package.json"), `{"name": "scratch-app", "private": true, "type": "module"}`)
 	// The package's one dependency (hash-wasm) comes from npm's cache
@@ -67,7 +66,7 @@ func TestBrowserPackage(t *testing.T) {
 		Private bool
 		Scripts map[string]string
 	}
-	readJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &manifest)
+	testenv.ReadJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &manifest)
 	if manifest.Private {
 		t.Error(`the installed package.json says "private": true`)
 	}
@@ -119,29 +118,9 @@ func TestBrowserPackage(t *testing.T) {
 	}
 }
 
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, to, string(b))
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 }
