@@ -149,7 +149,9 @@ async function main() {
   const pick = (files) => page.locator("input.uppy-Dashboard-input").first().setInputFiles(files.map((f) => f.path));
   /** Picks a file again for the restored file without bytes (the Dashboard's "Re-select"). @param {TestFile} f */
   const repick = async (f) => {
-    await page.locator(".uppy-Dashboard-Item.is-ghost .uppy-Dashboard-Item-reSelect").click();
+    // After an upload-error Uppy's notice lies over the item for 5 s (infoTimeout): the click is
+    // given to the button itself rather than waiting for the notice to go.
+    await page.locator(".uppy-Dashboard-Item.is-ghost .uppy-Dashboard-Item-reSelect").dispatchEvent("click");
     await pick([f]);
     await page.locator(".uppy-Dashboard-Item.is-ghost").waitFor({ state: "detached" });
   };
@@ -172,9 +174,47 @@ async function main() {
       await new Promise((r) => setTimeout(r, 50));
     }
   };
-  // Golden Retriever saves Uppy's state at most every 500 ms: what the page
-  // did just before a reload is saved this long after.
-  const letGoldenRetrieverSave = () => page.waitForTimeout(1_500);
+  /**
+   * Waits until Golden Retriever has saved Uppy's state (at most every
+   * 500 ms, in IndexedDB "uppy-blobs") with the upload under way and each
+   * named file, the ones in `complete` marked complete: what the reload
+   * restores.
+   * @param {string[]} names @param {string[]} complete
+   */
+  const goldenRetrieverSaved = async (names, complete) => {
+    const end = Date.now() + WAIT;
+    for (;;) {
+      const saved = await page.evaluate(
+        () =>
+          /** @type {Promise<string>} */ (
+            new Promise((resolve) => {
+              const req = indexedDB.open("uppy-blobs");
+              req.onerror = () => resolve("");
+              req.onsuccess = () => {
+                const db = req.result;
+                if (!db.objectStoreNames.contains("metadata")) return resolve("");
+                const get = db.transaction("metadata").objectStore("metadata").get("app");
+                get.onsuccess = () => {
+                  /** @type {unknown} */
+                  const rec = get.result;
+                  resolve(/** @type {{metadata?: string} | undefined} */ (rec)?.metadata ?? "");
+                };
+                get.onerror = () => resolve("");
+              };
+            })
+          ),
+      );
+      /** @type {{files?: Record<string, {name: string, progress: {uploadComplete?: boolean}}>, currentUploads?: Record<string, unknown>}} */
+      const state = saved ? /** @type {typeof state} */ (/** @type {unknown} */ (JSON.parse(saved))) : {};
+      const files = Object.values(state.files ?? {});
+      const ok =
+        Object.keys(state.currentUploads ?? {}).length > 0 &&
+        names.every((n) => files.some((f) => f.name === n && (!complete.includes(n) || f.progress.uploadComplete)));
+      if (ok) return;
+      if (Date.now() > end) throw new Error(`timed out waiting for Golden Retriever to save ${names.join(", ")}`);
+      await page.waitForTimeout(100);
+    }
+  };
   const reload = async () => {
     after = true;
     await page.reload();
@@ -220,7 +260,7 @@ async function main() {
         await page.locator(".uppy-StatusBar-actionBtn--upload").click();
         await waitEvent("upload-success", small.name);
         await until(() => held.length > 0 && stored(1) && stored(3), "part 2 held, parts 1 and 3 stored");
-        await letGoldenRetrieverSave();
+        await goldenRetrieverSaved([small.name, big.name], [small.name]);
         log("reloading with part 2 held");
         await reload();
         await page.locator(".uppy-Dashboard-Item").nth(1).waitFor();
@@ -243,12 +283,14 @@ async function main() {
         await pick(files);
         await page.locator(".uppy-StatusBar-actionBtn--upload").click();
         await until(() => held.length > 0 && stored(1) && stored(3), "part 2 held, parts 1 and 3 stored");
-        await letGoldenRetrieverSave();
+        await goldenRetrieverSaved([big.name], []);
         await reload();
         await waitEvent("upload-error", big.name);
         seen.ghosts = await page.locator(".uppy-Dashboard-Item.is-ghost").count();
+        log("upload-error for the file without bytes; picking it again");
         // Picked again: Uppy puts its bytes back into the restored file (the same id); Retry resumes.
         await repick(big);
+        log("picked again; Retry");
         await page.locator(".uppy-StatusBar-actionBtn--retry").click();
         await waitEvent("upload-success", big.name);
         break;
