@@ -62,7 +62,6 @@ export type OnceUploadBody = CompletedUpload & { idempotencyKey: string };
 export interface OnceUploadError extends Error {
   /** The client's error: kind, status, code, retryable. */
   cause: UploadError;
-  details?: string;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -71,6 +70,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 type RunState = "waiting" | "running" | "paused" | "settled";
 
 export default class OnceUpload<M extends Meta, B extends Body> extends BasePlugin<OnceUploadOptions, M, B> {
+  /** The package's version (test/plugin.test.ts holds it to package.json's). */
   static VERSION = "0.1.0";
 
   readonly client: Client;

@@ -6,6 +6,7 @@
  * local stack: browser_test.go.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import Uppy, { type UppyFile } from "@uppy/core";
 import { UploadError, describeError } from "@onceupload/web";
@@ -376,6 +377,13 @@ describe("OnceUpload: limit", () => {
     assert.deepEqual(successes.sort(), ["a.jpg", "b.jpg"]);
     assert.equal(keys.get(b)?.result?.status, "completed");
     assert.equal(keys.get(c), undefined);
+  });
+});
+
+describe("OnceUpload.VERSION", () => {
+  it("is package.json's version", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    assert.equal(OnceUpload.VERSION, pkg.version);
   });
 });
 
