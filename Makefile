@@ -229,4 +229,4 @@ unit:
 	ONCEUPLOAD_NO_SERVERS=1 $(GO) test -short -count=1 ./...
 
 clean:
-	rm -rf .build web/dist web/.test-build web/test-results uppy/dist uppy/.test-build
+	rm -rf .build web/dist web/.test-build web/test-results uppy/dist uppy/.test-build uppy/test-results

@@ -10,6 +10,7 @@
 //   node test/e2e.mjs <scenario>
 //   APP_URL   the application's origin (the stack's front door, serving its dist/)
 //   CHROMIUM  the browser (default /usr/bin/chromium)
+//   OUT_DIR   where a failed scenario's screenshot goes (default test-results)
 //
 // Scenarios (files on disk with a fixed modification time, so that Uppy
 // gives a file picked again the same id):
@@ -35,7 +36,7 @@
 //           (a page route: the stack's limit is not reached here, and that
 //           answer is never retried); then the Dashboard's Retry.
 import { randomBytes, createHash } from "node:crypto";
-import { mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -44,6 +45,7 @@ const scenario = process.argv[2] ?? "";
 const APP_URL = process.env.APP_URL ?? "";
 if (!APP_URL) throw new Error("APP_URL is not set");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const OUT_DIR = process.env.OUT_DIR ?? "test-results";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const WAIT = 30_000;
 const MiB = 1 << 20;
@@ -378,7 +380,8 @@ async function main() {
     process.stdout.write(JSON.stringify(out) + "\n");
   } catch (e) {
     log("failed; events:", JSON.stringify(await events().catch(String)), "sent:", JSON.stringify(sent));
-    await page.screenshot({ path: join(dir, "..", `onceupload-uppy-${scenario}-failed.png`) }).catch(() => undefined);
+    mkdirSync(OUT_DIR, { recursive: true });
+    await page.screenshot({ path: join(OUT_DIR, `${scenario}-failed.png`) }).catch(() => undefined);
     throw e;
   } finally {
     await context.close();
