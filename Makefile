@@ -10,7 +10,8 @@
 #               and every completed upload's event processed exactly once by the example consumer
 #   make unit   the quick loop: go test -short, no servers started, nothing to install first
 #   also: make lint, test-go (make test's main pass alone), test-minio (the S3 tests again on MinIO),
-#         fuzz, web (lint, build, unit tests of web/), web-build (web/dist only), tools
+#         fuzz, web (lint, build, unit tests of web/), uppy (the same for the Uppy plugin, uppy/),
+#         web-build (web/dist only), tools
 #         (install-tools.sh), dev-tools (install-tools.sh --dev), lint-tools (install-tools.sh
 #         --lint), smoke API=… (checks a deployed stack), clean; each is described where it is
 #         defined
@@ -27,7 +28,7 @@ dir_PresignFunction := api
 dir_FinalizeFunction := finalize
 dir_EventsFunction := events
 
-.PHONY: build dev test unit lint tools web bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
+.PHONY: build dev test unit lint tools web uppy bench chaos fuzz clean $(addprefix build-,$(FUNCTIONS))
 
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (SAM sets it; try make build)"; exit 1; }
@@ -52,6 +53,13 @@ dev-tools:
 WEB_DEPS := web/node_modules/.installed
 $(WEB_DEPS): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# uppy/'s npm packages (the Uppy plugin, @onceupload/uppy): its lockfile
+# links ../web, so that the plugin builds against the client as it is here.
+UPPY_DEPS := uppy/node_modules/.installed
+$(UPPY_DEPS): uppy/package.json uppy/package-lock.json
+	cd uppy && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # The browser demo (web/dist) without the lint and unit tests of make web.
@@ -108,8 +116,9 @@ lint: lint-tools $(WEB_DEPS)
 # Then test-minio's tests and the fuzz targets.
 #
 # go test runs two test binaries at a time, taking packages in the order
-# given: the longest (the browser's, about three minutes) go first, so that
-# the rest run beside them instead of after. (MinIO's tests and fuzzing
+# given: the longest (the browser's, about three minutes; the Uppy plugin's
+# Chromium test, ./uppy/, about 40 s) go first, so that the rest run beside
+# them instead of after. (MinIO's tests and fuzzing
 # beside the main pass as well saved nothing: on two cores they slowed it by
 # as much, and timing-bound tests began to fail.)
 #
@@ -120,7 +129,7 @@ lint: lint-tools $(WEB_DEPS)
 # GOTEST_FLAGS go to every go test of test-go, test-minio and fuzz. make
 # test sets -vet=off there: go test's own vet checks are a subset of those
 # of go vet ./... (test files included), which make lint has run by then.
-LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/
+LONG_PACKAGES := ./web/ ./internal/tooling/devstack/ ./pkg/client/ ./uppy/
 GOTEST_FLAGS ?=
 test:
 	@MAKE="$(MAKE)" bash scripts/test.sh
@@ -182,6 +191,14 @@ fuzz:
 web: $(WEB_DEPS)
 	cd web && npm run lint && npm run build && npm test
 
+# The Uppy plugin (uppy/): lint, build, unit tests (the real @uppy/core, a
+# fake client). It builds against web/dist/lib, built first if missing.
+# go test ./uppy then packs both packages, installs them into a scratch
+# application and drives it in Chromium against the local stack.
+uppy: $(UPPY_DEPS)
+	@[ -f web/dist/lib/index.d.ts ] || $(MAKE) --no-print-directory web-build
+	cd uppy && npm run lint && npm run build && npm test
+
 # Benchmarks: a Markdown report on stdout, JSON in .build/bench/report.json.
 # Numbers only; no test asserts a timing. It builds what it measures: the
 # Chromium sections upload through web/dist, built here from the sources
@@ -212,4 +229,4 @@ unit:
 	ONCEUPLOAD_NO_SERVERS=1 $(GO) test -short -count=1 ./...
 
 clean:
-	rm -rf .build web/dist web/.test-build web/test-results
+	rm -rf .build web/dist web/.test-build web/test-results uppy/dist uppy/.test-build uppy/test-results

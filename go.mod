@@ -2,8 +2,12 @@ module github.com/onceupload/onceupload
 
 go 1.26.0
 
-// web/node_modules holds npm packages, one of which ships Go source (flatted).
-ignore ./web/node_modules
+// web/node_modules and uppy/node_modules hold npm packages, one of which
+// ships Go source (flatted).
+ignore (
+	./uppy/node_modules
+	./web/node_modules
+)
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1

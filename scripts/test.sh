@@ -2,10 +2,11 @@
 # make test (and CI, through .ci/run): every check of the project, one
 # phase after another, each one's wall time printed when it ends and all of
 # them at the end (numbers to read, never a limit). The phases:
-#   prepare  the npm tools (install-tools.sh --lint) and web's npm packages
+#   prepare  the npm tools (install-tools.sh --lint) and web's and uppy's npm packages
 #   lint     make lint, which needs no more than that: on a fresh machine a
 #            lint failure shows in about a minute, not after the tools' builds
-#   web      make web: web/'s lint, build (web/dist) and unit tests
+#   web      make web uppy: web/'s lint, build (web/dist) and unit tests, then
+#            the Uppy plugin's (uppy/)
 #   tools    make tools: the local servers (Go ones built from source)
 #   go       make test-go: go test -race of every package on Versity Gateway
 #   minio    make test-minio: the S3 tests again on MinIO
@@ -49,9 +50,9 @@ phase() {
 }
 
 run_started=$(now)
-phase prepare lint-tools web/node_modules/.installed
+phase prepare lint-tools web/node_modules/.installed uppy/node_modules/.installed
 phase lint lint
-phase web web
+phase web web uppy
 phase tools tools
 
 # tools is installed: neither minio nor fuzz installs it again (-o tools).

@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -314,26 +313,12 @@ func (h *harness) run(t *testing.T, scenario, apiURL string) result {
 // (PROXY_URL, FILE_PATH, …).
 func (h *harness) runWith(t *testing.T, scenario, apiURL string, limit time.Duration, env ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, h.node, filepath.Join("test", "e2e.mjs"), scenario)
-	cmd.Env = append(os.Environ(), "APP_URL="+h.st.APIURL, "API_URL="+apiURL, "OUT_DIR=test-results", "CHROMIUM="+chromiumPath)
-	cmd.Env = append(cmd.Env, env...)
 	// Its own process group, so a timeout also ends the browser it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("e2e %s: %s\n%s", scenario, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
-	if err != nil {
-		t.Fatalf("node test/e2e.mjs %s: %v", scenario, err)
-	}
+	env = append([]string{"APP_URL=" + h.st.APIURL, "API_URL=" + apiURL, "OUT_DIR=test-results", "CHROMIUM=" + chromiumPath}, env...)
+	stdout := testenv.Script(t, "", limit, env, h.node, filepath.Join("test", "e2e.mjs"), scenario)
 	var res result
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("e2e output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("e2e output: %v\n%s", err, stdout)
 	}
 	// The page's console was logged above, with the driver's progress; an
 	// uncaught exception in the page is a failure whatever the scenario.
@@ -347,33 +332,13 @@ func (h *harness) runWith(t *testing.T, scenario, apiURL string, limit time.Dura
 
 func (h *harness) objects(t *testing.T) map[string]int64 {
 	t.Helper()
-	out := map[string]int64{}
-	var token *string
-	for {
-		list, err := h.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(h.st.Bucket), ContinuationToken: token})
-		if err != nil {
-			t.Fatalf("list objects: %v", err)
-		}
-		for _, o := range list.Contents {
-			out[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
-		}
-		if !aws.ToBool(list.IsTruncated) {
-			return out
-		}
-		token = list.NextContinuationToken
-	}
+	return testenv.Objects(t, h.s3, h.st.Bucket)
 }
 
 // newObjects is what is in the bucket now and was not before.
 func (h *harness) newObjects(t *testing.T, before map[string]int64) []string {
-	var added []string
-	for k := range h.objects(t) {
-		if _, ok := before[k]; !ok {
-			added = append(added, k)
-		}
-	}
-	slices.Sort(added)
-	return added
+	t.Helper()
+	return testenv.NewObjects(t, h.s3, h.st.Bucket, before)
 }
 
 // checkFiles checks that every file the scenario made shows completed, that

@@ -2,8 +2,6 @@ package web_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onceupload/onceupload/internal/tooling/testenv"
 )
 
 // TestBrowserPackage is the package as an application meets it: packed
@@ -33,21 +33,13 @@ func TestBrowserPackage(t *testing.T) {
 	work := t.TempDir()
 
 	// The tarball holds the built package and nothing of the repository's.
-	out := command(t, web, 5*time.Minute, npm, "pack", "--json", "--pack-destination", work, "--loglevel=error")
-	// The build's own lines come first on stdout: the JSON is the last thing, from a line "[".
-	var packed []struct {
-		Filename string
-		Files    []struct{ Path string }
-	}
-	at := bytes.LastIndex(out, []byte("\n[\n"))
-	if err := json.Unmarshal(out[at+1:], &packed); err != nil || len(packed) != 1 {
-		t.Fatalf("npm pack --json: %v\n%s", err, out)
-	}
-	var files []string
-	for _, f := range packed[0].Files {
-		files = append(files, f.Path)
-		if f.Path != "package.json" && f.Path != "README.md" && f.Path != "LICENSE" && !strings.HasPrefix(f.Path, "dist/lib/") {
-			t.Errorf("the tarball holds %s; want only package.json, README.md, LICENSE and dist/lib/", f.Path)
+	// Its prepack rebuilds dist/: not while uppy's test packs it.
+	unlock := testenv.LockFile(t, testenv.WebBuildLock(web))
+	tarball, files := testenv.NpmPack(t, npm, web, work)
+	unlock()
+	for _, f := range files {
+		if f != "package.json" && f != "README.md" && f != "LICENSE" && !strings.HasPrefix(f, "dist/lib/") {
+			t.Errorf("the tarball holds %s; want only package.json, README.md, LICENSE and dist/lib/", f)
 		}
 	}
 	for _, want := range []string{"dist/lib/onceupload.js", "dist/lib/hash-worker.js", "dist/lib/index.d.ts", "README.md", "LICENSE"} {
@@ -55,7 +47,6 @@ func TestBrowserPackage(t *testing.T) {
 			t.Errorf("the tarball lacks %s: %v", want, files)
 		}
 	}
-	tarball := filepath.Join(work, packed[0].Filename)
 
 	// A scratch application: the demo's page and code, nothing else of web/.
 	app := filepath.Join(work, "app")
@@ -63,19 +54,19 @@ func TestBrowserPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"demo.ts", "index.html"} {
-		copyFile(t, filepath.Join(web, "demo", f), filepath.Join(app, f))
+		testenv.CopyFile(t, filepath.Join(web, "demo", f), filepath.Join(app, f))
 	}
 	writeFile(t, filepath.Join(app, "package.json"), `{"name": "scratch-app", "private": true, "type": "module"}`)
 	// The package's one dependency (hash-wasm) comes from npm's cache
 	// when npm ci in web/ left it there. An install script of the package
 	// runs here, in node_modules/@onceupload/web, as in any application.
-	command(t, app, 5*time.Minute, npm, "install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", tarball)
+	testenv.Command(t, app, 5*time.Minute, npm, "install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", tarball)
 
 	var manifest struct {
 		Private bool
 		Scripts map[string]string
 	}
-	readJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &manifest)
+	testenv.ReadJSON(t, filepath.Join(app, "node_modules", "@onceupload", "web", "package.json"), &manifest)
 	if manifest.Private {
 		t.Error(`the installed package.json says "private": true`)
 	}
@@ -94,9 +85,9 @@ func TestBrowserPackage(t *testing.T) {
   },
   "include": ["demo.ts"]
 }`)
-	command(t, app, 2*time.Minute, node, filepath.Join(web, "node_modules", "typescript", "bin", "tsc"), "-p", filepath.Join(app, "tsconfig.json"))
+	testenv.Command(t, app, 2*time.Minute, node, filepath.Join(web, "node_modules", "typescript", "bin", "tsc"), "-p", filepath.Join(app, "tsconfig.json"))
 	// The ES module entry loads as it is shipped, and exports what an application uses.
-	got := strings.TrimSpace(string(command(t, app, time.Minute, node, "--input-type=module", "-e",
+	got := strings.TrimSpace(string(testenv.Command(t, app, time.Minute, node, "--input-type=module", "-e",
 		`const m = await import("@onceupload/web"); console.log(typeof m.UploadClient, typeof m.describeError)`)))
 	if got != "function function" {
 		t.Errorf(`import("@onceupload/web") in node: UploadClient and describeError are %q, want functions`, got)
@@ -105,7 +96,7 @@ func TestBrowserPackage(t *testing.T) {
 	// The application's build: esbuild (web's) bundles demo.ts from the
 	// scratch folder, and the worker is copied from the installed package.
 	dist := filepath.Join(app, "dist")
-	command(t, app, 2*time.Minute, node, filepath.Join(web, "demo", "build.mjs"), "--app", app, "--out", dist)
+	testenv.Command(t, app, 2*time.Minute, node, filepath.Join(web, "demo", "build.mjs"), "--app", app, "--out", dist)
 	bundle, err := os.ReadFile(filepath.Join(dist, "demo.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,48 +118,9 @@ func TestBrowserPackage(t *testing.T) {
 	}
 }
 
-// command runs name in dir and returns its stdout, failing the test with
-// its output if it fails.
-func command(t *testing.T, dir string, limit time.Duration, name string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("%s %s: %s\n%s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
-	if err != nil {
-		t.Fatalf("%s %s in %s: %v\n%s%s", name, strings.Join(args, " "), dir, err, stdout.String(), stderr.String())
-	}
-	return stdout.Bytes()
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, to, string(b))
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 }

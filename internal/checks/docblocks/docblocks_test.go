@@ -97,13 +97,16 @@ var runs = map[string][]string{
 // instead. A block the docs gain must run here, carry the AWS marker, or
 // be named below with the test or the run that covers it.
 var coveredElsewhere = map[string]string{
-	"README.md|make dev    # runs the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it":                                        "the two commands: make test is CI's run (.ci/run); make dev starts the stack TestPastedBlocks runs against",
-	"docs/clients.md|go install ./cmd/upload                  # in the clone: builds upload into $(go env GOPATH)/bin (GOBIN if set)":   "cmd/upload's TestCLIEndToEnd runs the built command against a local stack; the block's files are the reader's",
-	"docs/clients.md|cd your-module    # its go.mod, go 1.26 or later":                                                                  "a module of the reader's; the replace directive is go's own",
-	"docs/idempotency.md|go get github.com/onceupload/onceupload/pkg/idempotency":                                                       "a module of the reader's; the package's Examples run in go test",
-	"web/README.md|cd web && npm pack                                   # makes onceupload-web-0.1.0.tgz (its prepack builds dist/lib)": "web's TestBrowserPackage packs the package and installs the tarball",
-	"web/README.md|make web                  # npm ci (when package-lock.json changed), npm run lint, build, test":                      "make test runs make web and TestBrowser",
-	"bench/peer/README.md|cd bench/peer && npm ci --no-audit --no-fund     # Node 20+":                                                  "make bench installs and runs the peer (cmd/bench)",
+	"README.md|make dev    # runs the whole system on 127.0.0.1 (API on :3000); Ctrl-C stops it":                                                  "the two commands: make test is CI's run (.ci/run); make dev starts the stack TestPastedBlocks runs against",
+	"docs/clients.md|go install ./cmd/upload                  # in the clone: builds upload into $(go env GOPATH)/bin (GOBIN if set)":             "cmd/upload's TestCLIEndToEnd runs the built command against a local stack; the block's files are the reader's",
+	"docs/clients.md|cd your-module    # its go.mod, go 1.26 or later":                                                                            "a module of the reader's; the replace directive is go's own",
+	"docs/idempotency.md|go get github.com/onceupload/onceupload/pkg/idempotency":                                                                 "a module of the reader's; the package's Examples run in go test",
+	"web/README.md|cd web && npm pack                                   # makes onceupload-web-0.1.0.tgz (its prepack builds dist/lib)":           "web's TestBrowserPackage packs the package and installs the tarball",
+	"web/README.md|make web                  # npm ci (when package-lock.json changed), npm run lint, build, test":                                "make test runs make web and TestBrowser",
+	"uppy/README.md|make web-build uppy/node_modules/.installed          # in the clone":                                                          "uppy's TestUppyPlugin packs both packages and installs the tarballs into an application",
+	"uppy/README.md|make uppy                 # npm ci (when package-lock.json changed), npm run lint, build, test":                               "make test runs make uppy and TestUppyPlugin",
+	"docs/uppy.md|make web-build uppy/node_modules/.installed          # in the clone: builds @onceupload/web, installs the plugin's build tools": "uppy's TestUppyPlugin packs both packages and installs the tarballs into an application",
+	"bench/peer/README.md|cd bench/peer && npm ci --no-audit --no-fund     # Node 20+":                                                            "make bench installs and runs the peer (cmd/bench)",
 	"bench/peer/README.md|cd bench/peer": "make bench starts the peer against the local stack (cmd/bench's startPeer)",
 	"web/demo/README.md|make web                  # npm ci (when the lock changed), npm run lint, npm run build (the package, then this page), npm test": "make test runs make web and TestBrowser",
 	"web/demo/README.md|REQUIRE_INTEGRATION=1 WEB_BENCH_MIB=1024 go test -count=1 -v -run TestBrowserBench ./web/":                                       "a benchmark run by hand: web/bench_test.go's TestBrowserBench, which make test runs and which skips without WEB_BENCH_MIB",
