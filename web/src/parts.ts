@@ -14,7 +14,7 @@
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { FILE_MISMATCH } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import type { PartHasher } from "./hash.js";
+import { type HashedPart, type HeldPart, type PartHasher, type PartHolder, isPartHolder } from "./hash.js";
 import { printable } from "./text.js";
 import { type RetryOptions, Unretried, retry } from "./retry.js";
 import { type PutTransport, type StorageReach, storageError, urlNoLongerWorks } from "./transport.js";
@@ -51,10 +51,23 @@ export interface SendPartsInput {
    * that differs is not this file's: "file_mismatch", and it is not sent.
    */
   expected?: Map<number, string>;
-  /** Hashes the parts (a pool of workers). */
+  /**
+   * Hashes the parts (a pool of workers). One that holds ({@link PartHolder},
+   * the default pool for parts that fit) has each part read once, by the
+   * worker that hashes it and then sends it.
+   */
   hasher: PartHasher;
-  /** Hashes of this blob's first parts already under way (started while the upload was created). */
-  early?: Map<number, Promise<string>>;
+  /**
+   * Parts whose bytes a holding hasher keeps at once, in all (hashed, being
+   * signed or sent). Default: concurrency.
+   */
+  holdParts?: number;
+  /**
+   * Hashes of this blob's first parts already under way (started while the
+   * upload was created; held, with a holding hasher: each counts against
+   * holdParts, and is released here).
+   */
+  early?: Map<number, Promise<HashedPart>>;
   /** What the storage holds; a part is sent again unless its size and SHA-256 match. */
   held: StoredPart[];
   concurrency: number;
@@ -150,6 +163,7 @@ class PartPipeline {
   /** Each part's hash under way (hash stage). */
   private readonly hashing = new Map<number, Promise<string>>();
   private hashingNow = 0;
+  private readonly counting = new Set<number>();
   /** The URLs asked for (sign stage), the request under way, and the parts whose senders wait for one. */
   private readonly urls = new Map<number, SignedUrl>();
   private asking: Promise<void> | undefined;
@@ -157,6 +171,14 @@ class PartPipeline {
   /** Wakes the sign stage gathering a batch: a hash or a PUT ended. */
   private wake: (() => void)[] = [];
   private failure: UploadError | undefined;
+  /** The hasher, when its workers hold and send the parts they read. */
+  private readonly holder?: PartHolder;
+  private readonly holdMax: number;
+  /** Parts being held or read to be held (slots taken), the parts held, and those waiting for a slot. */
+  private holding = 0;
+  private readonly held = new Map<number, HeldPart>();
+  private slotWaiters: (() => void)[] = [];
+  private ended = false;
 
   constructor(
     private readonly input: SendPartsInput,
@@ -168,6 +190,12 @@ class PartPipeline {
     for (let n = 1; n <= count; n++) if (!done.has(n)) this.queue.push(n);
     for (const n of done) this.doneBytes += this.size(n);
     this.lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
+    if (isPartHolder(input.hasher)) {
+      this.holder = input.hasher;
+      this.holdMax = Math.max(1, input.holdParts ?? input.concurrency);
+      // The early parts took their slots while the upload was created.
+      this.holding = input.early?.size ?? 0;
+    } else this.holdMax = Infinity;
   }
 
   async run(): Promise<void> {
@@ -182,7 +210,11 @@ class PartPipeline {
           void this.hash(n);
           this.hashAhead();
           await this.hash(n);
-          await this.send(n);
+          try {
+            await this.send(n);
+          } finally {
+            this.release(n);
+          }
         } catch (e) {
           if (!this.failure && !input.signal?.aborted) {
             this.failure = toUploadError(e);
@@ -192,7 +224,11 @@ class PartPipeline {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
+    try {
+      await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
+    } finally {
+      this.end();
+    }
     if (input.signal?.aborted) throw abortError(input.signal);
     if (this.failure) throw this.failure;
   }
@@ -203,17 +239,19 @@ class PartPipeline {
   private hash(n: number): Promise<string> {
     const { input } = this;
     const known = input.hashes.get(n);
-    if (known !== undefined) return Promise.resolve(known);
+    // A holding hasher reads the part even so: the worker that reads it sends it.
+    if (known !== undefined && !this.holder) return Promise.resolve(known);
     let p = this.hashing.get(n);
     if (!p) {
-      this.hashingNow++;
-      p = (input.early?.get(n) ?? input.hasher.hash(partSlice(input, n), this.stop.signal)).then((h) => {
+      p = this.hashPart(n).then((h) => {
         if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
+        if (known !== undefined && known !== h) throw notThisFile(input.filename, n, "what it was when it was first hashed");
         input.hashes.set(n, h);
         return h;
       });
+      // Counted until its hash is recorded (the sign stage then finds it).
       const settled = () => {
-        this.hashingNow--;
+        if (this.counting.delete(n)) this.hashingNow--;
         this.notify();
       };
       // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
@@ -221,6 +259,76 @@ class PartPipeline {
       this.hashing.set(n, p);
     }
     return p;
+  }
+
+  /**
+   * Reads and hashes part n; with a holding hasher, once a slot is free
+   * among the holdParts, its worker keeping the bytes to send them. Only
+   * a hash under way counts in hashingNow, not one waiting for a slot: the
+   * sign stage never waits for parts that cannot be read until a PUT ends.
+   */
+  private async hashPart(n: number): Promise<string> {
+    const { input } = this;
+    const early = input.early?.get(n);
+    if (!this.holder) {
+      this.startCounting(n);
+      return (await (early ?? input.hasher.hash(partSlice(input, n), this.stop.signal).then((sha256) => ({ sha256 })))).sha256;
+    }
+    if (!early) await this.takeSlot();
+    this.startCounting(n);
+    try {
+      const got = await (early ?? this.holder.hold(partSlice(input, n), this.stop.signal));
+      if (got.held && !this.ended) this.held.set(n, got.held);
+      else {
+        // An older worker hashed it only (the page sends it), or the run is over.
+        got.held?.release();
+        this.freeSlot();
+      }
+      return got.sha256;
+    } catch (e) {
+      this.freeSlot();
+      throw e;
+    }
+  }
+
+  private startCounting(n: number): void {
+    this.counting.add(n);
+    this.hashingNow++;
+  }
+
+  /** Waits for one of the holdParts slots (taken in the order asked). */
+  private async takeSlot(): Promise<void> {
+    if (this.holding < this.holdMax) {
+      this.holding++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    if (this.ended || this.stop.signal.aborted) throw abortError(this.stop.signal);
+  }
+
+  /** A slot is free: to the next part waiting for one. */
+  private freeSlot(): void {
+    const next = this.slotWaiters.shift();
+    if (next) next();
+    else this.holding--;
+  }
+
+  /** Part n's bytes are no longer needed (stored, or given up). */
+  private release(n: number): void {
+    const h = this.held.get(n);
+    if (!h) return;
+    this.held.delete(n);
+    h.release();
+    this.freeSlot();
+  }
+
+  /** The run is over: every part still held released, and the parts waiting for a slot woken (to stop). */
+  private end(): void {
+    this.ended = true;
+    for (const n of [...this.held.keys()]) this.release(n);
+    const waiting = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const w of waiting) w();
   }
 
   /**
@@ -323,7 +431,10 @@ class PartPipeline {
     const size = this.size(n);
     const body = partSlice(input, n);
     let refreshes = 0;
-    const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
+    // A held part is sent by the worker that read it; the body goes only if that worker is gone.
+    const held = this.held.get(n);
+    const base = held ? held.put : input.transport;
+    const transport = input.reach ? input.reach.watch(base) : base;
     await retry(
       async (ctx) => {
         // The URL request has had its own retries: this loop must not repeat them.
