@@ -21,8 +21,12 @@ const scope = globalThis as unknown as {
   postMessage(m: HashMessage): void;
 };
 
-/** The parts held, by job id, until the page releases them. */
-const held = new Map<number, Uint8Array<ArrayBuffer>>();
+/**
+ * The parts held, by job id, until the page releases them: as Blobs made
+ * of the bytes read (XHR streams a Blob body from the browser's blob store;
+ * an ArrayBuffer body went out at a few MiB/s from a worker, in Chromium).
+ */
+const held = new Map<number, Blob>();
 /** The PUTs under way, by attempt. */
 const puts = new Map<number, AbortController>();
 
@@ -49,7 +53,7 @@ async function hold(id: number, blob: Blob): Promise<void> {
   try {
     const bytes = new Uint8Array(await blob.arrayBuffer());
     const sha256 = await sha256Bytes(bytes);
-    held.set(id, bytes);
+    held.set(id, new Blob([bytes]));
     scope.postMessage({ type: "done", id, hashes: { sha256 }, held: true, v: WORKER_PROTOCOL });
   } catch (err) {
     scope.postMessage({ type: "error", id, message: unreadable(err) });
