@@ -13,7 +13,7 @@
  */
 import { toUploadError } from "./errors.js";
 import { type HashJob, type HashMessage, type PartCommand, WORKER_PROTOCOL, hashFile, sha256Bytes } from "./hash.js";
-import { xhrPut } from "./transport.js";
+import { xhrTransport } from "./transport.js";
 
 // Typed as a worker scope without pulling the WebWorker lib into the page's build.
 const scope = globalThis as unknown as {
@@ -78,7 +78,7 @@ function command(m: PartCommand): void {
   }
   const ctrl = new AbortController();
   puts.set(put, ctrl);
-  xhrPut({
+  xhrTransport({
     url: m.url,
     method: m.method,
     headers: m.headers,

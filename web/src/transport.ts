@@ -43,15 +43,7 @@ export function sendableHeaders(headers: Record<string, string>): Record<string,
   return out;
 }
 
-/** A PUT whose body may be bytes at hand (a hashing worker sends the part it read). */
-export interface BytesPutRequest extends Omit<PutRequest, "body"> {
-  body: Blob | Uint8Array<ArrayBuffer>;
-}
-
-export const xhrTransport: PutTransport = (req) => xhrPut(req);
-
-/** The PUT by XMLHttpRequest: on the page, or in a worker (which has it too, with upload progress). */
-export const xhrPut = (req: BytesPutRequest) =>
+export const xhrTransport: PutTransport = (req) =>
   new Promise<PutResponse>((resolve, reject) => {
     if (req.signal?.aborted) {
       reject(abortError(req.signal));
@@ -81,7 +73,7 @@ export const xhrPut = (req: BytesPutRequest) =>
     xhr.responseType = "text";
     xhr.upload.onprogress = (e) => {
       armStallTimer();
-      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body instanceof Blob ? req.body.size : req.body.byteLength);
+      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body.size);
     };
     xhr.onload = () => {
       cleanup();
