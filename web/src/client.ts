@@ -302,9 +302,10 @@ export class UploadClient {
     const wholeBytes = Math.max(0, opts.wholeHashBytes ?? DEFAULT_WHOLE_HASH_BYTES);
     this.partHasher =
       opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes }) : () => inlinePartHasher(chunkBytes, wholeBytes));
-    // At most partConcurrency parts are held at once, in all: they must fit
-    // in wholeHashBytes as the parts the pool reads whole do.
-    const holdable = Math.floor(wholeBytes / Math.max(workers, this.partConcurrency));
+    // At most partConcurrency parts are held by the workers at once, in
+    // all, and as many are in XHR's hands being sent: together they must
+    // fit in wholeHashBytes (8 MiB parts, 4 at a time, in the 64 MiB default).
+    const holdable = Math.floor(wholeBytes / (2 * this.partConcurrency));
     this.partSender = (partSize) =>
       workerUrl && !opts.partHasher && !opts.transport && partSize <= holdable
         ? workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes, holds: true })

@@ -10,10 +10,13 @@
  * kept; the worker answers `held: true`, then PUTs the bytes it read when
  * the page gives it the part's URL (by XHR, which workers have, with upload
  * progress), so that a part is read once and its bytes never reach the page.
+ * The bytes go with that one PUT: XHR copies them as it sends them, and the
+ * worker drops its own at once (a retry is sent from the page, a slice of
+ * the file, as every part was before).
  */
 import { toUploadError } from "./errors.js";
 import { type HashJob, type HashMessage, type PartCommand, WORKER_PROTOCOL, hashFile, sha256Bytes } from "./hash.js";
-import { xhrTransport } from "./transport.js";
+import { xhrPut } from "./transport.js";
 
 // Typed as a worker scope without pulling the WebWorker lib into the page's build.
 const scope = globalThis as unknown as {
@@ -22,11 +25,14 @@ const scope = globalThis as unknown as {
 };
 
 /**
- * The parts held, by job id, until the page releases them: as Blobs made
- * of the bytes read (XHR streams a Blob body from the browser's blob store;
- * an ArrayBuffer body went out at a few MiB/s from a worker, in Chromium).
+ * The parts held, by job id, until their PUT is sent or the page releases
+ * them: the bytes read. (A Blob made of them cost more: Chromium moves its
+ * bytes to the browser's blob store on another thread, then reads them
+ * back to send them. An ArrayBuffer body sent from a worker went as fast
+ * as a slice of the file, measured without DevTools' network recording,
+ * which copies every such body for the recorder.)
  */
-const held = new Map<number, Blob>();
+const held = new Map<number, Uint8Array<ArrayBuffer>>();
 /** The PUTs under way, by attempt. */
 const puts = new Map<number, AbortController>();
 
@@ -53,7 +59,7 @@ async function hold(id: number, blob: Blob): Promise<void> {
   try {
     const bytes = new Uint8Array(await blob.arrayBuffer());
     const sha256 = await sha256Bytes(bytes);
-    held.set(id, new Blob([bytes]));
+    held.set(id, bytes);
     scope.postMessage({ type: "done", id, hashes: { sha256 }, held: true, v: WORKER_PROTOCOL });
   } catch (err) {
     scope.postMessage({ type: "error", id, message: unreadable(err) });
@@ -78,7 +84,9 @@ function command(m: PartCommand): void {
   }
   const ctrl = new AbortController();
   puts.set(put, ctrl);
-  xhrTransport({
+  // XHR has its copy once sent (synchronously, below): one PUT per held part.
+  held.delete(id);
+  xhrPut({
     url: m.url,
     method: m.method,
     headers: m.headers,

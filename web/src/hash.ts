@@ -280,9 +280,14 @@ export function inlinePartHasher(chunkBytes = DEFAULT_HASH_CHUNK, wholeBytes = 0
 
 /** A part whose bytes a worker holds after hashing them: it sends them, so that they are read once and never cross to the page. */
 export interface HeldPart {
-  /** PUTs the held bytes (the request's body is what the page would send instead, if the worker is gone). */
+  /**
+   * PUTs the part. The first call sends the held bytes from the worker,
+   * which drops them as XHR takes its copy; a later one (a retry), or one
+   * whose worker is gone, sends the request's body (the file's slice) from
+   * the page.
+   */
   put: PutTransport;
-  /** Drops the bytes (the part is stored, or given up). */
+  /** Drops the bytes, if no PUT took them (the part is given up). */
   release(): void;
 }
 
@@ -452,8 +457,11 @@ class WorkerPool implements PartHolder {
     let released = false;
     return {
       put: (req: PutRequest) => {
-        // Its worker is gone (terminated, failed): the page sends the part.
+        // Sent already (this is a retry), or its worker is gone (terminated, failed): the page sends the part.
         if (released || !this.slots.has(slot)) return this.transport(req);
+        // The worker drops the bytes as it sends them.
+        released = true;
+        slot.held.delete(id);
         return new Promise<PutResponse>((resolve, reject) => {
           if (req.signal?.aborted) return reject(abortError(req.signal));
           const put = ++this.putSeq;

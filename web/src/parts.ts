@@ -58,8 +58,10 @@ export interface SendPartsInput {
    */
   hasher: PartHasher;
   /**
-   * Parts whose bytes a holding hasher keeps at once, in all (hashed, being
-   * signed or sent). Default: concurrency.
+   * Parts whose bytes a holding hasher keeps at once, in all: read and
+   * hashed, waiting for their URL or for a PUT slot. A part's bytes leave
+   * its worker as its PUT starts (XHR's copy, at most `concurrency` of
+   * them), so the next parts are read while it is sent. Default: concurrency.
    */
   holdParts?: number;
   /**
@@ -167,6 +169,8 @@ class PartPipeline {
   /** The URLs asked for (sign stage), the request under way, and the parts whose senders wait for one. */
   private readonly urls = new Map<number, SignedUrl>();
   private asking: Promise<void> | undefined;
+  /** A request for the held parts' URLs started by {@link signAhead}, not by a sender. */
+  private signingAhead = false;
   private readonly waitingForUrl = new Set<number>();
   /** Wakes the sign stage gathering a batch: a hash or a PUT ended. */
   private wake: (() => void)[] = [];
@@ -253,6 +257,7 @@ class PartPipeline {
       const settled = () => {
         if (this.counting.delete(n)) this.hashingNow--;
         this.notify();
+        this.signAhead();
       };
       // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
       p.then(settled, settled);
@@ -313,7 +318,7 @@ class PartPipeline {
     else this.holding--;
   }
 
-  /** Part n's bytes are no longer needed (stored, or given up). */
+  /** Part n, held and never sent, is given up: its bytes dropped. */
   private release(n: number): void {
     const h = this.held.get(n);
     if (!h) return;
@@ -389,6 +394,7 @@ class PartPipeline {
         })
         .finally(() => {
           this.asking = undefined;
+          this.signAhead();
         });
       await this.asking;
       const got = this.urls.get(n);
@@ -397,11 +403,33 @@ class PartPipeline {
     }
   }
 
+  /**
+   * With a holding hasher few parts are read ahead (those held), and a
+   * sender asks for a part's URL only once a PUT ends: the held parts'
+   * URLs are asked for as soon as they are hashed instead, so that signing
+   * never waits behind sending. One such request at a time; if it fails, a
+   * sender asks again when it takes the part.
+   */
+  private signAhead(): void {
+    if (!this.holder || this.asking || this.signingAhead || this.stop.signal.aborted) return;
+    const n = this.queue.find((m) => this.held.has(m) && !this.fresh(this.urls.get(m)));
+    if (n === undefined) return;
+    this.signingAhead = true;
+    this.urlOf(n)
+      .catch(() => undefined)
+      .finally(() => {
+        this.signingAhead = false;
+        // Parts hashed meanwhile.
+        this.signAhead();
+      });
+  }
+
   /** n, the other parts whose senders wait for a URL, and those hashed ahead (at the head of the queue), without a fresh URL. */
   private batchWith(n: number): number[] {
     const stale = (m: number) => !this.fresh(this.urls.get(m));
     const others = [...this.waitingForUrl].filter((m) => m !== n && stale(m));
-    const ahead = this.queue.slice(0, this.lookahead).filter((m) => this.input.hashes.has(m) && stale(m));
+    // n itself may be ahead (at the head of the queue): signed ahead, not for a sender.
+    const ahead = this.queue.slice(0, this.lookahead).filter((m) => m !== n && this.input.hashes.has(m) && stale(m));
     return [n, ...others, ...ahead].slice(0, MAX_BATCH);
   }
 
@@ -431,9 +459,16 @@ class PartPipeline {
     const size = this.size(n);
     const body = partSlice(input, n);
     let refreshes = 0;
-    // A held part is sent by the worker that read it; the body goes only if that worker is gone.
-    const held = this.held.get(n);
-    const base = held ? held.put : input.transport;
+    // A held part's first PUT is sent by the worker that read it, which
+    // hands its bytes to XHR: its slot is free for the next part to be read
+    // while this one is sent. A retry sends the slice from the page.
+    const base: PutTransport = (req) => {
+      const held = this.held.get(n);
+      if (!held) return input.transport(req);
+      this.held.delete(n);
+      this.freeSlot();
+      return held.put(req);
+    };
     const transport = input.reach ? input.reach.watch(base) : base;
     await retry(
       async (ctx) => {

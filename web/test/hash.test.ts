@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes, webcrypto } from "node:crypto";
 import { describe, it } from "node:test";
 import { type HashJob, type HashMessage, type PartCommand, type WorkerLike, hashFile, workerPool } from "../src/hash.js";
+import type { PutRequest } from "../src/transport.js";
 import { countNativeDigests } from "./fakes.js";
 
 const hex = (b: ArrayBuffer) => Buffer.from(b).toString("hex");
@@ -263,8 +264,8 @@ function carriesBytes(v: unknown): boolean {
 
 /**
  * A stand-in for a worker of protocol 2: it holds the parts it is asked
- * to hold, and PUTs them (to `received`) when told; every message it sends
- * the page is kept.
+ * to hold, and PUTs them (to `received`) when told, dropping them as it
+ * does; every message it sends the page is kept.
  */
 class SendingWorker implements WorkerLike {
   static toPage: HashMessage[] = [];
@@ -281,6 +282,7 @@ class SendingWorker implements WorkerLike {
       if (m.type === "release") SendingWorker.held.delete(m.id);
       if (m.type === "put") {
         const bytes = SendingWorker.held.get(m.id)!;
+        SendingWorker.held.delete(m.id);
         SendingWorker.received.push({ url: m.url, bytes });
         this.send({ type: "put-progress", v: 2, id: m.id, put: m.put, loaded: bytes.length, total: bytes.length });
         this.send({ type: "put-done", v: 2, id: m.id, put: m.put, res: { status: 200, text: "", etag: '"e"' } });
@@ -300,11 +302,21 @@ class SendingWorker implements WorkerLike {
 describe("workerPool: workers that send the parts they read", () => {
   const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 
-  it("hold(): the worker keeps the part and PUTs it when given its URL; no message to the page carries its bytes", async () => {
+  it("hold(): the worker keeps the part and PUTs it when given its URL, once; no message to the page carries its bytes", async () => {
     SendingWorker.toPage = [];
     SendingWorker.received = [];
     SendingWorker.held.clear();
-    const pool = workerPool({ url: "hash-worker.js", size: 2, holds: true, newWorker: () => new SendingWorker() });
+    const fromPage: PutRequest[] = [];
+    const pool = workerPool({
+      url: "hash-worker.js",
+      size: 2,
+      holds: true,
+      newWorker: () => new SendingWorker(),
+      transport: async (req) => {
+        fromPage.push(req);
+        return { status: 200, text: "", etag: '"e"' };
+      },
+    });
     const part = new Blob([randomBytes(1000)]);
     const bytes = new Uint8Array(await part.arrayBuffer());
     const got = await pool.hold(part);
@@ -316,8 +328,14 @@ describe("workerPool: workers that send the parts they read", () => {
     assert.deepEqual(progress, [1000]);
     assert.equal(SendingWorker.received.length, 1);
     assert.deepEqual(SendingWorker.received[0].bytes, bytes, "the worker sent the bytes it read");
+    assert.equal(SendingWorker.held.size, 0, "the bytes went with the PUT");
+    assert.equal(fromPage.length, 0);
+    // A retry: the worker holds nothing now, the page sends the part (its slice).
+    await got.held.put({ url: "https://s3.test/p?partNumber=1", method: "PUT", headers: {}, body: part });
+    assert.equal(SendingWorker.received.length, 1, "the worker sent the part once");
+    assert.equal(fromPage.length, 1);
+    assert.equal(fromPage[0].body, part);
     got.held.release();
-    assert.equal(SendingWorker.held.size, 0, "released");
     assert.ok(SendingWorker.toPage.length > 0);
     assert.deepEqual(SendingWorker.toPage.filter(carriesBytes), [], "no message to the page carries bytes");
     pool.close();

@@ -1,7 +1,7 @@
 // The part pipeline with a hasher whose workers hold and send the parts
 // they read (hash-worker.js of protocol 2), and with an older worker that
 // only hashes: what is read, who sends, how many parts are held at once,
-// and that signing never waits for a PUT to end.
+// and that the next parts are read and signed while the PUTs go on.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Api } from "../src/api.js";
@@ -14,7 +14,11 @@ import { API, until, world } from "./world.js";
 
 const PART = 1_000;
 
-/** A pool stand-in: each hold reads the part once; `sends` false is a worker of protocol 1 (the hash alone). */
+/**
+ * A pool stand-in: each hold reads the part once; `sends` false is a worker
+ * of protocol 1 (the hash alone). A held part's bytes go with its first PUT
+ * (XHR's copy), as the worker's do.
+ */
 function holder(send: PutTransport, sends = true) {
   const stats = { reads: 0, holding: 0, maxHolding: 0, workerPuts: 0, hashed: [] as string[] };
   const h: PartHolder = {
@@ -34,6 +38,9 @@ function holder(send: PutTransport, sends = true) {
       const held: HeldPart = {
         put: (req) => {
           stats.workerPuts++;
+          if (released) throw new Error("a held part was sent twice by its worker");
+          stats.holding--;
+          released = true;
           // The bytes the worker read, not the page's slice.
           return send({ ...req, body: new Blob([bytes]) });
         },
@@ -84,7 +91,7 @@ async function setup(size: number) {
 }
 
 describe("sendParts: parts sent by the worker that read them", () => {
-  it("reads each part once, the worker sends it (none from the page), at most `concurrency` parts held at once", async () => {
+  it("reads each part once, the worker sends it (none from the page), at most `concurrency` parts held and not yet sent", async () => {
     const s = await setup(20 * PART);
     s.w.server.onPartPut = () => new Promise((r) => setTimeout(r, 2));
     const { h, stats } = holder(s.w.server.transport);
@@ -109,23 +116,41 @@ describe("sendParts: parts sent by the worker that read them", () => {
     for (const [n, p] of s.stored()) assert.equal(p.sha256, sha256hex(bytes.subarray((n - 1) * PART, n * PART)));
   });
 
-  it("signs a part as soon as it is hashed when no other part can be read before a PUT ends: signing never waits behind sending", async () => {
+  it("reads and signs the next parts while every PUT is under way: reading ahead is bounded by the parts held, not by the PUTs", async () => {
     const s = await setup(6 * PART);
     const gates = new Map<number, () => void>();
     s.w.server.onPartPut = (n) => new Promise<void>((r) => gates.set(n, r));
-    const { h } = holder(s.w.server.transport);
+    const { h, stats } = holder(s.w.server.transport);
     const run = s.run(h, 2);
     await until(() => gates.has(1) && gates.has(2), "parts 1 and 2 are being sent");
-    // Both slots are taken: part 3 waits for one. Part 1 arrives; part 2's PUT goes on.
+    // Neither PUT has ended: parts 3 and 4 are read, held and signed all the same; part 5 waits for a slot.
+    await until(() => s.signed().flat().includes(3) && s.signed().flat().includes(4), "parts 3 and 4 are signed while 1 and 2 are sent");
+    assert.equal(stats.holding, 2, "parts 3 and 4 held");
+    assert.equal(stats.reads, 4, "part 5 is not read before a slot frees");
+    assert.equal(s.stored().size, 0, "no PUT has ended");
     gates.get(1)!();
-    await until(() => s.signed().flat().includes(3), "part 3 is signed while part 2 is being sent");
-    assert.ok(!s.stored().has(2), "part 2 is still being sent");
+    // Part 3's PUT starts as part 1's ends; its slot goes to part 5.
+    await until(() => stats.reads === 5, "part 5 is read as part 3's bytes leave for its PUT");
     for (let n = 2; n <= 6; n++) {
       await until(() => gates.has(n), `part ${n} is being sent`);
       gates.get(n)!();
     }
     await run;
     assert.equal(s.stored().size, 6);
+    assert.equal(stats.reads, 6, "each part read once");
+  });
+
+  it("sends a part's retry from the page (its slice): the worker's bytes went with the first PUT", async () => {
+    const s = await setup(4 * PART);
+    s.w.server.partFaults.set(2, [{ status: 500, body: "<Error><Code>InternalError</Code></Error>" }]);
+    const { h, stats } = holder(s.w.server.transport);
+    await s.run(h, 2);
+    assert.equal(stats.reads, 4, "no part read twice by a worker");
+    assert.equal(stats.workerPuts, 4);
+    assert.equal(s.pagePuts(), 1, "part 2's second PUT, from the page");
+    assert.equal(s.stored().size, 4);
+    const bytes = new Uint8Array(await s.file.arrayBuffer());
+    assert.equal(s.stored().get(2)?.sha256, sha256hex(bytes.subarray(PART, 2 * PART)));
   });
 
   it("releases every part held when a part fails for good", async () => {
