@@ -6,10 +6,13 @@
  * No part waits for the whole file to be read: each part is hashed (by a
  * {@link PartHasher}, a pool of workers) just before it is sent, a few parts
  * ahead of the PUTs, and its URL, which signs that SHA-256, is asked for in
- * a batch with the other parts hashed by then. Parts the storage holds
- * already are checked first: hashed from this file (unless hashed in this
- * page already) and compared with what the storage lists, so that a changed
- * file is caught before any of its bytes are sent.
+ * a batch with the other parts hashed by then. With a hasher whose
+ * workers hold the parts they read ({@link PartHolder}, the default pool),
+ * each part is read once: its worker keeps the bytes and sends them with
+ * the part's first PUT, at most `holdParts` parts held and waiting at once.
+ * Parts the storage holds already are checked first: hashed from this file
+ * (unless hashed in this page already) and compared with what the storage
+ * lists, so that a changed file is caught before any of its bytes are sent.
  */
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { FILE_MISMATCH } from "./codes.js";
@@ -147,9 +150,11 @@ interface SignedUrl {
 /**
  * One sendParts after the check: the parts the storage lacks, each through
  * four stages, the shape of the Go client's partPipeline. hash: read and
- * hashed a few parts ahead of the PUTs, in bursts ({@link hashAhead});
- * sign: URLs asked for in batches of the parts hashed by then
- * ({@link sign}); send: the PUT, retried on its own ({@link send}); record:
+ * hashed a few parts ahead of the PUTs, in bursts ({@link hashAhead}), or
+ * read and held by their workers, as slots free ({@link hashPart}); sign:
+ * URLs asked for in batches of the parts hashed by then ({@link sign}),
+ * those of held parts as soon as they are hashed ({@link signAhead}); send:
+ * the PUT, retried on its own ({@link send}); record:
  * the part counted done ({@link record}). `concurrency` senders take the
  * parts in order ({@link run}); the first to fail for good stops the others
  * and is the error.
