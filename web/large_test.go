@@ -392,15 +392,30 @@ func TestBrowserLarge(t *testing.T) {
 		if checked < 0 || uploading < 0 {
 			t.Errorf("the page never said it checked the parts stored, then Uploading…: %+v", res.StatusLog)
 		}
+		// The parts whose URLs the reloaded page asked for, so far in the
+		// log. A part's URL is kept nowhere but in the page that asked for
+		// it, so a PUT of a part it has not asked for is the page before
+		// the reload: one of its workers' PUTs still on its way (a worker
+		// sends the part it read, and outlives its page by a moment).
+		signedAfter := map[int]bool{}
 		var after, total int64
 		for _, e := range p.seen() {
+			if e.Mark > 0 && e.Method == http.MethodPost && strings.HasSuffix(e.Path, "/parts") {
+				var b struct{ Parts []struct{ PartNumber int } }
+				_ = json.Unmarshal([]byte(e.Body), &b)
+				for _, q := range b.Parts {
+					signedAfter[q.PartNumber] = true
+				}
+			}
 			if e.Method == http.MethodPut && e.Host == s3Host {
 				total += e.Bytes
 				if e.Mark > 0 {
 					after += e.Bytes
 				}
-				if e.Mark == 2 {
+				if e.Mark == 2 && signedAfter[e.PartNumber] {
 					t.Errorf("a PUT while the other file was picked: %+v", e)
+				} else if e.Mark == 2 {
+					t.Logf("the page before the reload: part %d's PUT ended after it (%d bytes, status %d)", e.PartNumber, e.Bytes, e.Status)
 				}
 			}
 			if e.Mark == 2 && e.Method == http.MethodPost && strings.HasSuffix(e.Path, "/parts") {

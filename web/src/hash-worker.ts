@@ -26,13 +26,13 @@ const scope = globalThis as unknown as {
 
 /**
  * The parts held, by job id, until their PUT is sent or the page releases
- * them: the bytes read. (A Blob made of them cost more: Chromium moves its
- * bytes to the browser's blob store on another thread, then reads them
- * back to send them. An ArrayBuffer body sent from a worker went as fast
- * as a slice of the file, measured without DevTools' network recording,
- * which copies every such body for the recorder.)
+ * them: the bytes read, or a Blob of them under automation (HashJob.asBlob).
+ * (A Blob costs more: Chromium moves its bytes to the browser's blob store
+ * on another thread, then reads them back to send them. The bytes as they
+ * are went as fast as a slice of the file, where no automation driver has
+ * the browser copy every such body into its events.)
  */
-const held = new Map<number, Uint8Array<ArrayBuffer>>();
+const held = new Map<number, Uint8Array<ArrayBuffer> | Blob>();
 /** The PUTs under way, by attempt. */
 const puts = new Map<number, AbortController>();
 
@@ -41,7 +41,7 @@ scope.onmessage = (e) => {
   if ("type" in m) return command(m);
   const { id, blob, chunkBytes, partBytes, wholeBytes, progress } = m;
   if (m.hold && m.v === WORKER_PROTOCOL && id !== undefined) {
-    void hold(id, blob);
+    void hold(id, blob, m.asBlob === true);
     return;
   }
   const onProgress = progress === false ? undefined : (loaded: number, total: number) => scope.postMessage({ type: "progress", id, loaded, total });
@@ -55,11 +55,11 @@ function unreadable(err: unknown): string {
   return `The file cannot be read (${err instanceof Error ? err.message : String(err)}). Pick it again.`;
 }
 
-async function hold(id: number, blob: Blob): Promise<void> {
+async function hold(id: number, blob: Blob, asBlob: boolean): Promise<void> {
   try {
     const bytes = new Uint8Array(await blob.arrayBuffer());
     const sha256 = await sha256Bytes(bytes);
-    held.set(id, bytes);
+    held.set(id, asBlob ? new Blob([bytes]) : bytes);
     scope.postMessage({ type: "done", id, hashes: { sha256 }, held: true, v: WORKER_PROTOCOL });
   } catch (err) {
     scope.postMessage({ type: "error", id, message: unreadable(err) });

@@ -1079,7 +1079,7 @@ Object.assign(scenarios, {
    * A file in parts, each read once and sent by the worker that read it:
    * what the page's thread receives from its workers (messages, and the
    * bytes in them), the parts held at once (holds answered less those
-   * released), and the part PUTs the page makes itself (its resource
+   * sent or released), and the part PUTs the page makes itself (its resource
    * timeline: a worker's requests are on the worker's). With OLD_WORKER=1 the
    * page gets an older copy of hash-worker.js (test/testdata), as an
    * application serving one beside a newer package: the page sends.
@@ -1124,7 +1124,9 @@ Object.assign(scenarios, {
           }
           /** @override @param {unknown} m @param {Transferable[] | StructuredSerializeOptions} [t] */
           postMessage(m, t) {
-            if (/** @type {{ type?: string } | null} */ (m)?.type === "release") traffic.held--;
+            // A held part's bytes go with its PUT, or are dropped by a release.
+            const type = /** @type {{ type?: string } | null} */ (m)?.type;
+            if (type === "put" || type === "release") traffic.held--;
             super.postMessage(m, Array.isArray(t) ? { transfer: t } : t);
           }
         };
