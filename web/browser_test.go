@@ -238,6 +238,15 @@ type result struct {
 	ServerAfterReload string   `json:"serverAfterReload"`
 	// several
 	Screenshot string `json:"screenshot"`
+	// worker-sends: what the page's thread got from its workers, and the part PUTs it made
+	WorkerTraffic struct {
+		Messages  int   `json:"messages"`
+		WithBytes int   `json:"withBytes"`
+		Bytes     int64 `json:"bytes"`
+		Holds     int   `json:"holds"`
+		MaxHeld   int   `json:"maxHeld"`
+		PagePuts  int   `json:"pagePuts"`
+	} `json:"workerTraffic"`
 	// too-many
 	Refused            row      `json:"refused"`
 	StoredRefused      []stored `json:"storedRefused"`

@@ -24,14 +24,18 @@
 // With MODE=first-part it only picks the file and then waits for a line on
 // stdin (or its end) before it closes the browser: the benchmark watches S3
 // for the first stored part and says when to stop. In either mode it exits
-// non-zero if the row shows failed.
+// non-zero if the row shows failed. In every mode, after its last event it
+// keeps the browser open until a line on stdin (or its end): the benchmark
+// reads the browser's CPU from /proc first, where a process that exited is
+// gone (reading it after the close lost whichever processes had ended).
 //
 // Chromium is driven through its DevTools protocol on a pipe, not through
 // playwright: playwright enables the Network domain on every page, and with
 // it Chromium copies every ArrayBuffer request body (base64) into a CDP
 // event for the driver (8 MiB a part), a cost no user's browser has. This
-// driver enables Page and Runtime only; it counts the part PUTs from the page's
-// resource timing entries instead.
+// driver enables Page and Runtime only; it counts the part PUTs from the
+// resource timing entries of the page and of its workers (which send the
+// parts they read), each worker's reported through a binding as it comes.
 //
 //   APP_URL=http://127.0.0.1:PORT FILE_PATH=/tmp/x.bin MODE=complete node upload.mjs
 import { spawn } from "node:child_process";
@@ -58,6 +62,13 @@ function required(name) {
 /** @param {object} o */
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
+/**
+ * The part PUTs the page's workers sent, as their resource timing entries
+ * came (epoch ms; see watchWorkers).
+ * @type {{ part: string, start: number, end: number }[]}
+ */
+const workerPuts = [];
+
 const profile = mkdtempSync(join(tmpdir(), "onceupload-bench-chromium-"));
 const browser = launch();
 let code = 0;
@@ -65,6 +76,7 @@ try {
   const page = await browser.page();
   // Page and Runtime only: no Network domain (see above).
   await Promise.all([page.send("Page.enable"), page.send("Runtime.enable")]);
+  watchWorkers(browser, page);
   page.on("Runtime.exceptionThrown", (e) => console.error(`page error: ${e.exceptionDetails?.exception?.description ?? e.exceptionDetails?.text}`));
   await page.send("Page.addScriptToEvaluateOnNewDocument", {
     source: `(${(() => {
@@ -106,12 +118,9 @@ try {
   })()`;
   if (MODE === "probe") {
     // Done above.
+    await told();
   } else if (MODE === "first-part") {
-    const lines = createInterface({ input: process.stdin });
-    const stop = new Promise((resolve) => {
-      lines.once("line", resolve);
-      lines.once("close", resolve);
-    });
+    const stop = told();
     // A failed upload ends the driver (non-zero), as in complete mode, so
     // that the benchmark stops watching S3 for a part that never comes.
     let stopped = false;
@@ -119,11 +128,11 @@ try {
     failed.catch(() => {}); // after a stop, closing the browser rejects it
     await Promise.race([stop, failed]);
     stopped = true;
-    lines.close();
   } else {
     await waitFor(page, `${failedPhase} === "completed"`, 1_800_000);
     const completed = Date.now();
     emit({ event: "completed", epochMs: completed, ...(await longTasks(page, picked, completed)), ...(await partPuts(page)) });
+    await told();
   }
   if (trace) await trace();
 } catch (e) {
@@ -134,6 +143,23 @@ try {
   rmSync(profile, { recursive: true, force: true });
 }
 process.exit(code);
+
+/**
+ * Resolves on a line on stdin, or its end. After its last event the driver
+ * keeps the browser open until then: the benchmark reads the browser's
+ * CPU from /proc, which a process that exited no longer shows.
+ */
+function told() {
+  const lines = createInterface({ input: process.stdin });
+  return new Promise((resolve) => {
+    const done = () => {
+      lines.close();
+      resolve(undefined);
+    };
+    lines.once("line", done);
+    lines.once("close", done);
+  });
+}
 
 /**
  * Chromium with a fresh profile, its DevTools protocol on fds 3 and 4
@@ -198,6 +224,7 @@ function launch() {
     },
   });
   return {
+    session,
     /** The first page's session. */
     async page() {
       for (let tries = 0; ; tries++) {
@@ -266,8 +293,37 @@ async function setInputFiles(page, selector, file) {
 }
 
 /**
- * The part PUTs the page sent (resource timing: a part's URL has a
- * partNumber), and the most in flight at once: what the probe copies.
+ * Attaches to every worker the page starts (not pausing it) and has it
+ * report its part PUTs' resource timing entries through a binding.
+ * @param {ReturnType<typeof launch>} browser
+ * @param {Session} page
+ */
+function watchWorkers(browser, page) {
+  page.on("Target.attachedToTarget", (/** @type {any} */ e) => {
+    if (e.targetInfo?.type !== "worker") return;
+    const worker = browser.session(e.sessionId);
+    worker.on("Runtime.bindingCalled", (/** @type {any} */ b) => {
+      if (b.name === "__benchPut") workerPuts.push(JSON.parse(b.payload));
+    });
+    const observe = `new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        const part = new URL(e.name).searchParams.get("partNumber");
+        if (part && e.initiatorType === "xmlhttprequest")
+          globalThis.__benchPut(JSON.stringify({ part, start: performance.timeOrigin + e.startTime, end: performance.timeOrigin + e.responseEnd }));
+      }
+    }).observe({ type: "resource", buffered: true })`;
+    worker
+      .send("Runtime.addBinding", { name: "__benchPut" })
+      .then(() => worker.send("Runtime.evaluate", { expression: observe }))
+      .catch(() => {}); // a worker that ended meanwhile
+  });
+  page.send("Target.setAutoAttach", { autoAttach: true, waitForDebuggerOnStart: false, flatten: true }).catch((e) => console.error("no worker attach:", e));
+}
+
+/**
+ * The part PUTs the page and its workers sent (resource timing: a part's
+ * URL has a partNumber), and the most in flight at once: what the probe
+ * copies.
  * @param {Session} page
  */
 async function partPuts(page) {
@@ -276,9 +332,10 @@ async function partPuts(page) {
     page,
     `performance.getEntriesByType("resource").flatMap((e) => {
       const part = new URL(e.name).searchParams.get("partNumber");
-      return part && e.initiatorType === "xmlhttprequest" ? [{ part, start: e.startTime, end: e.responseEnd }] : [];
+      return part && e.initiatorType === "xmlhttprequest" ? [{ part, start: performance.timeOrigin + e.startTime, end: performance.timeOrigin + e.responseEnd }] : [];
     })`,
   );
+  puts.push(...workerPuts);
   let inFlight = 0;
   let maxInFlight = 0;
   // Ends before starts at the same moment: a PUT sent as another is answered does not overlap it.

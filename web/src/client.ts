@@ -28,7 +28,21 @@ import {
 import { normalizeBaseUrl } from "./baseurl.js";
 import { FILE_MISMATCH, FILE_NEEDED, NOT_FOUND, NO_SUCH_UPLOAD, PARTS_MISMATCH, PARTS_MISSING, TOO_MANY_UPLOADS, UPLOAD_ABORTED, UPLOAD_COMPLETED, UPLOAD_NOT_PENDING } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import { DEFAULT_HASH_CHUNK, DEFAULT_WHOLE_HASH_BYTES, type FileHashes, type HashedIn, type Hasher, type PartHasher, inlinePartHasher, onPage, workerHasher, workerPool } from "./hash.js";
+import {
+  DEFAULT_HASH_CHUNK,
+  DEFAULT_WHOLE_HASH_BYTES,
+  type FileHashes,
+  type HashedIn,
+  type HashedPart,
+  type Hasher,
+  type PartHasher,
+  type PartHolder,
+  inlinePartHasher,
+  isPartHolder,
+  onPage,
+  workerHasher,
+  workerPool,
+} from "./hash.js";
 import { partCount, partRange, sendParts } from "./parts.js";
 import { printable } from "./text.js";
 import { type Clock, DEFAULT_POLICY, type Network, type RetryInfo, type RetryOptions, type RetryPolicy, Unretried, browserNetwork, retry, systemClock } from "./retry.js";
@@ -238,6 +252,14 @@ export class UploadClient {
   private readonly hashChunkBytes: number;
   private readonly hasher: Hasher;
   private readonly partHasher: () => PartHasher;
+  /**
+   * Makes a run's pool of workers that also send the parts they read, for
+   * parts of this size; undefined where the parts are hashed otherwise (an
+   * application's partHasher or transport, no workers, parts too large to
+   * hold: then the page sends them, read by the worker to hash them and
+   * again by the PUT).
+   */
+  private readonly partSender: (partSize: number) => PartHolder | undefined;
   private readonly stallTimeoutMs: number;
   private readonly locks: LockManager | null;
   private readonly running = new Set<string>();
@@ -280,6 +302,14 @@ export class UploadClient {
     const wholeBytes = Math.max(0, opts.wholeHashBytes ?? DEFAULT_WHOLE_HASH_BYTES);
     this.partHasher =
       opts.partHasher ?? (workerUrl ? () => workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes }) : () => inlinePartHasher(chunkBytes, wholeBytes));
+    // At most partConcurrency parts are held by the workers at once, in
+    // all, and as many are in XHR's hands being sent: together they must
+    // fit in wholeHashBytes (8 MiB parts, 4 at a time, in the 64 MiB default).
+    const holdable = Math.floor(wholeBytes / (2 * this.partConcurrency));
+    this.partSender = (partSize) =>
+      workerUrl && !opts.partHasher && !opts.transport && partSize <= holdable
+        ? workerPool({ url: workerUrl, size: workers, chunkBytes, wholeBytes, holds: true })
+        : undefined;
     this.stallTimeoutMs = opts.stallTimeoutMs ?? 60_000;
     this.locks = opts.locks !== undefined ? opts.locks : (globalThis.navigator?.locks ?? null);
   }
@@ -569,15 +599,18 @@ export class UploadClient {
     opts: RunOptions,
   ): Promise<CompletedUpload> {
     // Started now, so that the workers load while the upload is created.
-    const hasher = tellWhere(this.partHasher(), opts);
-    // A new upload holds no parts: its first parts are hashed while it is
-    // created, so that the first PUT starts as soon as it exists.
-    const early = new Map<number, Promise<string>>();
+    const sender = this.partSender(meta.partSize!);
+    const hasher = tellWhere(sender ?? this.partHasher(), opts, sender !== undefined);
+    // A new upload holds no parts: its first parts are hashed (and held, by
+    // a pool that sends) while it is created, so that the first PUT starts
+    // as soon as it exists.
+    const early = new Map<number, Promise<HashedPart>>();
     if (firstTime) {
       const count = partCount(rec.size, meta.partSize!);
       for (let n = 1; n <= Math.min(count, this.partConcurrency); n++) {
         const { start, end } = partRange(n, meta.partSize!, rec.size);
-        const p = hasher.hash(blob.slice(start, end), opts.signal);
+        const part = blob.slice(start, end);
+        const p = isPartHolder(hasher) ? hasher.hold(part, opts.signal) : hasher.hash(part, opts.signal).then((sha256) => ({ sha256 }));
         p.catch(() => undefined);
         early.set(n, p);
       }
@@ -594,7 +627,7 @@ export class UploadClient {
     meta: CreateRequest,
     blob: Blob,
     hasher: PartHasher,
-    early: Map<number, Promise<string>>,
+    early: Map<number, Promise<HashedPart>>,
     save: (patch: Partial<UploadRecord>) => Promise<void>,
     opts: RunOptions,
   ): Promise<CompletedUpload> {
@@ -619,6 +652,10 @@ export class UploadClient {
       for (let round = 1; ; round++) {
         const held = listed ? await retry((ctx) => this.api.listParts(upload.uploadId, ctx), this.retryOptions("parts", opts)) : [];
         listed = true;
+        // Only where nothing is held: a held part is checked with a hash of its own.
+        const useEarly = held.length === 0 && round === 1;
+        // Early parts not used give their bytes back at once: they count against the parts held.
+        if (!useEarly && round === 1) for (const p of early.values()) p.then((h) => h.held?.release(), () => undefined);
         await sendParts({
           api: this.api,
           transport: this.transport,
@@ -629,8 +666,7 @@ export class UploadClient {
           hashes,
           expected,
           hasher,
-          // Only where nothing is held: a held part is checked with a hash of its own.
-          early: held.length === 0 && round === 1 ? early : undefined,
+          early: useEarly ? early : undefined,
           held,
           concurrency: this.partConcurrency,
           stallTimeoutMs: this.stallTimeoutMs,
@@ -830,21 +866,38 @@ function besideThisModule(): URL | undefined {
   }
 }
 
-/** Wraps a run's part hasher to send "hashed-in" when it first says where it hashes, and when that changes. */
-function tellWhere(hasher: PartHasher, opts: RunOptions): PartHasher {
+/**
+ * Wraps a run's part hasher to send "hashed-in" when it first says where it
+ * hashes, and when that changes. Only the client's own pool may hold parts
+ * (`holds`): an application's partHasher keeps the page sending.
+ */
+function tellWhere(hasher: PartHasher, opts: RunOptions, holds: boolean): PartHasher {
   let told: HashedIn | undefined;
-  return {
+  const tell = () => {
+    const where = hasher.hashedIn;
+    if (where && where !== told) {
+      told = where;
+      emit(opts, { type: "hashed-in", where });
+    }
+  };
+  const wrapped: PartHasher = {
     async hash(part, signal) {
       const sha256 = await hasher.hash(part, signal);
-      const where = hasher.hashedIn;
-      if (where && where !== told) {
-        told = where;
-        emit(opts, { type: "hashed-in", where });
-      }
+      tell();
       return sha256;
     },
     close: () => hasher.close(),
   };
+  if (!holds || !isPartHolder(hasher)) return wrapped;
+  const holder: PartHolder = {
+    ...wrapped,
+    async hold(part, signal) {
+      const got = await hasher.hold(part, signal);
+      tell();
+      return got;
+    },
+  };
+  return holder;
 }
 
 /** A fresh Idempotency-Key: a random UUID (36 visible ASCII characters). */

@@ -14,7 +14,8 @@
  * Blob passes to a worker without its bytes).
  */
 import { createSHA256 } from "hash-wasm";
-import { UploadError, abortError } from "./errors.js";
+import { UploadError, type UploadErrorKind, abortError } from "./errors.js";
+import { type PutRequest, type PutResponse, type PutTransport, xhrTransport } from "./transport.js";
 
 export interface HashOptions {
   /** Bytes read at a time. Default 4 MiB. */
@@ -100,16 +101,53 @@ export async function hashFile(blob: Blob, opts: HashOptions = {}): Promise<File
 async function hashWhole(blob: Blob, digest: SubtleCrypto["digest"], opts: HashOptions): Promise<string> {
   if (opts.signal?.aborted) throw abortError(opts.signal);
   opts.onProgress?.(0, blob.size);
-  const sum = new Uint8Array(await digest("SHA-256", await blob.arrayBuffer()));
+  const hex = toHex(new Uint8Array(await digest("SHA-256", await blob.arrayBuffer())));
   if (opts.signal?.aborted) throw abortError(opts.signal);
   opts.onProgress?.(blob.size, blob.size);
+  return hex;
+}
+
+function toHex(sum: Uint8Array): string {
   let hex = "";
   for (const b of sum) hex += b.toString(16).padStart(2, "0");
   return hex;
 }
 
+/** The SHA-256 (hex) of bytes at hand: natively where this context can, else by hash-wasm. */
+export async function sha256Bytes(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
+  const digest = nativeDigest();
+  if (digest) return toHex(new Uint8Array(await digest("SHA-256", bytes)));
+  const h = await createSHA256();
+  h.init();
+  h.update(bytes);
+  return h.digest("hex");
+}
+
+/**
+ * The version of the worker's messages that adds holding a part: a job
+ * with `hold` (and `v`) is read whole, hashed and kept by the worker, which
+ * answers `held: true` and then sends the part itself ({@link PartCommand}).
+ * A worker of an earlier version ignores both and answers the hash alone:
+ * the page then sends the part itself, as before.
+ */
+export const WORKER_PROTOCOL = 2;
+
 /** What the page sends the worker. */
 export interface HashJob {
+  /** {@link WORKER_PROTOCOL}, with hold. */
+  v?: number;
+  /** Read whole, hash, and keep the bytes until released (a worker that does not know this only hashes). */
+  hold?: boolean;
+  /**
+   * With hold: send the bytes as a Blob made of them, not as they are.
+   * For a page under automation (navigator.webdriver: Playwright,
+   * Puppeteer), whose driver has the browser copy every request body of
+   * bytes into its events (1 GiB took 107 s under Playwright, against 11 s
+   * for the file's slices); a Blob's bytes it does not copy. Elsewhere the
+   * bytes as they are cost less (a Blob moves them to the browser's blob
+   * store and back: 0.7 s of CPU per GiB).
+   */
+  asBlob?: boolean;
   /** Echoed in every answer, so that a pooled worker's answers are matched to their job. */
   id?: number;
   blob: Blob;
@@ -121,11 +159,23 @@ export interface HashJob {
   progress?: boolean;
 }
 
+/** What the page tells a worker about a part it holds (protocol 2; only to a worker that answered `held`). */
+export type PartCommand =
+  /** Send the part held for job `id` (attempt `put`) by XHR. */
+  | { v: 2; type: "put"; id: number; put: number; url: string; method: string; headers: Record<string, string>; stallTimeoutMs?: number }
+  | { v: 2; type: "put-abort"; id: number; put: number }
+  /** Drop the part's bytes. */
+  | { v: 2; type: "release"; id: number };
+
 /** What the worker sends back. */
 export type HashMessage =
   | { type: "progress"; id?: number; loaded: number; total: number }
-  | { type: "done"; id?: number; hashes: FileHashes }
-  | { type: "error"; id?: number; message: string };
+  /** `held`: the worker keeps the part's bytes (a worker of protocol 2 answering a hold job). */
+  | { type: "done"; id?: number; hashes: FileHashes; held?: boolean; v?: number }
+  | { type: "error"; id?: number; message: string }
+  | { type: "put-progress"; v: 2; id: number; put: number; loaded: number; total: number }
+  | { type: "put-done"; v: 2; id: number; put: number; res: PutResponse }
+  | { type: "put-error"; v: 2; id: number; put: number; kind: UploadErrorKind; message: string; retryable: boolean; code?: string };
 
 /**
  * Hashes in a dedicated Web Worker (hash-worker.js, built next to the
@@ -162,7 +212,7 @@ export function workerHasher(url: string | URL): Hasher {
         else if (m.type === "done") {
           finish();
           resolve({ ...m.hashes, hashedIn: "worker" });
-        } else {
+        } else if (m.type === "error") {
           finish();
           reject(new UploadError({ kind: "file", message: m.message }));
         }
@@ -238,9 +288,37 @@ export function inlinePartHasher(chunkBytes = DEFAULT_HASH_CHUNK, wholeBytes = 0
   };
 }
 
+/** A part whose bytes a worker holds after hashing them: it sends them, so that they are read once and never cross to the page. */
+export interface HeldPart {
+  /**
+   * PUTs the part. The first call sends the held bytes from the worker,
+   * which drops them as XHR takes its copy; a later one (a retry), or one
+   * whose worker is gone, sends the request's body (the file's slice) from
+   * the page.
+   */
+  put: PutTransport;
+  /** Drops the bytes, if no PUT took them (the part is given up). */
+  release(): void;
+}
+
+/** A part's SHA-256, and its bytes held by the worker that read it (absent: the page sends the part). */
+export interface HashedPart {
+  sha256: string;
+  held?: HeldPart;
+}
+
+/** A part hasher whose workers can also send the parts they read (the default pool, for parts small enough to hold). */
+export interface PartHolder extends PartHasher {
+  hold(part: Blob, signal?: AbortSignal): Promise<HashedPart>;
+}
+
+export function isPartHolder(h: PartHasher): h is PartHolder {
+  return typeof (h as Partial<PartHolder>).hold === "function";
+}
+
 /** The part of a Worker the pool uses (a test can give its own). */
 export interface WorkerLike {
-  postMessage(job: HashJob): void;
+  postMessage(job: HashJob | PartCommand): void;
   terminate(): void;
   onmessage: ((e: { data: HashMessage }) => void) | null;
   onerror: ((e: { message: string; preventDefault(): void }) => void) | null;
@@ -262,11 +340,22 @@ export interface WorkerPoolOptions {
   wholeBytes?: number;
   /** Starts a worker. Default: `new Worker(url)`. */
   newWorker?: (url: string | URL) => WorkerLike;
+  /**
+   * Whether hold() asks the workers to keep and send the parts they read
+   * (an older worker script answers with the hash alone). Default false:
+   * hold() only hashes.
+   */
+  holds?: boolean;
+  /** Sends a held part from the page when its worker is gone. Default: XHR. */
+  transport?: PutTransport;
 }
 
 interface PoolJob {
   id: number;
   part: Blob;
+  hold?: boolean;
+  /** Resolved with the part held, for hold jobs a worker holds. */
+  onHeld?: (slot: PoolSlot, sha256: string) => void;
   signal?: AbortSignal;
   resolve: (sha256: string) => void;
   reject: (e: unknown) => void;
@@ -277,6 +366,10 @@ interface PoolJob {
 interface PoolSlot {
   worker: WorkerLike;
   job?: PoolJob;
+  /** The PUTs this worker makes of parts it holds, by attempt. */
+  puts: Map<number, { resolve: (r: PutResponse) => void; reject: (e: UploadError) => void; onProgress?: (loaded: number, total: number) => void }>;
+  /** The parts it holds (job ids). */
+  held: Set<number>;
 }
 
 /**
@@ -289,11 +382,16 @@ interface PoolSlot {
  * start (the script is missing, or a policy forbids workers), the parts
  * are hashed on this thread instead, with a warning on the console.
  */
-export function workerPool(opts: WorkerPoolOptions): PartHasher {
+export function workerPool(opts: WorkerPoolOptions): PartHolder {
   return new WorkerPool(opts);
 }
 
-class WorkerPool implements PartHasher {
+class WorkerPool implements PartHolder {
+  private readonly holds: boolean;
+  /** navigator.webdriver: held parts are sent as Blobs ({@link HashJob.asBlob}). */
+  private readonly underAutomation: boolean;
+  private readonly transport: PutTransport;
+  private putSeq = 0;
   private readonly size: number;
   private readonly chunkBytes: number;
   /** The largest part a worker reads whole: each of the pool's workers may hold one at once. */
@@ -314,6 +412,9 @@ class WorkerPool implements PartHasher {
 
   constructor(opts: WorkerPoolOptions) {
     this.size = Math.max(1, Math.floor(opts.size));
+    this.holds = opts.holds ?? false;
+    this.underAutomation = (globalThis.navigator as { webdriver?: boolean } | undefined)?.webdriver === true;
+    this.transport = opts.transport ?? xhrTransport;
     this.chunkBytes = opts.chunkBytes ?? DEFAULT_HASH_CHUNK;
     this.wholeBytes = Math.floor((opts.wholeBytes ?? 0) / this.size);
     const make = opts.newWorker ?? ((url: string | URL) => new Worker(url) as unknown as WorkerLike);
@@ -337,6 +438,75 @@ class WorkerPool implements PartHasher {
     });
   }
 
+  /**
+   * Hashes part, its worker keeping the bytes to send them (when the pool
+   * holds, and the worker knows how: one of an earlier version answers
+   * with the hash alone, and the page sends the part).
+   */
+  hold(part: Blob, signal?: AbortSignal): Promise<HashedPart> {
+    if (this.inline || !this.holds) return this.hash(part, signal).then((sha256) => ({ sha256 }));
+    return new Promise<HashedPart>((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      if (this.closed) return reject(abortError());
+      const job: PoolJob = {
+        id: ++this.seq,
+        part,
+        hold: true,
+        signal,
+        resolve: (sha256) => resolve({ sha256 }),
+        onHeld: (slot, sha256) => resolve({ sha256, held: this.heldPart(slot, job.id) }),
+        reject,
+        onAbort: () => this.cancel(job),
+      };
+      signal?.addEventListener("abort", job.onAbort, { once: true });
+      this.waiting.push(job);
+      this.pump();
+    });
+  }
+
+  /** The part of job id that the worker of slot holds. */
+  private heldPart(slot: PoolSlot, id: number): HeldPart {
+    slot.held.add(id);
+    let released = false;
+    return {
+      put: (req: PutRequest) => {
+        // Sent already (this is a retry), or its worker is gone (terminated, failed): the page sends the part.
+        if (released || !this.slots.has(slot)) return this.transport(req);
+        // The worker drops the bytes as it sends them.
+        released = true;
+        slot.held.delete(id);
+        return new Promise<PutResponse>((resolve, reject) => {
+          if (req.signal?.aborted) return reject(abortError(req.signal));
+          const put = ++this.putSeq;
+          const onAbort = () => {
+            slot.puts.delete(put);
+            if (this.slots.has(slot)) slot.worker.postMessage({ v: 2, type: "put-abort", id, put });
+            reject(abortError(req.signal));
+          };
+          req.signal?.addEventListener("abort", onAbort, { once: true });
+          const settled = () => req.signal?.removeEventListener("abort", onAbort);
+          slot.puts.set(put, {
+            resolve: (r) => {
+              settled();
+              resolve(r);
+            },
+            reject: (e) => {
+              settled();
+              reject(e);
+            },
+            onProgress: req.onProgress,
+          });
+          slot.worker.postMessage({ v: 2, type: "put", id, put, url: req.url, method: req.method, headers: req.headers, stallTimeoutMs: req.stallTimeoutMs });
+        });
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        if (slot.held.delete(id) && this.slots.has(slot)) slot.worker.postMessage({ v: 2, type: "release", id });
+      },
+    };
+  }
+
   close(): void {
     this.closed = true;
     for (const job of this.waiting.splice(0)) this.settle(job, abortError());
@@ -355,7 +525,7 @@ class WorkerPool implements PartHasher {
       this.goInline(e);
       return undefined;
     }
-    const slot: PoolSlot = { worker };
+    const slot: PoolSlot = { worker, puts: new Map(), held: new Set() };
     worker.onmessage = (e) => this.onMessage(slot, e.data);
     worker.onerror = (e) => {
       e.preventDefault();
@@ -374,18 +544,33 @@ class WorkerPool implements PartHasher {
       const job = this.waiting.shift()!;
       job.slot = slot;
       slot.job = job;
-      slot.worker.postMessage({ id: job.id, blob: job.part, chunkBytes: this.chunkBytes, wholeBytes: this.wholeBytes, progress: false });
+      const hold = job.hold ? { v: WORKER_PROTOCOL, hold: true, asBlob: this.underAutomation } : {};
+      slot.worker.postMessage({ id: job.id, blob: job.part, chunkBytes: this.chunkBytes, wholeBytes: this.wholeBytes, progress: false, ...hold });
     }
   }
 
   private onMessage(slot: PoolSlot, m: HashMessage): void {
     this.answered = true;
+    if (m.type === "put-progress" || m.type === "put-done" || m.type === "put-error") return this.onPut(slot, m);
     const job = slot.job;
     if (!job || (m.id !== undefined && m.id !== job.id) || m.type === "progress") return;
     slot.job = undefined;
-    if (m.type === "done") this.settle(job, undefined, m.hashes.sha256);
+    if (m.type === "done" && m.held && job.onHeld) {
+      job.signal?.removeEventListener("abort", job.onAbort);
+      job.slot = undefined;
+      job.onHeld(slot, m.hashes.sha256);
+    } else if (m.type === "done") this.settle(job, undefined, m.hashes.sha256);
     else this.settle(job, new UploadError({ kind: "file", message: m.message }));
     this.pump();
+  }
+
+  private onPut(slot: PoolSlot, m: Extract<HashMessage, { type: "put-progress" | "put-done" | "put-error" }>): void {
+    const p = slot.puts.get(m.put);
+    if (!p) return;
+    if (m.type === "put-progress") return p.onProgress?.(m.loaded, m.total);
+    slot.puts.delete(m.put);
+    if (m.type === "put-done") p.resolve(m.res);
+    else p.reject(m.kind === "aborted" ? abortError() : new UploadError({ kind: m.kind, code: m.code, message: m.message, retryable: m.retryable }));
   }
 
   private onError(slot: PoolSlot, message: string): void {
@@ -416,6 +601,10 @@ class WorkerPool implements PartHasher {
     slot.worker.terminate();
     slot.job = undefined;
     this.slots.delete(slot);
+    // Its PUTs stop with it; a retry sends those parts from the page.
+    for (const p of slot.puts.values()) p.reject(new UploadError({ kind: "network", message: "the worker sending the part stopped", retryable: true }));
+    slot.puts.clear();
+    slot.held.clear();
   }
 
   private goInline(why: unknown): void {

@@ -6,15 +6,18 @@
  * No part waits for the whole file to be read: each part is hashed (by a
  * {@link PartHasher}, a pool of workers) just before it is sent, a few parts
  * ahead of the PUTs, and its URL, which signs that SHA-256, is asked for in
- * a batch with the other parts hashed by then. Parts the storage holds
- * already are checked first: hashed from this file (unless hashed in this
- * page already) and compared with what the storage lists, so that a changed
- * file is caught before any of its bytes are sent.
+ * a batch with the other parts hashed by then. With a hasher whose
+ * workers hold the parts they read ({@link PartHolder}, the default pool),
+ * each part is read once: its worker keeps the bytes and sends them with
+ * the part's first PUT, at most `holdParts` parts held and waiting at once.
+ * Parts the storage holds already are checked first: hashed from this file
+ * (unless hashed in this page already) and compared with what the storage
+ * lists, so that a changed file is caught before any of its bytes are sent.
  */
 import type { Api, PartInstructions, StoredPart } from "./api.js";
 import { FILE_MISMATCH } from "./codes.js";
 import { UploadError, abortError, toUploadError } from "./errors.js";
-import type { PartHasher } from "./hash.js";
+import { type HashedPart, type HeldPart, type PartHasher, type PartHolder, isPartHolder } from "./hash.js";
 import { printable } from "./text.js";
 import { type RetryOptions, Unretried, retry } from "./retry.js";
 import { type PutTransport, type StorageReach, storageError, urlNoLongerWorks } from "./transport.js";
@@ -51,10 +54,25 @@ export interface SendPartsInput {
    * that differs is not this file's: "file_mismatch", and it is not sent.
    */
   expected?: Map<number, string>;
-  /** Hashes the parts (a pool of workers). */
+  /**
+   * Hashes the parts (a pool of workers). One that holds ({@link PartHolder},
+   * the default pool for parts that fit) has each part read once, by the
+   * worker that hashes it and then sends it.
+   */
   hasher: PartHasher;
-  /** Hashes of this blob's first parts already under way (started while the upload was created). */
-  early?: Map<number, Promise<string>>;
+  /**
+   * Parts whose bytes a holding hasher keeps at once, in all: read and
+   * hashed, waiting for their URL or for a PUT slot. A part's bytes leave
+   * its worker as its PUT starts (XHR's copy, at most `concurrency` of
+   * them), so the next parts are read while it is sent. Default: concurrency.
+   */
+  holdParts?: number;
+  /**
+   * Hashes of this blob's first parts already under way (started while the
+   * upload was created; held, with a holding hasher: each counts against
+   * holdParts, and is released here).
+   */
+  early?: Map<number, Promise<HashedPart>>;
   /** What the storage holds; a part is sent again unless its size and SHA-256 match. */
   held: StoredPart[];
   concurrency: number;
@@ -132,9 +150,11 @@ interface SignedUrl {
 /**
  * One sendParts after the check: the parts the storage lacks, each through
  * four stages, the shape of the Go client's partPipeline. hash: read and
- * hashed a few parts ahead of the PUTs, in bursts ({@link hashAhead});
- * sign: URLs asked for in batches of the parts hashed by then
- * ({@link sign}); send: the PUT, retried on its own ({@link send}); record:
+ * hashed a few parts ahead of the PUTs, in bursts ({@link hashAhead}), or
+ * read and held by their workers, as slots free ({@link hashPart}); sign:
+ * URLs asked for in batches of the parts hashed by then ({@link sign}),
+ * those of held parts as soon as they are hashed ({@link signAhead}); send:
+ * the PUT, retried on its own ({@link send}); record:
  * the part counted done ({@link record}). `concurrency` senders take the
  * parts in order ({@link run}); the first to fail for good stops the others
  * and is the error.
@@ -150,13 +170,24 @@ class PartPipeline {
   /** Each part's hash under way (hash stage). */
   private readonly hashing = new Map<number, Promise<string>>();
   private hashingNow = 0;
+  private readonly counting = new Set<number>();
   /** The URLs asked for (sign stage), the request under way, and the parts whose senders wait for one. */
   private readonly urls = new Map<number, SignedUrl>();
   private asking: Promise<void> | undefined;
+  /** A request for the held parts' URLs started by {@link signAhead}, not by a sender. */
+  private signingAhead = false;
   private readonly waitingForUrl = new Set<number>();
   /** Wakes the sign stage gathering a batch: a hash or a PUT ended. */
   private wake: (() => void)[] = [];
   private failure: UploadError | undefined;
+  /** The hasher, when its workers hold and send the parts they read. */
+  private readonly holder?: PartHolder;
+  private readonly holdMax: number;
+  /** Parts being held or read to be held (slots taken), the parts held, and those waiting for a slot. */
+  private holding = 0;
+  private readonly held = new Map<number, HeldPart>();
+  private slotWaiters: (() => void)[] = [];
+  private ended = false;
 
   constructor(
     private readonly input: SendPartsInput,
@@ -168,6 +199,12 @@ class PartPipeline {
     for (let n = 1; n <= count; n++) if (!done.has(n)) this.queue.push(n);
     for (const n of done) this.doneBytes += this.size(n);
     this.lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
+    if (isPartHolder(input.hasher)) {
+      this.holder = input.hasher;
+      this.holdMax = Math.max(1, input.holdParts ?? input.concurrency);
+      // The early parts took their slots while the upload was created.
+      this.holding = input.early?.size ?? 0;
+    } else this.holdMax = Infinity;
   }
 
   async run(): Promise<void> {
@@ -182,7 +219,11 @@ class PartPipeline {
           void this.hash(n);
           this.hashAhead();
           await this.hash(n);
-          await this.send(n);
+          try {
+            await this.send(n);
+          } finally {
+            this.release(n);
+          }
         } catch (e) {
           if (!this.failure && !input.signal?.aborted) {
             this.failure = toUploadError(e);
@@ -192,7 +233,11 @@ class PartPipeline {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
+    try {
+      await Promise.all(Array.from({ length: Math.min(input.concurrency, queue.length) }, sender));
+    } finally {
+      this.end();
+    }
     if (input.signal?.aborted) throw abortError(input.signal);
     if (this.failure) throw this.failure;
   }
@@ -203,24 +248,97 @@ class PartPipeline {
   private hash(n: number): Promise<string> {
     const { input } = this;
     const known = input.hashes.get(n);
-    if (known !== undefined) return Promise.resolve(known);
+    // A holding hasher reads the part even so: the worker that reads it sends it.
+    if (known !== undefined && !this.holder) return Promise.resolve(known);
     let p = this.hashing.get(n);
     if (!p) {
-      this.hashingNow++;
-      p = (input.early?.get(n) ?? input.hasher.hash(partSlice(input, n), this.stop.signal)).then((h) => {
+      p = this.hashPart(n).then((h) => {
         if (!matchesExpected(input, n, h)) throw notThisFile(input.filename, n, "that of the file picked first");
+        if (known !== undefined && known !== h) throw notThisFile(input.filename, n, "what it was when it was first hashed");
         input.hashes.set(n, h);
         return h;
       });
+      // Counted until its hash is recorded (the sign stage then finds it).
       const settled = () => {
-        this.hashingNow--;
+        if (this.counting.delete(n)) this.hashingNow--;
         this.notify();
+        this.signAhead();
       };
       // Awaited by the part's own sender; a part never sent (stopped) must not be an unhandled rejection.
       p.then(settled, settled);
       this.hashing.set(n, p);
     }
     return p;
+  }
+
+  /**
+   * Reads and hashes part n; with a holding hasher, once a slot is free
+   * among the holdParts, its worker keeping the bytes to send them. Only
+   * a hash under way counts in hashingNow, not one waiting for a slot: the
+   * sign stage never waits for parts that cannot be read until a PUT ends.
+   */
+  private async hashPart(n: number): Promise<string> {
+    const { input } = this;
+    const early = input.early?.get(n);
+    if (!this.holder) {
+      this.startCounting(n);
+      return (await (early ?? input.hasher.hash(partSlice(input, n), this.stop.signal).then((sha256) => ({ sha256 })))).sha256;
+    }
+    if (!early) await this.takeSlot();
+    this.startCounting(n);
+    try {
+      const got = await (early ?? this.holder.hold(partSlice(input, n), this.stop.signal));
+      if (got.held && !this.ended) this.held.set(n, got.held);
+      else {
+        // An older worker hashed it only (the page sends it), or the run is over.
+        got.held?.release();
+        this.freeSlot();
+      }
+      return got.sha256;
+    } catch (e) {
+      this.freeSlot();
+      throw e;
+    }
+  }
+
+  private startCounting(n: number): void {
+    this.counting.add(n);
+    this.hashingNow++;
+  }
+
+  /** Waits for one of the holdParts slots (taken in the order asked). */
+  private async takeSlot(): Promise<void> {
+    if (this.holding < this.holdMax) {
+      this.holding++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    if (this.ended || this.stop.signal.aborted) throw abortError(this.stop.signal);
+  }
+
+  /** A slot is free: to the next part waiting for one. */
+  private freeSlot(): void {
+    const next = this.slotWaiters.shift();
+    if (next) next();
+    else this.holding--;
+  }
+
+  /** Part n, held and never sent, is given up: its bytes dropped. */
+  private release(n: number): void {
+    const h = this.held.get(n);
+    if (!h) return;
+    this.held.delete(n);
+    h.release();
+    this.freeSlot();
+  }
+
+  /** The run is over: every part still held released, and the parts waiting for a slot woken (to stop). */
+  private end(): void {
+    this.ended = true;
+    for (const n of [...this.held.keys()]) this.release(n);
+    const waiting = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const w of waiting) w();
   }
 
   /**
@@ -281,6 +399,7 @@ class PartPipeline {
         })
         .finally(() => {
           this.asking = undefined;
+          this.signAhead();
         });
       await this.asking;
       const got = this.urls.get(n);
@@ -289,11 +408,33 @@ class PartPipeline {
     }
   }
 
+  /**
+   * With a holding hasher few parts are read ahead (those held), and a
+   * sender asks for a part's URL only once a PUT ends: the held parts'
+   * URLs are asked for as soon as they are hashed instead, so that signing
+   * never waits behind sending. One such request at a time; if it fails, a
+   * sender asks again when it takes the part.
+   */
+  private signAhead(): void {
+    if (!this.holder || this.asking || this.signingAhead || this.stop.signal.aborted) return;
+    const n = this.queue.find((m) => this.held.has(m) && !this.fresh(this.urls.get(m)));
+    if (n === undefined) return;
+    this.signingAhead = true;
+    this.urlOf(n)
+      .catch(() => undefined)
+      .finally(() => {
+        this.signingAhead = false;
+        // Parts hashed meanwhile.
+        this.signAhead();
+      });
+  }
+
   /** n, the other parts whose senders wait for a URL, and those hashed ahead (at the head of the queue), without a fresh URL. */
   private batchWith(n: number): number[] {
     const stale = (m: number) => !this.fresh(this.urls.get(m));
     const others = [...this.waitingForUrl].filter((m) => m !== n && stale(m));
-    const ahead = this.queue.slice(0, this.lookahead).filter((m) => this.input.hashes.has(m) && stale(m));
+    // n itself may be ahead (at the head of the queue): signed ahead, not for a sender.
+    const ahead = this.queue.slice(0, this.lookahead).filter((m) => m !== n && this.input.hashes.has(m) && stale(m));
     return [n, ...others, ...ahead].slice(0, MAX_BATCH);
   }
 
@@ -323,7 +464,17 @@ class PartPipeline {
     const size = this.size(n);
     const body = partSlice(input, n);
     let refreshes = 0;
-    const transport = input.reach ? input.reach.watch(input.transport) : input.transport;
+    // A held part's first PUT is sent by the worker that read it, which
+    // hands its bytes to XHR: its slot is free for the next part to be read
+    // while this one is sent. A retry sends the slice from the page.
+    const base: PutTransport = (req) => {
+      const held = this.held.get(n);
+      if (!held) return input.transport(req);
+      this.held.delete(n);
+      this.freeSlot();
+      return held.put(req);
+    };
+    const transport = input.reach ? input.reach.watch(base) : base;
     await retry(
       async (ctx) => {
         // The URL request has had its own retries: this loop must not repeat them.

@@ -43,8 +43,16 @@ export function sendableHeaders(headers: Record<string, string>): Record<string,
   return out;
 }
 
-export const xhrTransport: PutTransport = (req) =>
-  new Promise<PutResponse>((resolve, reject) => {
+export const xhrTransport: PutTransport = (req) => xhrPut(req);
+
+/**
+ * {@link xhrTransport} with a body of bytes at hand (a worker that read a
+ * part sends those bytes). XHR takes its own copy of an ArrayBuffer body
+ * when it is sent: the caller may drop it once this returns.
+ */
+export function xhrPut(req: Omit<PutRequest, "body"> & { body: Blob | Uint8Array<ArrayBuffer> }): Promise<PutResponse> {
+  const size = req.body instanceof Uint8Array ? req.body.byteLength : req.body.size;
+  return new Promise<PutResponse>((resolve, reject) => {
     if (req.signal?.aborted) {
       reject(abortError(req.signal));
       return;
@@ -73,7 +81,7 @@ export const xhrTransport: PutTransport = (req) =>
     xhr.responseType = "text";
     xhr.upload.onprogress = (e) => {
       armStallTimer();
-      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : req.body.size);
+      req.onProgress?.(e.loaded, e.lengthComputable ? e.total : size);
     };
     xhr.onload = () => {
       cleanup();
@@ -95,6 +103,7 @@ export const xhrTransport: PutTransport = (req) =>
     armStallTimer();
     xhr.send(req.body);
   });
+}
 
 /**
  * How a PUT that did not fail ended (retry-policy.json's "outcomes"):

@@ -24,7 +24,7 @@
 //
 // Scenarios: upload, lost-response, lost-put, reload, restart, cors,
 // cors-refused, several, ux, and for large files: big, resume, discard, offline, drop,
-// upload-1g, too-many; the outage matrix (matrix); and bench (a measurement: see TestBrowserBench).
+// upload-1g, too-many, worker-sends; the outage matrix (matrix); and bench (a measurement: see TestBrowserBench).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -1071,6 +1071,77 @@ Object.assign(scenarios, {
       rmSync(dir, { recursive: true, force: true });
     }
     return { cells: out };
+  },
+});
+
+Object.assign(scenarios, {
+  /**
+   * A file in parts, each read once and sent by the worker that read it:
+   * what the page's thread receives from its workers (messages, and the
+   * bytes in them), the parts held at once (holds answered less those
+   * sent or released), and the part PUTs the page makes itself (its resource
+   * timeline: a worker's requests are on the worker's). With OLD_WORKER=1 the
+   * page gets an older copy of hash-worker.js (test/testdata), as an
+   * application serving one beside a newer package: the page sends.
+   */
+  async "worker-sends"() {
+    const file = bigFile();
+    const old = process.env.OLD_WORKER === "1" ? readFileSync(new URL("testdata/hash-worker-v1.js.txt", import.meta.url), "utf8") : "";
+    return withBrowser(async ({ context, page }) => {
+      const { obs } = await observe(context, page);
+      await context.addInitScript((old) => {
+        const traffic = { messages: 0, withBytes: 0, bytes: 0, holds: 0, held: 0, maxHeld: 0 };
+        /** @type {Window & { __workerTraffic?: typeof traffic }} */ (window).__workerTraffic = traffic;
+        /** @param {unknown} v @param {number} depth @returns {number} */
+        const bytesIn = (v, depth) => {
+          if (v instanceof ArrayBuffer) return v.byteLength;
+          if (ArrayBuffer.isView(v)) return v.byteLength;
+          if (v instanceof Blob) return v.size;
+          let n = 0;
+          if (v && typeof v === "object" && depth < 5) for (const x of /** @type {unknown[]} */ (Object.values(v))) n += bytesIn(x, depth + 1);
+          return n;
+        };
+        const Native = window.Worker;
+        const oldUrl = old ? URL.createObjectURL(new Blob([old], { type: "text/javascript" })) : undefined;
+        window.Worker = class extends Native {
+          /** @param {string | URL} url @param {WorkerOptions} [opts] */
+          constructor(url, opts) {
+            super(oldUrl ?? url, opts);
+            this.addEventListener("message", (/** @type {MessageEvent<unknown>} */ e) => {
+              traffic.messages++;
+              const b = bytesIn(e.data, 0);
+              if (b > 0) {
+                traffic.withBytes++;
+                traffic.bytes += b;
+              }
+              const d = /** @type {{ type?: string, held?: boolean } | null} */ (e.data);
+              if (d?.type === "done" && d.held) {
+                traffic.holds++;
+                traffic.held++;
+                traffic.maxHeld = Math.max(traffic.maxHeld, traffic.held);
+              }
+            });
+          }
+          /** @override @param {unknown} m @param {Transferable[] | StructuredSerializeOptions} [t] */
+          postMessage(m, t) {
+            // A held part's bytes go with its PUT, or are dropped by a release.
+            const type = /** @type {{ type?: string } | null} */ (m)?.type;
+            if (type === "put" || type === "release") traffic.held--;
+            super.postMessage(m, Array.isArray(t) ? { transfer: t } : t);
+          }
+        };
+      }, old);
+      await open(page);
+      await pickPath(page, file.path);
+      await waitSettled(page, 1);
+      const workerTraffic = await page.evaluate(() => ({
+        .../** @type {Window & { __workerTraffic?: object }} */ (window).__workerTraffic,
+        // The page's own XHRs of parts (a worker's are on the worker's timeline, not the page's).
+        pagePuts: performance.getEntriesByType("resource").filter((e) => /** @type {PerformanceResourceTiming} */ (e).initiatorType === "xmlhttprequest" && e.name.includes("partNumber=")).length,
+      }));
+      log(`worker traffic: ${JSON.stringify(workerTraffic)}`);
+      return { files: [file], ...(await finalState(page)), workerTraffic, ...obs };
+    });
   },
 });
 

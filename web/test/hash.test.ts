@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes, webcrypto } from "node:crypto";
 import { describe, it } from "node:test";
-import { type HashJob, type HashMessage, type WorkerLike, hashFile, workerPool } from "../src/hash.js";
+import { type HashJob, type HashMessage, type PartCommand, type WorkerLike, hashFile, workerPool } from "../src/hash.js";
+import type { PutRequest } from "../src/transport.js";
 import { countNativeDigests } from "./fakes.js";
 
 const hex = (b: ArrayBuffer) => Buffer.from(b).toString("hex");
@@ -251,5 +252,123 @@ describe("workerPool: parts hashed in a few workers", () => {
     pool.close();
     for (const j of jobs) assert.equal(((await j.catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
     assert.equal(((await pool.hash(part).catch((e: unknown) => e)) as { kind?: string }).kind, "aborted");
+  });
+});
+
+/** Whether a message carries bytes (an ArrayBuffer, a view of one, or a Blob), anywhere in it. */
+function carriesBytes(v: unknown): boolean {
+  if (v instanceof ArrayBuffer || ArrayBuffer.isView(v) || v instanceof Blob) return true;
+  if (v && typeof v === "object") return Object.values(v).some(carriesBytes);
+  return false;
+}
+
+/**
+ * A stand-in for a worker of protocol 2: it holds the parts it is asked
+ * to hold, and PUTs them (to `received`) when told, dropping them as it
+ * does; every message it sends the page is kept.
+ */
+class SendingWorker implements WorkerLike {
+  static toPage: HashMessage[] = [];
+  static received: { url: string; bytes: Uint8Array }[] = [];
+  static held = new Map<number, Uint8Array>();
+  onmessage: ((e: { data: HashMessage }) => void) | null = null;
+  onerror: ((e: { message: string; preventDefault(): void }) => void) | null = null;
+  private send(m: HashMessage) {
+    SendingWorker.toPage.push(m);
+    setImmediate(() => this.onmessage?.({ data: m }));
+  }
+  postMessage(m: HashJob | PartCommand): void {
+    if ("type" in m) {
+      if (m.type === "release") SendingWorker.held.delete(m.id);
+      if (m.type === "put") {
+        const bytes = SendingWorker.held.get(m.id)!;
+        SendingWorker.held.delete(m.id);
+        SendingWorker.received.push({ url: m.url, bytes });
+        this.send({ type: "put-progress", v: 2, id: m.id, put: m.put, loaded: bytes.length, total: bytes.length });
+        this.send({ type: "put-done", v: 2, id: m.id, put: m.put, res: { status: 200, text: "", etag: '"e"' } });
+      }
+      return;
+    }
+    void m.blob.arrayBuffer().then((b) => {
+      const bytes = new Uint8Array(b);
+      if (!m.hold) return this.send({ type: "done", id: m.id, hashes: { sha256: createHash("sha256").update(bytes).digest("hex") } });
+      SendingWorker.held.set(m.id!, bytes);
+      this.send({ type: "done", id: m.id, hashes: { sha256: createHash("sha256").update(bytes).digest("hex") }, held: true, v: 2 });
+    });
+  }
+  terminate(): void {}
+}
+
+describe("workerPool: workers that send the parts they read", () => {
+  const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+  it("hold(): the worker keeps the part and PUTs it when given its URL, once; no message to the page carries its bytes", async () => {
+    SendingWorker.toPage = [];
+    SendingWorker.received = [];
+    SendingWorker.held.clear();
+    const fromPage: PutRequest[] = [];
+    const pool = workerPool({
+      url: "hash-worker.js",
+      size: 2,
+      holds: true,
+      newWorker: () => new SendingWorker(),
+      transport: async (req) => {
+        fromPage.push(req);
+        return { status: 200, text: "", etag: '"e"' };
+      },
+    });
+    const part = new Blob([randomBytes(1000)]);
+    const bytes = new Uint8Array(await part.arrayBuffer());
+    const got = await pool.hold(part);
+    assert.equal(got.sha256, sha(bytes));
+    assert.ok(got.held, "held by its worker");
+    const progress: number[] = [];
+    const res = await got.held.put({ url: "https://s3.test/p?partNumber=1", method: "PUT", headers: {}, body: part, onProgress: (l) => progress.push(l) });
+    assert.equal(res.status, 200);
+    assert.deepEqual(progress, [1000]);
+    assert.equal(SendingWorker.received.length, 1);
+    assert.deepEqual(SendingWorker.received[0].bytes, bytes, "the worker sent the bytes it read");
+    assert.equal(SendingWorker.held.size, 0, "the bytes went with the PUT");
+    assert.equal(fromPage.length, 0);
+    // A retry: the worker holds nothing now, the page sends the part (its slice).
+    await got.held.put({ url: "https://s3.test/p?partNumber=1", method: "PUT", headers: {}, body: part });
+    assert.equal(SendingWorker.received.length, 1, "the worker sent the part once");
+    assert.equal(fromPage.length, 1);
+    assert.equal(fromPage[0].body, part);
+    got.held.release();
+    assert.ok(SendingWorker.toPage.length > 0);
+    assert.deepEqual(SendingWorker.toPage.filter(carriesBytes), [], "no message to the page carries bytes");
+    pool.close();
+  });
+
+  it("an older worker (protocol 1) answers a hold with the hash alone: the page sends the part", async () => {
+    FakeWorker.reset();
+    const pool = workerPool({ url: "old/hash-worker.js", size: 1, holds: true, newWorker: () => new FakeWorker() });
+    const part = new Blob([randomBytes(1000)]);
+    const got = await pool.hold(part);
+    assert.equal(got.sha256, sha(new Uint8Array(await part.arrayBuffer())));
+    assert.equal(got.held, undefined);
+    assert.equal(FakeWorker.jobs[0].hold, true, "it was asked to hold");
+    pool.close();
+  });
+
+  it("a held part whose worker is gone is sent from the page (with the part as the body)", async () => {
+    SendingWorker.held.clear();
+    const sentFromPage: number[] = [];
+    const pool = workerPool({
+      url: "hash-worker.js",
+      size: 1,
+      holds: true,
+      newWorker: () => new SendingWorker(),
+      transport: async (req) => {
+        sentFromPage.push(req.body.size);
+        return { status: 200, text: "", etag: null };
+      },
+    });
+    const part = new Blob([randomBytes(700)]);
+    const got = await pool.hold(part);
+    pool.close();
+    assert.equal((await got.held!.put({ url: "https://s3.test/p", method: "PUT", headers: {}, body: part })).status, 200);
+    assert.deepEqual(sentFromPage, [700]);
   });
 });

@@ -53,9 +53,15 @@ export async function failure(p: Promise<unknown>): Promise<UploadError> {
   return e;
 }
 
-/** Waits (real event-loop turns, no time) until cond holds. */
+/**
+ * Waits (real event-loop turns; the world's clock does not move) until cond
+ * holds: at least 500 turns, and up to 5 s of them, since some steps run
+ * off the loop (node's crypto.subtle and Blob reads, on its thread pool)
+ * and take longer, in turns, on a loaded machine.
+ */
 export async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
+  const deadline = Date.now() + 5_000;
+  for (let i = 0; i < 500 || Date.now() < deadline; i++) {
     if (await cond()) return;
     await tick();
   }

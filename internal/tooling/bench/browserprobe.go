@@ -58,10 +58,11 @@ type BrowserProbe struct {
 	LongestTaskMs float64 `json:"longest_task_ms,omitempty"`
 	// LongTaskRuns is each run's count of main-thread tasks over 50 ms.
 	LongTaskRuns []int `json:"long_task_runs,omitempty"`
-	// CPU is the browser's CPU seconds from the pick to the complete
-	// answered, as BrowserUpload's.
-	CPU  map[string]float64 `json:"cpu_seconds,omitempty"`
-	Note string             `json:"note,omitempty"`
+	// CPU and CPURuns are the browser's CPU seconds from the pick to the
+	// complete answered, as BrowserUpload's.
+	CPU     map[string]float64 `json:"cpu_seconds,omitempty"`
+	CPURuns []float64          `json:"cpu_seconds_runs,omitempty"`
+	Note    string             `json:"note,omitempty"`
 }
 
 // probePlan is what bench/browser/upload.mjs reads from PROBE_PATH.
@@ -165,6 +166,17 @@ func runProbe(ctx context.Context, d *BrowserDriver, apiURL, file string, bytes,
 		return probeRun{}, err
 	}
 	return probeRun{seconds: (e.EpochMs - e.StartMs) / 1000, puts: (e.PutsDoneMs - e.StartMs) / 1000, longestTaskMs: e.LongestTaskMs, longTasks: e.LongTasks, cpu: cpu}, nil
+}
+
+// totals is each run's CPU seconds over every process and thread.
+func totals(runs []cpuShares) []float64 {
+	out := make([]float64, len(runs))
+	for i, r := range runs {
+		for _, v := range r {
+			out[i] += v
+		}
+	}
+	return out
 }
 
 // medianShares is each key's median over the runs (a run without the key

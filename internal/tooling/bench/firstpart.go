@@ -66,8 +66,12 @@ type BrowserUpload struct {
 	// CPU is the browser's CPU seconds from the pick to the row shown
 	// completed, by process (and the renderer's threads), the median of
 	// the runs for each.
-	CPU  map[string]float64 `json:"cpu_seconds,omitempty"`
-	Note string             `json:"note,omitempty"`
+	CPU map[string]float64 `json:"cpu_seconds,omitempty"`
+	// CPURuns is each run's CPU seconds over all of the browser's
+	// processes: their median is the way's figure (CPU's medians, taken
+	// key by key, need not add up to any run's).
+	CPURuns []float64 `json:"cpu_seconds_runs,omitempty"`
+	Note    string    `json:"note,omitempty"`
 }
 
 // firstPartPoll is how often S3 is asked whether a part is stored.
@@ -357,7 +361,8 @@ func (r *browserRun) event(ctx context.Context, name string) (browserEvent, erro
 		select {
 		case e, ok := <-r.events:
 			if !ok {
-				return browserEvent{}, fmt.Errorf("the browser driver ended before %q (its log: %s)", name, r.log.Name())
+				// The log goes with the benchmark's temporary directory: its end, here.
+				return browserEvent{}, fmt.Errorf("the browser driver ended before %q; the end of its log:\n%s", name, logTail(r.log.Name(), 2000))
 			}
 			if e.Event == name {
 				return e, nil
@@ -457,6 +462,7 @@ func MeasureBrowser(ctx context.Context, cfg BrowserConfig) (BrowserUpload, Brow
 		probeCPU = append(probeCPU, p.cpu)
 	}
 	up.CPU, pr.CPU = medianShares(upCPU), medianShares(probeCPU)
+	up.CPURuns, pr.CPURuns = totals(upCPU), totals(probeCPU)
 	up.Seconds, pr.Seconds, pr.PutSeconds = Median(up.Runs), Median(pr.Runs), Median(puts)
 	up.MiBps = float64(cfg.Bytes) / (1 << 20) / up.Seconds
 	pr.MiBps = float64(cfg.Bytes) / (1 << 20) / pr.Seconds
@@ -492,4 +498,13 @@ func uploadInBrowser(ctx context.Context, d *BrowserDriver, file string, bytes i
 	out.LongestTaskMs, out.LongTasks = done.LongestTaskMs, done.LongTasks
 	out.Parts, out.MaxInFlight = done.PartPuts, done.MaxInFlight
 	return out, nil
+}
+
+// logTail is the last n bytes of the file at path (all of it if shorter).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-n):])
 }
