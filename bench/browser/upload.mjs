@@ -367,11 +367,15 @@ async function longTasks(page, from, to) {
  * which the browser process reads), "read-blob" (a worker of the page reads
  * the slice first, then the slice is sent: the client's read to hash it),
  * "read-buffer" (a worker reads the slice and hands the bytes back, which
- * are sent: a read shared by the hash and the PUT).
+ * are sent: a read shared by the hash and the PUT), "worker-buffer" (the
+ * worker that read the slice sends the bytes itself, by its own XHR: no
+ * bytes cross to the page), "worker-blob" (the same, a Blob made of the
+ * bytes read). With PROBE_HASH=1 a worker that reads also hashes what it
+ * read (crypto.subtle.digest), as the client's workers do.
  * @param {Session} page
  */
 async function probe(page) {
-  const plan = { ...JSON.parse(readFileSync(required("PROBE_PATH"), "utf8")), body: process.env.PROBE_BODY ?? "blob" };
+  const plan = { ...JSON.parse(readFileSync(required("PROBE_PATH"), "utf8")), body: process.env.PROBE_BODY ?? "blob", hash: process.env.PROBE_HASH === "1" };
   await evaluate(
     page,
     `(() => {
@@ -393,14 +397,40 @@ async function probe(page) {
     const forbidden = new Set(["content-length", "host", "connection", "expect", "transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "date", "origin", "referer"]);
     const now = () => performance.timeOrigin + performance.now();
     const loaded = new Map();
-    // One reading worker per sender (PROBE_BODY read-blob, read-buffer).
-    const reader = `onmessage = async (e) => { const b = await e.data.arrayBuffer(); postMessage(b, [b]); };`;
+    // One reading worker per sender (every PROBE_BODY but blob). Given a
+    // part to send ("worker-*"), it sends it by its own XHR, as put() below
+    // does, and answers with the status; otherwise it hands the bytes back.
+    const reader = `onmessage = async (e) => {
+      const { slice, hash, send } = e.data;
+      const b = await slice.arrayBuffer();
+      if (hash) await crypto.subtle.digest("SHA-256", b);
+      if (!send) return postMessage(b, [b]);
+      const xhr = new XMLHttpRequest();
+      xhr.open(send.method, send.url, true);
+      for (const [k, v] of send.headers) xhr.setRequestHeader(k, v);
+      xhr.responseType = "text";
+      xhr.upload.onprogress = (e) => postMessage({ loaded: e.loaded });
+      xhr.onload = () => postMessage({ status: xhr.status, text: xhr.responseText.slice(0, 300) });
+      xhr.onerror = () => postMessage({ status: 0, text: "no answer" });
+      xhr.send(send.blob ? new Blob([b]) : b);
+    };`;
     const readerUrl = URL.createObjectURL(new Blob([reader], { type: "text/javascript" }));
     /** @param {Worker} w @param {Blob} slice @returns {Promise<ArrayBuffer>} */
     const read = (w, slice) =>
       new Promise((resolve) => {
         w.onmessage = (e) => resolve(e.data);
-        w.postMessage(slice);
+        w.postMessage({ slice, hash: plan.hash });
+      });
+    /** @param {Worker} w @param {typeof parts[number]} p @param {Blob} slice */
+    const workerPut = (w, p, slice) =>
+      new Promise((resolve, reject) => {
+        w.onmessage = (e) => {
+          if (e.data.loaded !== undefined) return loaded.set(p.partNumber, e.data.loaded);
+          if (e.data.status >= 200 && e.data.status <= 299) resolve(undefined);
+          else reject(new Error(`part ${p.partNumber}: HTTP ${e.data.status}: ${e.data.text}`));
+        };
+        const headers = Object.entries(p.headers ?? {}).filter(([k]) => !forbidden.has(k.toLowerCase()));
+        w.postMessage({ slice, hash: plan.hash, send: { method: p.method ?? "PUT", url: p.url, headers, blob: plan.body === "worker-blob" } });
       });
     /** @param {typeof parts[number]} p @param {Blob | ArrayBuffer} body */
     const put = (p, body) =>
@@ -421,6 +451,10 @@ async function probe(page) {
       while (next < parts.length) {
         const p = parts[next++];
         const slice = file.slice(p.start, p.end);
+        if (w && plan.body.startsWith("worker-")) {
+          await workerPut(w, p, slice);
+          continue;
+        }
         const bytes = w ? await read(w, slice) : undefined;
         await put(p, plan.body === "read-buffer" && bytes ? bytes : slice);
       }
