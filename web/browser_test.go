@@ -245,6 +245,7 @@ type result struct {
 		Bytes     int64 `json:"bytes"`
 		Holds     int   `json:"holds"`
 		MaxHeld   int   `json:"maxHeld"`
+		AsBlob    int   `json:"asBlob"`
 		PagePuts  int   `json:"pagePuts"`
 	} `json:"workerTraffic"`
 	// too-many

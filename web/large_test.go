@@ -557,19 +557,21 @@ func TestBrowserLarge(t *testing.T) {
 	// Each part read once, by the worker that hashes it and then sends it
 	// (issue 45): the page's thread gets messages from its workers, never
 	// a part's bytes; at most partConcurrency (4) parts held at once; no
-	// part PUT made by the page. An older hash-worker.js served beside this
-	// package (its messages of protocol 1) hashes only, and the page sends
-	// the parts, as before.
-	for _, old := range []bool{false, true} {
-		name := "worker-sends"
-		if old {
-			name = "old-worker"
-		}
+	// part PUT made by the page. As a user's browser (no navigator.webdriver)
+	// the workers send the bytes they read as they are; under automation
+	// (this driver's), Blobs of them. An older hash-worker.js served beside
+	// this package (its messages of protocol 1) hashes only, and the page
+	// sends the parts, as before.
+	for _, name := range []string{"worker-sends", "worker-sends-automation", "old-worker"} {
+		old := name == "old-worker"
 		t.Run(name, func(t *testing.T) {
 			p := newNetProxy(t)
 			env := append(fileEnv(path72, sum72), "PROXY_URL="+p.URL())
 			if old {
 				env = append(env, "OLD_WORKER=1")
+			}
+			if name == "worker-sends" {
+				env = append(env, "AS_USER=1")
 			}
 			before := h.objects(t)
 			res := h.runWith(t, "worker-sends", "", limit, env...)
@@ -598,6 +600,9 @@ func TestBrowserLarge(t *testing.T) {
 			}
 			if w.Holds != 9 || w.MaxHeld < 1 || w.MaxHeld > 4 || w.PagePuts != 0 {
 				t.Errorf("parts held and sent by the workers: %+v; want 9 holds, at most 4 at once, no part PUT from the page", w)
+			}
+			if want := map[string]int{"worker-sends": 0, "worker-sends-automation": 9}[name]; w.AsBlob != want {
+				t.Errorf("%d hold jobs asked for Blobs, want %d", w.AsBlob, want)
 			}
 		})
 	}

@@ -1082,15 +1082,21 @@ Object.assign(scenarios, {
    * sent or released), and the part PUTs the page makes itself (its resource
    * timeline: a worker's requests are on the worker's). With OLD_WORKER=1 the
    * page gets an older copy of hash-worker.js (test/testdata), as an
-   * application serving one beside a newer package: the page sends.
+   * application serving one beside a newer package: the page sends. With
+   * AS_USER=1 the page does not say navigator.webdriver, as a user's
+   * browser does not, and its workers send the bytes they read as they
+   * are (they send Blobs of them under automation): asBlob counts the
+   * hold jobs that asked for Blobs.
    */
   async "worker-sends"() {
     const file = bigFile();
     const old = process.env.OLD_WORKER === "1" ? readFileSync(new URL("testdata/hash-worker-v1.js.txt", import.meta.url), "utf8") : "";
+    const asUser = process.env.AS_USER === "1";
     return withBrowser(async ({ context, page }) => {
       const { obs } = await observe(context, page);
-      await context.addInitScript((old) => {
-        const traffic = { messages: 0, withBytes: 0, bytes: 0, holds: 0, held: 0, maxHeld: 0 };
+      await context.addInitScript(([old, asUser]) => {
+        if (asUser) Object.defineProperty(Navigator.prototype, "webdriver", { get: () => false, configurable: true });
+        const traffic = { messages: 0, withBytes: 0, bytes: 0, holds: 0, held: 0, maxHeld: 0, asBlob: 0 };
         /** @type {Window & { __workerTraffic?: typeof traffic }} */ (window).__workerTraffic = traffic;
         /** @param {unknown} v @param {number} depth @returns {number} */
         const bytesIn = (v, depth) => {
@@ -1125,12 +1131,13 @@ Object.assign(scenarios, {
           /** @override @param {unknown} m @param {Transferable[] | StructuredSerializeOptions} [t] */
           postMessage(m, t) {
             // A held part's bytes go with its PUT, or are dropped by a release.
-            const type = /** @type {{ type?: string } | null} */ (m)?.type;
-            if (type === "put" || type === "release") traffic.held--;
+            const job = /** @type {{ type?: string, hold?: boolean, asBlob?: boolean } | null} */ (m);
+            if (job?.type === "put" || job?.type === "release") traffic.held--;
+            if (job?.hold && job.asBlob) traffic.asBlob++;
             super.postMessage(m, Array.isArray(t) ? { transfer: t } : t);
           }
         };
-      }, old);
+      }, [old, asUser]);
       await open(page);
       await pickPath(page, file.path);
       await waitSettled(page, 1);
