@@ -1094,7 +1094,7 @@ Object.assign(scenarios, {
     const asUser = process.env.AS_USER === "1";
     return withBrowser(async ({ context, page }) => {
       const { obs } = await observe(context, page);
-      await context.addInitScript(([old, asUser]) => {
+      await context.addInitScript(({ old, asUser }) => {
         if (asUser) Object.defineProperty(Navigator.prototype, "webdriver", { get: () => false, configurable: true });
         const traffic = { messages: 0, withBytes: 0, bytes: 0, holds: 0, held: 0, maxHeld: 0, asBlob: 0 };
         /** @type {Window & { __workerTraffic?: typeof traffic }} */ (window).__workerTraffic = traffic;
@@ -1137,7 +1137,7 @@ Object.assign(scenarios, {
             super.postMessage(m, Array.isArray(t) ? { transfer: t } : t);
           }
         };
-      }, [old, asUser]);
+      }, { old, asUser });
       await open(page);
       await pickPath(page, file.path);
       await waitSettled(page, 1);
