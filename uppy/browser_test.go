@@ -156,14 +156,7 @@ func TestUppyPlugin(t *testing.T) {
 			t.Fatalf("files: %+v", res.Files)
 		}
 		// The small file succeeded before the reload: after it, nothing of it was sent again.
-		for _, p := range res.Sent {
-			if p.After && p.Method == http.MethodPut && p.Part != 2 {
-				t.Errorf("after the reload the browser sent %s (part %d): only part 2 was missing", p.URL, p.Part)
-			}
-		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
-			t.Error("part 2 was not stored after the reload")
-		}
+		onlyPart2After(t, res, "the reload")
 		// Golden Retriever kept the small file's blob, not the 11 MiB one's (over its 10 MiB): restored without its bytes.
 		if res.Seen["restored"] != 2.0 || res.Seen["ghosts"] != 1.0 {
 			t.Errorf("after the reload the Dashboard showed %v files, %v without their bytes; want 2 and 1", res.Seen["restored"], res.Seen["ghosts"])
@@ -188,14 +181,7 @@ func TestUppyPlugin(t *testing.T) {
 		if res.Seen["ghosts"] != 1.0 {
 			t.Errorf("after the reload %v files were restored without their bytes, want 1", res.Seen["ghosts"])
 		}
-		for _, p := range res.Sent {
-			if p.After && p.Method == http.MethodPut && p.Part != 2 {
-				t.Errorf("after the file was picked again the browser sent part %d: only part 2 was missing", p.Part)
-			}
-		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
-			t.Error("part 2 was not stored after the reload")
-		}
+		onlyPart2After(t, res, "the file was picked again")
 	})
 
 	t.Run("readd", func(t *testing.T) {
@@ -206,14 +192,7 @@ func TestUppyPlugin(t *testing.T) {
 		if res.Seen["restored"] != 0.0 {
 			t.Errorf("without Golden Retriever the reloaded page showed %v files, want none", res.Seen["restored"])
 		}
-		for _, p := range res.Sent {
-			if p.After && p.Method == http.MethodPut && p.Part != 2 {
-				t.Errorf("after the file was added again the browser sent part %d: only part 2 was missing", p.Part)
-			}
-		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
-			t.Error("part 2 was not stored after the file was added again")
-		}
+		onlyPart2After(t, res, "the file was added again")
 	})
 
 	t.Run("pause", func(t *testing.T) {
@@ -223,14 +202,7 @@ func TestUppyPlugin(t *testing.T) {
 		if res.Seen["sentWhilePaused"] != 0.0 {
 			t.Errorf("%v requests were sent while paused, want none", res.Seen["sentWhilePaused"])
 		}
-		for _, p := range res.Sent {
-			if p.After && p.Method == http.MethodPut && p.Part != 2 {
-				t.Errorf("after the Resume the browser sent part %d: only part 2 was missing", p.Part)
-			}
-		}
-		if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
-			t.Error("part 2 was not stored after the Resume")
-		}
+		onlyPart2After(t, res, "the Resume")
 	})
 
 	t.Run("error", func(t *testing.T) {
@@ -304,6 +276,21 @@ type sent struct {
 	Part   int    `json:"part"`
 	After  bool   `json:"after"`
 	Status int    `json:"status"`
+}
+
+// onlyPart2After checks what the scenarios that interrupt the three-part
+// file while its part 2 is held want after the interruption (what): no PUT
+// but of part 2, and part 2 stored.
+func onlyPart2After(t *testing.T, res e2eResult, what string) {
+	t.Helper()
+	for _, p := range res.Sent {
+		if p.After && p.Method == http.MethodPut && p.Part != 2 {
+			t.Errorf("after %s the browser sent %s (part %d): only part 2 was missing", what, p.URL, p.Part)
+		}
+	}
+	if !slices.ContainsFunc(res.Sent, func(p sent) bool { return p.After && p.Part == 2 && p.Status == 200 }) {
+		t.Errorf("part 2 was not stored after %s", what)
+	}
 }
 
 // checkInstalled checks the installed plugin's manifest: @uppy/core a peer,
