@@ -9,7 +9,9 @@
  * a batch with the other parts hashed by then. With a hasher whose
  * workers hold the parts they read ({@link PartHolder}, the default pool),
  * each part is read once: its worker keeps the bytes and sends them with
- * the part's first PUT, at most `holdParts` parts held and waiting at once.
+ * the part's first PUT, at most `concurrency` parts held and waiting at once
+ * (a part's bytes leave its worker as its PUT starts: XHR's copy, at most
+ * `concurrency` of them), so the next parts are read while it is sent.
  * Parts the storage holds already are checked first: hashed from this file
  * (unless hashed in this page already) and compared with what the storage
  * lists, so that a changed file is caught before any of its bytes are sent.
@@ -61,16 +63,9 @@ export interface SendPartsInput {
    */
   hasher: PartHasher;
   /**
-   * Parts whose bytes a holding hasher keeps at once, in all: read and
-   * hashed, waiting for their URL or for a PUT slot. A part's bytes leave
-   * its worker as its PUT starts (XHR's copy, at most `concurrency` of
-   * them), so the next parts are read while it is sent. Default: concurrency.
-   */
-  holdParts?: number;
-  /**
    * Hashes of this blob's first parts already under way (started while the
    * upload was created; held, with a holding hasher: each counts against
-   * holdParts, and is released here).
+   * the parts held, and is released here).
    */
   early?: Map<number, Promise<HashedPart>>;
   /** What the storage holds; a part is sent again unless its size and SHA-256 match. */
@@ -201,7 +196,7 @@ class PartPipeline {
     this.lookahead = Math.max(1, input.lookahead ?? input.concurrency * 4);
     if (isPartHolder(input.hasher)) {
       this.holder = input.hasher;
-      this.holdMax = Math.max(1, input.holdParts ?? input.concurrency);
+      this.holdMax = Math.max(1, input.concurrency);
       // The early parts took their slots while the upload was created.
       this.holding = input.early?.size ?? 0;
     } else this.holdMax = Infinity;
@@ -272,8 +267,8 @@ class PartPipeline {
   }
 
   /**
-   * Reads and hashes part n; with a holding hasher, once a slot is free
-   * among the holdParts, its worker keeping the bytes to send them. Only
+   * Reads and hashes part n; with a holding hasher, once one of the
+   * `concurrency` slots is free, its worker keeping the bytes to send them. Only
    * a hash under way counts in hashingNow, not one waiting for a slot: the
    * sign stage never waits for parts that cannot be read until a PUT ends.
    */
@@ -306,7 +301,7 @@ class PartPipeline {
     this.hashingNow++;
   }
 
-  /** Waits for one of the holdParts slots (taken in the order asked). */
+  /** Waits for one of the slots for parts held (taken in the order asked). */
   private async takeSlot(): Promise<void> {
     if (this.holding < this.holdMax) {
       this.holding++;
